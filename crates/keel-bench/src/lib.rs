@@ -1,0 +1,5 @@
+//! Workloads, device benchmarks and reports for the Keel storage engine.
+//! Nothing in the engine depends on this crate.
+
+pub mod basic;
+pub mod sys;

@@ -1,0 +1,225 @@
+//! `keel`: benchmarks, device characterization and inspection for the Keel
+//! storage engine.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use keel::{Db, Options};
+use keel_bench::basic::{self, BasicConfig};
+
+#[derive(Parser)]
+#[command(
+    name = "keel",
+    version,
+    about = "Keel storage engine: benchmarks and tools"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a benchmark workload.
+    #[command(subcommand)]
+    Bench(Bench),
+    /// Open a closed database, verify every page checksum and B+tree invariant.
+    Check {
+        /// The database directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Load rows in random order, read random keys back, run short scans, verify every value.
+    Basic(BasicArgs),
+}
+
+/// Engine options shared by every command that opens a database.
+#[derive(Args, Clone)]
+struct EngineArgs {
+    /// TOML file with engine options.
+    #[arg(long, value_name = "FILE.toml")]
+    config: Option<PathBuf>,
+    /// Set one engine option, e.g. --set buffer_pool_size=64MiB (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Device model: unlimited, hdd-raid10, sata-ssd, nvme, or a spec like iops=1500,bw=120MiB,lat=100us,seek=4ms,qd=8.
+    #[arg(long, value_name = "SPEC")]
+    device: Option<String>,
+}
+
+impl EngineArgs {
+    fn options(&self) -> Result<Options> {
+        let mut o = match &self.config {
+            Some(p) => Options::from_toml_file(p)?,
+            None => Options::default(),
+        };
+        o.apply_sets(self.sets.iter().map(String::as_str))?;
+        if let Some(d) = &self.device {
+            o.set("device", d)?;
+        }
+        o.validate()?;
+        Ok(o)
+    }
+}
+
+#[derive(Args)]
+struct BasicArgs {
+    /// Rows to load.
+    #[arg(long, default_value_t = 200_000)]
+    rows: u64,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 200)]
+    value_size: usize,
+    /// Random point gets after the load.
+    #[arg(long, default_value_t = 200_000)]
+    gets: u64,
+    /// Scans after the gets.
+    #[arg(long, default_value_t = 20_000)]
+    scans: u64,
+    /// Rows per scan.
+    #[arg(long, default_value_t = 100)]
+    scan_len: usize,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Database directory (default: a temporary directory, removed afterwards).
+    #[arg(long)]
+    datadir: Option<PathBuf>,
+    /// Buffer pool size (shorthand for --set buffer_pool_size=...).
+    #[arg(long, default_value = "64MiB")]
+    buffer_pool_size: String,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+fn main() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("keel: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Command::Bench(Bench::Basic(a)) => bench_basic(a),
+        Command::Check { dir, engine } => check(dir, engine),
+    }
+}
+
+fn bench_basic(a: BasicArgs) -> Result<()> {
+    let mut opts = a.engine.options()?;
+    opts.set("buffer_pool_size", &a.buffer_pool_size)?;
+    a.engine.apply_overrides_after(&mut opts)?;
+    let tmp;
+    let dir = match &a.datadir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::Builder::new()
+                .prefix("keel-bench-")
+                .tempdir_in(".")?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let db = Db::open(&dir, opts.clone()).with_context(|| format!("opening {}", dir.display()))?;
+    let t = db.table_or_create("basic")?;
+    let cfg = BasicConfig {
+        rows: a.rows,
+        value_size: a.value_size,
+        gets: a.gets,
+        scans: a.scans,
+        scan_len: a.scan_len,
+        threads: a.threads,
+        seed: a.seed,
+    };
+    println!(
+        "keel bench basic: {} rows of {} bytes, {} gets, {} scans of {}, {} thread(s); buffer pool {} MiB, page {} B, {} data files, device {}, flush_method {}",
+        cfg.rows, cfg.value_size, cfg.gets, cfg.scans, cfg.scan_len, cfg.threads,
+        opts.buffer_pool_size >> 20, opts.page_size, opts.data_files, opts.device, opts.flush_method
+    );
+    let phases = basic::run(&db, &t, &cfg)?;
+    for p in &phases {
+        println!(
+            "{:>10}: {:>9} ops {:>9} rows in {:>7.2} s = {:>10.0} rows/s | pages read {:>8} written {:>8}",
+            p.name, p.ops, p.rows, p.secs, p.rows_per_s, p.pages_read, p.pages_written
+        );
+    }
+    let stats = t.check()?;
+    println!(
+        "tree: height {}, {} leaf + {} internal pages, {} entries — invariants hold",
+        stats.height, stats.leaf_pages, stats.internal_pages, stats.entries
+    );
+    let m = db.metrics();
+    for name in [
+        "buffer_pool_reads",
+        "buffer_pages_written",
+        "buffer_LRU_batch_flush_total_pages",
+        "buffer_flush_background_total_pages",
+        "buffer_LRU_single_flush_total_pages",
+        "os_data_writes",
+        "os_data_fsyncs",
+    ] {
+        println!("  {name} = {}", m.get(name).unwrap_or(0));
+    }
+    db.close()?;
+    if let Some(b) = keel_bench::sys::peak_rss_bytes() {
+        println!(
+            "peak memory (VmHWM): {:.1} MiB",
+            b as f64 / (1 << 20) as f64
+        );
+    }
+    Ok(())
+}
+
+impl EngineArgs {
+    /// --set and --device win over shorthand flags.
+    fn apply_overrides_after(&self, o: &mut Options) -> Result<()> {
+        o.apply_sets(self.sets.iter().map(String::as_str))?;
+        if let Some(d) = &self.device {
+            o.set("device", d)?;
+        }
+        o.validate()?;
+        Ok(())
+    }
+}
+
+fn check(dir: PathBuf, engine: EngineArgs) -> Result<()> {
+    if !keel::space::Tablespace::exists(&dir) {
+        anyhow::bail!(
+            "{} holds no Keel database (no {})",
+            dir.display(),
+            keel::space::data_file_name(0)
+        );
+    }
+    let db = Db::open(&dir, engine.options()?)?;
+    let mut ok = true;
+    match db.check() {
+        Ok(trees) => {
+            for (name, s) in trees {
+                println!(
+                    "{name}: height {} leaf pages {} internal pages {} entries {}: ok",
+                    s.height, s.leaf_pages, s.internal_pages, s.entries
+                );
+            }
+        }
+        Err(e) => {
+            println!("FAILED: {e}");
+            ok = false;
+        }
+    }
+    db.close()?;
+    if !ok {
+        anyhow::bail!("check failed");
+    }
+    println!("check passed");
+    Ok(())
+}

@@ -1,0 +1,541 @@
+//! Slotted-page layout of a B+tree node, as pure functions over a page image.
+//!
+//! After the common page header (bytes `[0, 32)`):
+//!
+//! | offset | size | field                                                  |
+//! |-------:|-----:|--------------------------------------------------------|
+//! | 32     | 2    | number of cells `n`                                    |
+//! | 34     | 2    | start of the cell content area (0 encodes 65536)       |
+//! | 36     | 2    | fragmented free bytes inside the content area          |
+//! | 38     | 1    | level (0 = leaf)                                       |
+//! | 39     | 1    | reserved, zero                                         |
+//! | 40     | 4    | leftmost child page number (internal nodes)            |
+//! | 44     | 2·n  | slot array: cell offsets, in key order                 |
+//!
+//! Cells are packed downward from the page end. A leaf cell is
+//! `key_len u16, value_len u16, key, value`; an internal cell is
+//! `key_len u16, child u32, key`. In an internal node the leftmost child holds
+//! keys `< key[0]` and the child of cell `i` holds keys `>= key[i]` (and
+//! `< key[i+1]`). Children are addressed by position `0..=n`: position 0 is the
+//! leftmost child, position `i + 1` the child of cell `i`.
+
+use std::cmp::Ordering;
+
+use crate::error::{Error, Result};
+use crate::page::{
+    get_u16, get_u32, page_id, page_type, put_u16, put_u32, set_page_type, PageType, MAX_PAGE_SIZE,
+    MIN_PAGE_SIZE, PAGE_HEADER_SIZE,
+};
+
+const OFF_N_CELLS: usize = PAGE_HEADER_SIZE;
+const OFF_CONTENT: usize = PAGE_HEADER_SIZE + 2;
+const OFF_FRAG: usize = PAGE_HEADER_SIZE + 4;
+const OFF_LEVEL: usize = PAGE_HEADER_SIZE + 6;
+const OFF_LEFTMOST: usize = PAGE_HEADER_SIZE + 8;
+/// First byte of the slot array.
+pub const NODE_HEADER_END: usize = PAGE_HEADER_SIZE + 12;
+/// Bytes per slot.
+pub const SLOT_SIZE: usize = 2;
+/// Leaf cell header: key length, value length.
+pub const LEAF_CELL_HEADER: usize = 4;
+/// Internal cell header: key length, child page number.
+pub const INTERNAL_CELL_HEADER: usize = 6;
+/// Absolute key-length cap, whatever the page size.
+const KEY_LEN_CAP: usize = 1024;
+
+/// Largest key accepted for this page size.
+pub const fn max_key_len(page_size: usize) -> usize {
+    let k = page_size / 16;
+    if k < KEY_LEN_CAP {
+        k
+    } else {
+        KEY_LEN_CAP
+    }
+}
+
+/// Largest value accepted for this page size.
+pub const fn max_value_len(page_size: usize) -> usize {
+    page_size / 4
+}
+
+/// Bytes available for slots and cells.
+pub const fn usable_bytes(page_size: usize) -> usize {
+    page_size - NODE_HEADER_END
+}
+
+/// A non-root node using fewer bytes than this is underfull.
+pub const fn underflow_bytes(page_size: usize) -> usize {
+    usable_bytes(page_size) / 4
+}
+
+/// Footprint (cell + slot) of the largest possible separator.
+pub const fn max_separator_bytes(page_size: usize) -> usize {
+    INTERNAL_CELL_HEADER + max_key_len(page_size) + SLOT_SIZE
+}
+
+/// Footprint (cell + slot) of the largest possible leaf entry.
+pub const fn max_leaf_entry_bytes(page_size: usize) -> usize {
+    LEAF_CELL_HEADER + max_key_len(page_size) + max_value_len(page_size) + SLOT_SIZE
+}
+
+// A split of an overflowing node (one page plus one cell) leaves each half at
+// most usable/2 + one cell, so any cell up to half the usable space can be
+// placed. Checked for every supported page size.
+const _: () = {
+    let mut ps = MIN_PAGE_SIZE;
+    while ps <= MAX_PAGE_SIZE {
+        assert!(max_leaf_entry_bytes(ps) <= usable_bytes(ps) / 2);
+        assert!(2 * max_separator_bytes(ps) <= usable_bytes(ps) / 2);
+        ps *= 2;
+    }
+};
+
+/// Reject keys and values the tree cannot store on pages of this size.
+pub fn check_entry(page_size: usize, key: &[u8], value: &[u8]) -> Result<()> {
+    check_key(page_size, key)?;
+    let max = max_value_len(page_size);
+    if value.len() > max {
+        return Err(Error::ValueTooLarge {
+            len: value.len(),
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// Reject keys the tree cannot store on pages of this size.
+pub fn check_key(page_size: usize, key: &[u8]) -> Result<()> {
+    let max = max_key_len(page_size);
+    if key.len() > max {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// Encode a leaf cell. Lengths must already be checked against the limits.
+pub fn leaf_cell(key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut c = vec![0u8; LEAF_CELL_HEADER + key.len() + value.len()];
+    put_u16(&mut c, 0, key.len() as u16);
+    put_u16(&mut c, 2, value.len() as u16);
+    c[LEAF_CELL_HEADER..LEAF_CELL_HEADER + key.len()].copy_from_slice(key);
+    c[LEAF_CELL_HEADER + key.len()..].copy_from_slice(value);
+    c
+}
+
+/// Encode an internal cell.
+pub fn internal_cell(key: &[u8], child: u32) -> Vec<u8> {
+    let mut c = vec![0u8; INTERNAL_CELL_HEADER + key.len()];
+    put_u16(&mut c, 0, key.len() as u16);
+    put_u32(&mut c, 2, child);
+    c[INTERNAL_CELL_HEADER..].copy_from_slice(key);
+    c
+}
+
+/// The key of an encoded cell.
+pub fn cell_key(cell: &[u8], leaf: bool) -> &[u8] {
+    let h = if leaf {
+        LEAF_CELL_HEADER
+    } else {
+        INTERNAL_CELL_HEADER
+    };
+    &cell[h..h + get_u16(cell, 0) as usize]
+}
+
+/// The value of an encoded leaf cell.
+pub fn cell_value(cell: &[u8]) -> &[u8] {
+    let k = get_u16(cell, 0) as usize;
+    &cell[LEAF_CELL_HEADER + k..LEAF_CELL_HEADER + k + get_u16(cell, 2) as usize]
+}
+
+/// The child of an encoded internal cell.
+pub fn cell_child(cell: &[u8]) -> u32 {
+    get_u32(cell, 2)
+}
+
+/// Size of the cell stored at `off`, read from its header.
+fn cell_len_at(b: &[u8], off: usize, leaf: bool) -> usize {
+    let k = get_u16(b, off) as usize;
+    if leaf {
+        LEAF_CELL_HEADER + k + get_u16(b, off + 2) as usize
+    } else {
+        INTERNAL_CELL_HEADER + k
+    }
+}
+
+/// Read-only view of a node image.
+#[derive(Clone, Copy)]
+pub struct NodeRef<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> NodeRef<'a> {
+    /// View a page image as a node (call [`check`] first on untrusted images).
+    pub fn new(b: &'a [u8]) -> Self {
+        NodeRef { b }
+    }
+    /// Number of cells.
+    pub fn n_cells(&self) -> usize {
+        get_u16(self.b, OFF_N_CELLS) as usize
+    }
+    /// Level above the leaves (0 = leaf).
+    pub fn level(&self) -> u8 {
+        self.b[OFF_LEVEL]
+    }
+    /// Whether this node is a leaf.
+    pub fn is_leaf(&self) -> bool {
+        self.level() == 0
+    }
+    /// Start of the cell content area.
+    pub fn content_start(&self) -> usize {
+        match get_u16(self.b, OFF_CONTENT) as usize {
+            0 => self.b.len(),
+            s => s,
+        }
+    }
+    /// Free bytes lost between cells.
+    pub fn frag_bytes(&self) -> usize {
+        get_u16(self.b, OFF_FRAG) as usize
+    }
+    fn slot_end(&self) -> usize {
+        NODE_HEADER_END + SLOT_SIZE * self.n_cells()
+    }
+    fn offset(&self, i: usize) -> usize {
+        get_u16(self.b, NODE_HEADER_END + SLOT_SIZE * i) as usize
+    }
+    /// Raw bytes of cell `i`.
+    pub fn cell(&self, i: usize) -> &'a [u8] {
+        let off = self.offset(i);
+        &self.b[off..off + cell_len_at(self.b, off, self.is_leaf())]
+    }
+    /// Key of cell `i`.
+    pub fn key(&self, i: usize) -> &'a [u8] {
+        cell_key(self.cell(i), self.is_leaf())
+    }
+    /// Value of leaf cell `i`.
+    pub fn value(&self, i: usize) -> &'a [u8] {
+        cell_value(self.cell(i))
+    }
+    /// Child at position `pos` in `0..=n` (0 = leftmost).
+    pub fn child(&self, pos: usize) -> u32 {
+        if pos == 0 {
+            get_u32(self.b, OFF_LEFTMOST)
+        } else {
+            cell_child(self.cell(pos - 1))
+        }
+    }
+    /// Binary search: `Ok(i)` if cell `i` has `key`, else `Err(insertion point)`.
+    pub fn search(&self, key: &[u8]) -> std::result::Result<usize, usize> {
+        let (mut lo, mut hi) = (0, self.n_cells());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.key(mid).cmp(key) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => return Ok(mid),
+            }
+        }
+        Err(lo)
+    }
+    /// Position of the child whose key range contains `key`.
+    pub fn child_pos(&self, key: &[u8]) -> usize {
+        match self.search(key) {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        }
+    }
+    /// Bytes used by cells and slots.
+    pub fn used_bytes(&self) -> usize {
+        usable_bytes(self.b.len()) - self.free_bytes()
+    }
+    /// Free bytes, counting fragments (what compaction would yield).
+    pub fn free_bytes(&self) -> usize {
+        self.content_start() - self.slot_end() + self.frag_bytes()
+    }
+    /// Cells in key order.
+    pub fn cells(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let n = *self;
+        (0..n.n_cells()).map(move |i| n.cell(i))
+    }
+}
+
+/// Mutable view of a node image. Every method keeps the image valid.
+pub struct NodeMut<'a> {
+    b: &'a mut [u8],
+}
+
+impl<'a> NodeMut<'a> {
+    /// View a (valid) node image for modification.
+    pub fn new(b: &'a mut [u8]) -> Self {
+        NodeMut { b }
+    }
+
+    /// Format the page as an empty node, keeping the common header's identity
+    /// and setting its type from the level.
+    pub fn init(b: &'a mut [u8], level: u8, leftmost: u32) -> Self {
+        let t = if level == 0 {
+            PageType::BtreeLeaf
+        } else {
+            PageType::BtreeInternal
+        };
+        set_page_type(b, t);
+        b[PAGE_HEADER_SIZE..].fill(0);
+        let mut n = NodeMut { b };
+        n.set_content_start(n.b.len());
+        n.b[OFF_LEVEL] = level;
+        n.set_leftmost(leftmost);
+        n
+    }
+
+    /// Read-only view.
+    pub fn as_ref(&self) -> NodeRef<'_> {
+        NodeRef::new(self.b)
+    }
+
+    fn set_n_cells(&mut self, n: usize) {
+        put_u16(self.b, OFF_N_CELLS, n as u16);
+    }
+    fn set_content_start(&mut self, s: usize) {
+        // 65536 only occurs for an empty 64 KiB page; 0 encodes it.
+        put_u16(self.b, OFF_CONTENT, (s & 0xffff) as u16);
+    }
+    fn set_frag(&mut self, f: usize) {
+        put_u16(self.b, OFF_FRAG, f as u16);
+    }
+    fn set_offset(&mut self, i: usize, off: usize) {
+        put_u16(self.b, NODE_HEADER_END + SLOT_SIZE * i, off as u16);
+    }
+
+    /// Set the leftmost child.
+    pub fn set_leftmost(&mut self, child: u32) {
+        put_u32(self.b, OFF_LEFTMOST, child);
+    }
+
+    /// Insert `cell` as cell `i`; false (and nothing changed) if it does not fit.
+    pub fn insert_cell(&mut self, i: usize, cell: &[u8]) -> bool {
+        let r = self.as_ref();
+        let n = r.n_cells();
+        debug_assert!(i <= n, "insert position {i} beyond {n} cells");
+        let need = cell.len() + SLOT_SIZE;
+        if r.free_bytes() < need {
+            return false;
+        }
+        if r.content_start() - r.slot_end() < need {
+            self.compact();
+        }
+        let start = self.as_ref().content_start() - cell.len();
+        self.b[start..start + cell.len()].copy_from_slice(cell);
+        let slots = NODE_HEADER_END + SLOT_SIZE * i;
+        let slots_end = NODE_HEADER_END + SLOT_SIZE * n;
+        self.b.copy_within(slots..slots_end, slots + SLOT_SIZE);
+        self.set_offset(i, start);
+        self.set_n_cells(n + 1);
+        self.set_content_start(start);
+        true
+    }
+
+    /// Remove cell `i`.
+    pub fn remove_cell(&mut self, i: usize) {
+        let r = self.as_ref();
+        let n = r.n_cells();
+        let (off, len) = (r.offset(i), r.cell(i).len());
+        let (start, frag) = (r.content_start(), r.frag_bytes());
+        let slot = NODE_HEADER_END + SLOT_SIZE * i;
+        self.b
+            .copy_within(slot + SLOT_SIZE..NODE_HEADER_END + SLOT_SIZE * n, slot);
+        self.set_n_cells(n - 1);
+        if n == 1 {
+            self.set_content_start(self.b.len());
+            self.set_frag(0);
+        } else if off == start {
+            self.set_content_start(start + len);
+        } else {
+            self.set_frag(frag + len);
+        }
+    }
+
+    /// Replace cell `i` with `cell`; false (and nothing changed) if it does not fit.
+    pub fn replace_cell(&mut self, i: usize, cell: &[u8]) -> bool {
+        let r = self.as_ref();
+        let old = r.cell(i).len();
+        if old == cell.len() {
+            let off = r.offset(i);
+            self.b[off..off + old].copy_from_slice(cell);
+            return true;
+        }
+        if r.free_bytes() + old < cell.len() {
+            return false;
+        }
+        self.remove_cell(i);
+        let fitted = self.insert_cell(i, cell);
+        debug_assert!(
+            fitted,
+            "replacement cell must fit after removing the old one"
+        );
+        fitted
+    }
+
+    /// Move every cell to the end of the page, turning fragments into
+    /// contiguous free space.
+    pub fn compact(&mut self) {
+        let r = self.as_ref();
+        let n = r.n_cells();
+        let cells: Vec<Vec<u8>> = r.cells().map(|c| c.to_vec()).collect();
+        let mut start = self.b.len();
+        for (i, c) in cells.iter().enumerate() {
+            start -= c.len();
+            self.b[start..start + c.len()].copy_from_slice(c);
+            self.set_offset(i, start);
+        }
+        debug_assert_eq!(cells.len(), n);
+        self.set_content_start(start);
+        self.set_frag(0);
+    }
+}
+
+/// Validate a node image: header fields, slot offsets in range, cells inside
+/// the content area and non-overlapping, free-space accounting, keys strictly
+/// ascending and within the size limits.
+pub fn check(b: &[u8]) -> Result<()> {
+    let id = page_id(b);
+    let bad = |msg: String| Err(Error::Corruption(format!("b-tree node {id}: {msg}")));
+    if b.len() < MIN_PAGE_SIZE || b.len() > MAX_PAGE_SIZE {
+        return bad(format!("page size {} out of range", b.len()));
+    }
+    let r = NodeRef::new(b);
+    let want = if r.is_leaf() {
+        PageType::BtreeLeaf
+    } else {
+        PageType::BtreeInternal
+    };
+    if page_type(b) != Some(want) {
+        return bad(format!(
+            "page type {:?} does not match level {}",
+            page_type(b),
+            r.level()
+        ));
+    }
+    let (n, start) = (r.n_cells(), r.content_start());
+    if start > b.len() {
+        return bad(format!(
+            "content start {start} is past the page end {}",
+            b.len()
+        ));
+    }
+    if r.slot_end() > start {
+        return bad(format!(
+            "slot array of {n} cells ends at {} past the content start {start}",
+            r.slot_end()
+        ));
+    }
+    check_cells(b, r, start).or_else(bad)?;
+    if !r.is_leaf() {
+        for pos in 0..=n {
+            if r.child(pos) == 0 {
+                return bad(format!("child at position {pos} is page 0"));
+            }
+        }
+    }
+    check_keys(r).or_else(bad)
+}
+
+/// Cells within `[start, len)`, disjoint, and accounting that adds up.
+fn check_cells(b: &[u8], r: NodeRef<'_>, start: usize) -> std::result::Result<(), String> {
+    let leaf = r.is_leaf();
+    let hdr = if leaf {
+        LEAF_CELL_HEADER
+    } else {
+        INTERNAL_CELL_HEADER
+    };
+    let mut spans = Vec::with_capacity(r.n_cells());
+    for i in 0..r.n_cells() {
+        let off = r.offset(i);
+        if off < start || off + hdr > b.len() {
+            return Err(format!(
+                "cell {i} at offset {off} outside the content area [{start}, {})",
+                b.len()
+            ));
+        }
+        let end = off + cell_len_at(b, off, leaf);
+        if end > b.len() {
+            return Err(format!(
+                "cell {i} at offset {off} ends at {end}, past the page end {}",
+                b.len()
+            ));
+        }
+        spans.push((off, end, i));
+    }
+    spans.sort_unstable();
+    for w in spans.windows(2) {
+        if w[0].1 > w[1].0 {
+            return Err(format!(
+                "cell {} [{}, {}) overlaps cell {} [{}, {})",
+                w[0].2, w[0].0, w[0].1, w[1].2, w[1].0, w[1].1
+            ));
+        }
+    }
+    let cell_bytes: usize = spans.iter().map(|s| s.1 - s.0).sum();
+    if cell_bytes + r.frag_bytes() != b.len() - start {
+        return Err(format!(
+            "content area of {} bytes holds {cell_bytes} cell bytes but {} fragmented bytes are recorded",
+            b.len() - start,
+            r.frag_bytes()
+        ));
+    }
+    Ok(())
+}
+
+/// Keys strictly ascending; key and value lengths within limits.
+fn check_keys(r: NodeRef<'_>) -> std::result::Result<(), String> {
+    let ps = r.b.len();
+    for i in 0..r.n_cells() {
+        let k = r.key(i);
+        if k.len() > max_key_len(ps) {
+            return Err(format!("key {i} is {} bytes long", k.len()));
+        }
+        if r.is_leaf() && r.value(i).len() > max_value_len(ps) {
+            return Err(format!("value {i} is {} bytes long", r.value(i).len()));
+        }
+        if i > 0 && r.key(i - 1) >= k {
+            return Err(format!("keys {} and {i} are not strictly ascending", i - 1));
+        }
+    }
+    Ok(())
+}
+
+/// Where to cut an overflowing sequence of cells, by bytes.
+///
+/// `sizes` are footprints (cell + slot). With `promote`, the cell at the cut
+/// moves up to the parent (internal split): the halves are `[0, m)` and
+/// `(m, n)`; otherwise `[0, m)` and `[m, n)`. Returns the cut that makes the
+/// larger half smallest among those where both halves are non-empty and fit
+/// into `usable` bytes, or `None` if there is none.
+pub fn split_point(sizes: &[usize], usable: usize, promote: bool) -> Option<usize> {
+    let total: usize = sizes.iter().sum();
+    let n = sizes.len();
+    let mut left = 0;
+    let mut best: Option<(usize, usize)> = None;
+    for m in 1..n {
+        left += sizes[m - 1];
+        let right = total - left - if promote { sizes[m] } else { 0 };
+        let right_cells = if promote { n - m - 1 } else { n - m };
+        if right_cells == 0 || left > usable || right > usable {
+            continue;
+        }
+        let worst = left.max(right);
+        if !matches!(best, Some((w, _)) if w <= worst) {
+            best = Some((worst, m));
+        }
+    }
+    best.map(|(_, m)| m)
+}
+
+/// The shortest key `s` with `a < s <= b` (requires `a < b`): a separator
+/// that routes both neighbours correctly while using little parent space.
+pub fn shortest_separator(a: &[u8], b: &[u8]) -> Vec<u8> {
+    debug_assert!(a < b, "separator needs a < b");
+    let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    b[..(common + 1).min(b.len())].to_vec()
+}

@@ -1,0 +1,84 @@
+//! A buffer-pool frame: one page-sized aligned buffer behind a
+//! shared/exclusive latch, plus the bookkeeping the pool and the flushers need.
+//!
+//! Field protocol:
+//! - `page` changes only while the instance's page-hash write lock *and* the
+//!   frame's exclusive latch are held (eviction, loading).
+//! - `fix` is incremented only under the page-hash read (or write) lock, so an
+//!   evicter holding the write lock sees a stable count; it is decremented
+//!   freely. A fixed frame is never evicted.
+//! - `oldest_mod`/`newest_mod` change only under the exclusive latch (marking
+//!   dirty) or under the shared latch by the single flusher that wrote the
+//!   page (marking clean); a page being written is held under a shared latch
+//!   for the whole write, so it is neither changed nor evicted mid-write.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+
+use crate::io::AlignedBuf;
+use crate::page::PageId;
+use crate::Lsn;
+
+const NO_PAGE: u64 = u64::MAX;
+
+pub(crate) struct Frame {
+    pub latch: RwLock<AlignedBuf>,
+    page: AtomicU64,
+    pub fix: AtomicU32,
+    /// LSN of the first change not yet written to disk; 0 = clean.
+    pub oldest_mod: AtomicU64,
+    /// LSN of the newest change.
+    pub newest_mod: AtomicU64,
+    /// Instance LRU clock when the page entered the pool or was last made young.
+    pub young_clock: AtomicU64,
+    /// Milliseconds since pool start of the first access after loading.
+    pub first_access_ms: AtomicU64,
+}
+
+impl Frame {
+    pub fn new(page_size: usize) -> Frame {
+        Frame {
+            latch: RwLock::new(AlignedBuf::new(page_size)),
+            page: AtomicU64::new(NO_PAGE),
+            fix: AtomicU32::new(0),
+            oldest_mod: AtomicU64::new(0),
+            newest_mod: AtomicU64::new(0),
+            young_clock: AtomicU64::new(0),
+            first_access_ms: AtomicU64::new(0),
+        }
+    }
+
+    pub fn page(&self) -> Option<PageId> {
+        match self.page.load(Ordering::Acquire) {
+            NO_PAGE => None,
+            v => Some(PageId::new((v >> 32) as u32, v as u32)),
+        }
+    }
+
+    pub fn set_page(&self, id: Option<PageId>) {
+        let v = id.map_or(NO_PAGE, |p| ((p.space as u64) << 32) | p.page_no as u64);
+        self.page.store(v, Ordering::Release);
+    }
+
+    pub fn fix(&self) {
+        self.fix.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn unfix(&self) {
+        let prev = self.fix.fetch_sub(1, Ordering::AcqRel);
+        assert!(prev > 0, "buffer frame unfixed more often than fixed");
+    }
+
+    pub fn is_fixed(&self) -> bool {
+        self.fix.load(Ordering::Acquire) > 0
+    }
+
+    pub fn oldest(&self) -> Lsn {
+        self.oldest_mod.load(Ordering::Acquire)
+    }
+
+    pub fn is_dirty(&self) -> bool {
+        self.oldest() != 0
+    }
+}

@@ -1,0 +1,197 @@
+//! One buffer-pool instance: frames, page hash, free list, LRU list and
+//! flush list.
+//!
+//! Lock order: `lists` mutex → `hash` lock → frame latch (the latch only with
+//! `try_*` while a mutex is held). The flush-list mutex is a leaf.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+
+use super::frame::Frame;
+use super::lru::Lru;
+use crate::io::AlignedBuf;
+use crate::page::PageId;
+use crate::Lsn;
+
+/// How far from the LRU tail a thread looks for a clean victim.
+const SEARCH_DEPTH: usize = 100;
+
+pub(crate) struct Lists {
+    pub lru: Lru,
+    pub free: Vec<u32>,
+}
+
+pub(crate) struct Instance {
+    pub frames: Box<[Frame]>,
+    pub hash: RwLock<HashMap<PageId, u32>>,
+    pub lists: Mutex<Lists>,
+    /// Dirty frames by (oldest modification, frame id).
+    pub flush_list: Mutex<BTreeSet<(Lsn, u32)>>,
+    /// Counts pages entering the LRU list; a page made young less than a
+    /// quarter of the pool's worth of insertions ago counts as young.
+    lru_clock: AtomicU64,
+}
+
+pub(crate) enum Victim<'a> {
+    Free(u32, RwLockWriteGuard<'a, AlignedBuf>),
+    Evicted(u32, RwLockWriteGuard<'a, AlignedBuf>),
+    /// A dirty, unfixed page near the tail, now fixed by the caller, who
+    /// must write it and unfix it.
+    Dirty(u32),
+    None,
+}
+
+impl Instance {
+    pub fn new(n: usize, page_size: usize, old_pct: u32) -> Instance {
+        let frames = (0..n).map(|_| Frame::new(page_size)).collect::<Vec<_>>();
+        Instance {
+            frames: frames.into_boxed_slice(),
+            hash: RwLock::new(HashMap::with_capacity(n)),
+            lists: Mutex::new(Lists {
+                lru: Lru::new(n, old_pct),
+                free: (0..n as u32).rev().collect(),
+            }),
+            flush_list: Mutex::new(BTreeSet::new()),
+            lru_clock: AtomicU64::new(0),
+        }
+    }
+
+    pub fn lru_clock(&self) -> u64 {
+        self.lru_clock.load(Ordering::Relaxed)
+    }
+
+    pub fn frame_index(&self, f: &Frame) -> u32 {
+        let base = self.frames.as_ptr() as usize;
+        let idx = (f as *const Frame as usize - base) / std::mem::size_of::<Frame>();
+        debug_assert!(idx < self.frames.len());
+        idx as u32
+    }
+
+    pub fn lookup_and_fix(&self, id: PageId) -> Option<u32> {
+        let h = self.hash.read();
+        let fid = *h.get(&id)?;
+        self.frames[fid as usize].fix();
+        Some(fid)
+    }
+
+    /// Enter `id` → `fid` in the page hash and the LRU list; false if
+    /// another thread installed the page first. The frame comes out fixed.
+    pub fn install(&self, id: PageId, fid: u32) -> bool {
+        {
+            let mut h = self.hash.write();
+            if h.contains_key(&id) {
+                return false;
+            }
+            h.insert(id, fid);
+            let f = &self.frames[fid as usize];
+            f.set_page(Some(id));
+            f.fix();
+        }
+        let clock = self.lru_clock.fetch_add(1, Ordering::Relaxed) + 1;
+        self.frames[fid as usize]
+            .young_clock
+            .store(clock, Ordering::Relaxed);
+        self.lists.lock().lru.insert_midpoint(fid);
+        true
+    }
+
+    /// Undo `install` after a failed read.
+    pub fn uninstall(&self, id: PageId, fid: u32) {
+        let mut lists = self.lists.lock();
+        {
+            let mut h = self.hash.write();
+            h.remove(&id);
+            self.frames[fid as usize].set_page(None);
+        }
+        lists.lru.remove(fid);
+    }
+
+    pub fn return_free(&self, fid: u32) {
+        self.lists.lock().free.push(fid);
+    }
+
+    pub fn make_young(&self, fid: u32) {
+        let mut lists = self.lists.lock();
+        if lists.lru.contains(fid) && lists.lru.is_old(fid) {
+            lists.lru.make_young(fid);
+            let clock = self.lru_clock();
+            self.frames[fid as usize]
+                .young_clock
+                .store(clock, Ordering::Relaxed);
+        }
+    }
+
+    /// Evict `fid` if it is clean, unfixed and unlatched; the caller holds
+    /// the lists mutex. Returns the frame exclusively latched, out of every list.
+    pub fn try_evict<'a>(
+        &'a self,
+        lists: &mut Lists,
+        fid: u32,
+    ) -> Option<RwLockWriteGuard<'a, AlignedBuf>> {
+        let f = &self.frames[fid as usize];
+        // A frame already evicted (on the free list) is not in the LRU list.
+        if !lists.lru.contains(fid) || f.is_fixed() || f.is_dirty() {
+            return None;
+        }
+        let g = f.latch.try_write()?;
+        if f.is_dirty() {
+            return None;
+        }
+        {
+            let mut h = self.hash.write();
+            if f.is_fixed() {
+                return None;
+            }
+            if let Some(id) = f.page() {
+                h.remove(&id);
+            }
+            f.set_page(None);
+        }
+        lists.lru.remove(fid);
+        Some(g)
+    }
+
+    /// One attempt to obtain a frame (see `BufferPool::get_free_frame`).
+    pub fn take_free_or_evict(&self) -> Victim<'_> {
+        let mut lists = self.lists.lock();
+        if let Some(fid) = lists.free.pop() {
+            drop(lists);
+            // A stale waiter may still hold the latch for an instant.
+            return Victim::Free(fid, self.frames[fid as usize].latch.write());
+        }
+        let mut dirty = None;
+        let cands: Vec<u32> = lists.lru.iter_from_tail(SEARCH_DEPTH).collect();
+        for fid in cands {
+            let f = &self.frames[fid as usize];
+            if f.is_dirty() && !f.is_fixed() {
+                dirty.get_or_insert(fid);
+                continue;
+            }
+            if let Some(g) = self.try_evict(&mut lists, fid) {
+                return Victim::Evicted(fid, g);
+            }
+        }
+        if let Some(fid) = dirty {
+            // Fix under the hash lock so no evicter can take it meanwhile.
+            let h = self.hash.read();
+            let f = &self.frames[fid as usize];
+            if f.page().is_some_and(|p| h.get(&p) == Some(&fid)) {
+                f.fix();
+                return Victim::Dirty(fid);
+            }
+        }
+        Victim::None
+    }
+
+    /// Counts for the cleaner's snapshot.
+    pub fn state(&self) -> (usize, usize, usize, Option<Lsn>) {
+        let (free, lru) = {
+            let l = self.lists.lock();
+            (l.free.len(), l.lru.len())
+        };
+        let fl = self.flush_list.lock();
+        (free, lru, fl.len(), fl.first().map(|e| e.0))
+    }
+}

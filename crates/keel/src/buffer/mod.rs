@@ -1,0 +1,314 @@
+//! The buffer pool: page frames in one or more instances, each with a page
+//! hash, a free list, an LRU list with midpoint insertion and a flush list of
+//! dirty pages ordered by oldest modification.
+//!
+//! Threads reach pages through [`BufferPool::read`] (shared latch) and
+//! [`BufferPool::write`] (exclusive latch); the returned guards unlatch and
+//! unfix on drop. Writing pages back is in [`flush`]; the page cleaners that
+//! drive it are in `crate::flush`.
+
+pub mod flush;
+mod frame;
+mod guard;
+mod instance;
+mod lru;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+pub use guard::{PageRead, PageWrite};
+pub(crate) use instance::Instance;
+
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::page::PageId;
+use crate::space::{Tablespace, EXTENT_PAGES};
+use crate::Lsn;
+
+/// Sizing and behaviour of a pool, taken from the options.
+#[derive(Clone, Debug)]
+pub struct PoolConfig {
+    /// Bytes per page.
+    pub page_size: usize,
+    /// Total frames over all instances.
+    pub frames: usize,
+    /// Number of instances.
+    pub instances: usize,
+    /// Percentage of each LRU list that is the old sublist.
+    pub old_blocks_pct: u32,
+    /// Milliseconds before an old page is made young by an access.
+    pub old_blocks_time_ms: u64,
+    /// Threads that write one batch in parallel.
+    pub write_io_threads: usize,
+    /// How long a thread waits for a free frame before giving up.
+    pub free_wait_timeout: Duration,
+}
+
+/// The buffer pool.
+pub struct BufferPool {
+    pub(crate) instances: Vec<Instance>,
+    pub(crate) space: Arc<Tablespace>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) cfg: PoolConfig,
+    epoch: Instant,
+    /// Signalled when a thread wants free frames or dirty pages written.
+    pub(crate) cleaner_wakeup: (Mutex<u64>, Condvar),
+}
+
+impl BufferPool {
+    /// A pool of `cfg.frames` frames over `space`.
+    pub fn new(cfg: PoolConfig, space: Arc<Tablespace>, metrics: Arc<Metrics>) -> BufferPool {
+        let per = cfg.frames / cfg.instances;
+        let instances = (0..cfg.instances)
+            .map(|_| Instance::new(per, cfg.page_size, cfg.old_blocks_pct))
+            .collect::<Vec<_>>();
+        let total = (per * cfg.instances) as u64;
+        Metrics::set(&metrics.buffer_pool_pages_total, total);
+        Metrics::set(&metrics.buffer_pool_pages_free, total);
+        BufferPool {
+            instances,
+            space,
+            metrics,
+            cfg,
+            epoch: Instant::now(),
+            cleaner_wakeup: (Mutex::new(0), Condvar::new()),
+        }
+    }
+
+    /// Page size in bytes.
+    pub fn page_size(&self) -> usize {
+        self.cfg.page_size
+    }
+
+    /// The instance that caches `id`. Whole extents map to one instance so
+    /// that neighbor flushing stays inside one instance.
+    pub(crate) fn instance_of(&self, id: PageId) -> usize {
+        let extent = (id.page_no / EXTENT_PAGES) as u64 ^ ((id.space as u64) << 32);
+        let h = extent.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        ((h >> 32) % self.instances.len() as u64) as usize
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Fix `id` and take its shared latch, reading it from disk if needed.
+    pub fn read(&self, id: PageId) -> Result<PageRead<'_>> {
+        let inst = &self.instances[self.instance_of(id)];
+        Metrics::add(&self.metrics.buffer_pool_read_requests, 1);
+        loop {
+            match self.lookup_or_load(inst, id, false)? {
+                Fetched::Loaded(fid, g) => {
+                    return Ok(PageRead::new(
+                        id,
+                        &inst.frames[fid as usize],
+                        parking_lot::RwLockWriteGuard::downgrade(g),
+                    ))
+                }
+                Fetched::Hit(fid) => {
+                    let frame = &inst.frames[fid as usize];
+                    let g = frame.latch.read();
+                    if frame.page() != Some(id) {
+                        frame.unfix();
+                        continue;
+                    }
+                    self.touch(inst, fid);
+                    return Ok(PageRead::new(id, frame, g));
+                }
+            }
+        }
+    }
+
+    /// Fix `id` and take its exclusive latch, reading it from disk if needed.
+    pub fn write(&self, id: PageId) -> Result<PageWrite<'_>> {
+        self.write_impl(id, false)
+    }
+
+    /// A frame for a page that has never been written (a fresh allocation):
+    /// exclusively latched and zero-filled, without reading the disk.
+    pub fn create(&self, id: PageId) -> Result<PageWrite<'_>> {
+        self.write_impl(id, true)
+    }
+
+    fn write_impl(&self, id: PageId, fresh: bool) -> Result<PageWrite<'_>> {
+        let inst = &self.instances[self.instance_of(id)];
+        Metrics::add(&self.metrics.buffer_pool_read_requests, 1);
+        loop {
+            match self.lookup_or_load(inst, id, fresh)? {
+                Fetched::Loaded(fid, g) => {
+                    return Ok(PageWrite::new(id, &inst.frames[fid as usize], g))
+                }
+                Fetched::Hit(fid) => {
+                    let frame = &inst.frames[fid as usize];
+                    let mut g = frame.latch.write();
+                    if frame.page() != Some(id) {
+                        frame.unfix();
+                        continue;
+                    }
+                    self.touch(inst, fid);
+                    if fresh {
+                        g.fill(0);
+                    }
+                    return Ok(PageWrite::new(id, frame, g));
+                }
+            }
+        }
+    }
+
+    /// On a hit: make an old page young if it has been in the pool longer
+    /// than `old_blocks_time` and is no longer near the young end.
+    fn touch(&self, inst: &Instance, fid: u32) {
+        let frame = &inst.frames[fid as usize];
+        let clock = inst.lru_clock();
+        let young_at = frame.young_clock.load(std::sync::atomic::Ordering::Relaxed);
+        if clock.saturating_sub(young_at) < (inst.frames.len() as u64 / 4).max(1) {
+            return; // still near the young end: don't touch the mutex
+        }
+        let now = self.now_ms();
+        let first = frame
+            .first_access_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if now.saturating_sub(first) < self.cfg.old_blocks_time_ms {
+            return;
+        }
+        inst.make_young(fid);
+    }
+
+    /// Dirty a page changed under its exclusive latch by a mini-transaction
+    /// that ended at `lsn`: enters the flush list on its first change.
+    pub(crate) fn mark_dirty(&self, page: &mut PageWrite<'_>, lsn: Lsn) {
+        let id = page.id();
+        let inst = &self.instances[self.instance_of(id)];
+        let fid = inst.frame_index(page.frame());
+        let frame = page.frame();
+        crate::page::set_page_lsn(page, lsn);
+        frame
+            .newest_mod
+            .store(lsn, std::sync::atomic::Ordering::Release);
+        if frame.oldest() == 0 {
+            inst.flush_list.lock().insert((lsn, fid));
+            frame
+                .oldest_mod
+                .store(lsn, std::sync::atomic::Ordering::Release);
+            Metrics::add(&self.metrics.buffer_pool_pages_dirty, 1);
+        }
+    }
+
+    /// Wake the page cleaners.
+    pub fn wake_cleaners(&self) {
+        let (m, c) = &self.cleaner_wakeup;
+        *m.lock() += 1;
+        c.notify_all();
+    }
+
+    /// Smallest oldest-modification over all flush lists (None when clean).
+    pub fn oldest_modification(&self) -> Option<Lsn> {
+        self.instances
+            .iter()
+            .filter_map(|i| i.flush_list.lock().first().map(|e| e.0))
+            .min()
+    }
+}
+
+pub(crate) enum Fetched<'a> {
+    /// Found in the pool and fixed; the caller latches and re-checks identity.
+    Hit(u32),
+    /// Loaded (or created) into a frame that the caller now holds exclusively.
+    Loaded(
+        u32,
+        parking_lot::RwLockWriteGuard<'a, crate::io::AlignedBuf>,
+    ),
+}
+
+impl BufferPool {
+    fn lookup_or_load<'a>(
+        &'a self,
+        inst: &'a Instance,
+        id: PageId,
+        fresh: bool,
+    ) -> Result<Fetched<'a>> {
+        loop {
+            if let Some(fid) = inst.lookup_and_fix(id) {
+                return Ok(Fetched::Hit(fid));
+            }
+            let (fid, mut g) = self.get_free_frame(inst)?;
+            if !inst.install(id, fid) {
+                inst.return_free(fid);
+                Metrics::add(&self.metrics.buffer_pool_pages_free, 1);
+                drop(g);
+                continue; // another thread loaded it meanwhile
+            }
+            let frame = &inst.frames[fid as usize];
+            frame
+                .first_access_ms
+                .store(self.now_ms(), std::sync::atomic::Ordering::Relaxed);
+            Metrics::add(&self.metrics.buffer_pool_pages_data, 1);
+            if fresh {
+                g.fill(0);
+                return Ok(Fetched::Loaded(fid, g));
+            }
+            Metrics::add(&self.metrics.buffer_pool_reads, 1);
+            if let Err(e) = self.space.read_page(id, &mut g) {
+                inst.uninstall(id, fid);
+                frame.unfix();
+                drop(g);
+                inst.return_free(fid);
+                Metrics::sub(&self.metrics.buffer_pool_pages_data, 1);
+                Metrics::add(&self.metrics.buffer_pool_pages_free, 1);
+                return Err(e);
+            }
+            return Ok(Fetched::Loaded(fid, g));
+        }
+    }
+
+    /// A free frame of `inst`, exclusively latched and in no list: from the
+    /// free list, else a clean page evicted from the LRU tail (bounded scan),
+    /// else after writing a dirty tail page ourselves (single-page flush).
+    fn get_free_frame<'a>(
+        &'a self,
+        inst: &'a Instance,
+    ) -> Result<(
+        u32,
+        parking_lot::RwLockWriteGuard<'a, crate::io::AlignedBuf>,
+    )> {
+        let started = Instant::now();
+        let mut waited = false;
+        loop {
+            match inst.take_free_or_evict() {
+                instance::Victim::Free(fid, g) => {
+                    Metrics::sub(&self.metrics.buffer_pool_pages_free, 1);
+                    return Ok((fid, g));
+                }
+                instance::Victim::Evicted(fid, g) => {
+                    Metrics::add(&self.metrics.buffer_LRU_search_evict_total_pages, 1);
+                    Metrics::sub(&self.metrics.buffer_pool_pages_data, 1);
+                    return Ok((fid, g));
+                }
+                instance::Victim::Dirty(fid) => {
+                    Metrics::add(&self.metrics.buffer_LRU_single_flush_num_scan, 1);
+                    let r = self.flush_single(inst, fid);
+                    inst.frames[fid as usize].unfix();
+                    r?;
+                }
+                instance::Victim::None => {
+                    if !waited {
+                        Metrics::add(&self.metrics.buffer_LRU_get_free_waits, 1);
+                        waited = true;
+                    }
+                    self.wake_cleaners();
+                    if started.elapsed() > self.cfg.free_wait_timeout {
+                        return Err(Error::BufferPoolExhausted(format!(
+                            "no frame could be freed in {:?}: all {} frames of the instance are fixed or latched; \
+                             the buffer pool is too small for this many concurrent operations",
+                            self.cfg.free_wait_timeout,
+                            inst.frames.len()
+                        )));
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+}

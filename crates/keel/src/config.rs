@@ -1,0 +1,330 @@
+//! Engine options: one struct, loadable from TOML, overridable key by key
+//! (`--set key=value`), validated at open with errors that name the key.
+//!
+//! Names follow InnoDB's (without the `innodb_` prefix) where the meaning is
+//! the same; Keel's own options are `data_files`, `device`, `write_io_threads`.
+
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::io::{FlushMethod, ThrottleSpec};
+use crate::page::{MAX_PAGE_SIZE, MIN_PAGE_SIZE};
+
+/// Every option the engine understands. `Options::default()` is the best
+/// behaviour we know for a user who sets nothing.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Options {
+    /// Page size in bytes (4096..=65536, a power of two); fixed at creation.
+    pub page_size: usize,
+    /// Total buffer pool size in bytes (accepts "128MiB" style strings in TOML).
+    #[serde(with = "size_serde")]
+    pub buffer_pool_size: u64,
+    /// Number of buffer pool instances (each with its own lists and mutexes).
+    /// 0 = automatic: 1 below 1 GiB of pool, else 8 (InnoDB's rule).
+    pub buffer_pool_instances: usize,
+    /// Percentage of the LRU list kept as the "old" sublist where new pages enter.
+    pub old_blocks_pct: u32,
+    /// Milliseconds a page must stay in the old sublist before an access makes it young.
+    pub old_blocks_time: u64,
+    /// Number of data files the pages are striped over (fixed at creation).
+    pub data_files: usize,
+    /// How data files are opened and synced: O_DIRECT, fsync, O_DSYNC, nosync (tests only).
+    pub flush_method: FlushMethod,
+    /// Device model: `unlimited` (the real disk as it is), a preset
+    /// (`hdd-raid10`, `sata-ssd`, `nvme`) or a spec such as `iops=1500,bw=120MiB,lat=100us,seek=4ms,qd=8`.
+    pub device: String,
+    /// Number of page-cleaner threads.
+    pub page_cleaners: usize,
+    /// Free frames each instance's LRU flushing tries to keep available.
+    pub lru_scan_depth: usize,
+    /// Dirty-page percentage above which the cleaner flushes from the flush list.
+    pub max_dirty_pages_pct: f64,
+    /// Threads that write one flush batch in parallel (one stream per data file at most).
+    pub write_io_threads: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            page_size: crate::page::DEFAULT_PAGE_SIZE,
+            buffer_pool_size: 128 << 20,
+            buffer_pool_instances: 0,
+            old_blocks_pct: 37,
+            old_blocks_time: 1000,
+            data_files: 4,
+            flush_method: FlushMethod::default(),
+            device: "unlimited".to_string(),
+            page_cleaners: 1,
+            lru_scan_depth: 1024,
+            max_dirty_pages_pct: 90.0,
+            write_io_threads: 4,
+        }
+    }
+}
+
+impl Options {
+    /// Read options from a TOML file; keys not given keep their defaults.
+    pub fn from_toml_file(path: &Path) -> Result<Options> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, "read", e))?;
+        Self::from_toml_str(&text).map_err(|e| match e {
+            Error::Config { key, reason } => {
+                Error::config(key, format!("{reason} (in {})", path.display()))
+            }
+            other => other,
+        })
+    }
+
+    /// Parse options from TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Options> {
+        toml::from_str(text).map_err(|e| Error::config(key_of(&e), e.message().to_string()))
+    }
+
+    /// Set one option from its textual value, e.g. `("buffer_pool_size", "64MiB")`.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let mut table = toml::Table::try_from(&*self)
+            .map_err(|e| Error::config(key, format!("cannot serialise options: {e}")))?;
+        let Some(old) = table.get(key) else {
+            return Err(Error::config(
+                key,
+                format!("unknown option; known options: {}", known_keys().join(", ")),
+            ));
+        };
+        let new = coerce(old, value).ok_or_else(|| {
+            Error::config(key, format!("`{value}` is not a valid {}", old.type_str()))
+        })?;
+        table.insert(key.to_string(), new);
+        let opts: Options = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| Error::config(key, e.message().to_string()))?;
+        *self = opts;
+        Ok(())
+    }
+
+    /// Apply `key=value` assignments in order.
+    pub fn apply_sets<'a>(&mut self, sets: impl IntoIterator<Item = &'a str>) -> Result<()> {
+        for s in sets {
+            let (k, v) = s
+                .split_once('=')
+                .ok_or_else(|| Error::config(s, "expected key=value".to_string()))?;
+            self.set(k.trim(), v.trim())?;
+        }
+        Ok(())
+    }
+
+    /// Every option as (name, value-as-text), in declaration order.
+    pub fn entries(&self) -> Vec<(String, String)> {
+        let table = toml::Table::try_from(self).unwrap_or_default();
+        table
+            .into_iter()
+            .map(|(k, v)| {
+                let s = match v {
+                    toml::Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                (k, s)
+            })
+            .collect()
+    }
+
+    /// Check every option; the error names the first bad key.
+    pub fn validate(&self) -> Result<()> {
+        let ps = self.page_size;
+        if !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&ps) || !ps.is_power_of_two() {
+            return Err(Error::config(
+                "page_size",
+                format!("{ps} is not a power of two between {MIN_PAGE_SIZE} and {MAX_PAGE_SIZE}"),
+            ));
+        }
+        let frames = self.buffer_pool_size / ps as u64;
+        let inst = self.effective_instances();
+        if inst == 0 || inst > 64 {
+            return Err(Error::config(
+                "buffer_pool_instances",
+                "must be between 1 and 64",
+            ));
+        }
+        if frames < 16 * inst as u64 {
+            return Err(Error::config(
+                "buffer_pool_size",
+                format!(
+                    "{} bytes gives {frames} pages of {ps} bytes; at least 16 per instance ({} instances) are needed",
+                    self.buffer_pool_size, inst
+                ),
+            ));
+        }
+        if !(5..=95).contains(&self.old_blocks_pct) {
+            return Err(Error::config("old_blocks_pct", "must be between 5 and 95"));
+        }
+        if !(1..=64).contains(&self.data_files) {
+            return Err(Error::config("data_files", "must be between 1 and 64"));
+        }
+        if self.page_cleaners == 0 || self.page_cleaners > 64 {
+            return Err(Error::config("page_cleaners", "must be between 1 and 64"));
+        }
+        if self.lru_scan_depth == 0 {
+            return Err(Error::config("lru_scan_depth", "must be at least 1"));
+        }
+        if !(0.0..=99.99).contains(&self.max_dirty_pages_pct) {
+            return Err(Error::config(
+                "max_dirty_pages_pct",
+                "must be between 0 and 99.99",
+            ));
+        }
+        if self.write_io_threads == 0 || self.write_io_threads > 64 {
+            return Err(Error::config(
+                "write_io_threads",
+                "must be between 1 and 64",
+            ));
+        }
+        self.device_spec()?;
+        Ok(())
+    }
+
+    /// The buffer pool instance count after applying the automatic rule.
+    pub fn effective_instances(&self) -> usize {
+        match self.buffer_pool_instances {
+            0 if self.buffer_pool_size >= 1 << 30 => 8,
+            0 => 1,
+            n => n,
+        }
+    }
+
+    /// The parsed `device` option.
+    pub fn device_spec(&self) -> Result<ThrottleSpec> {
+        ThrottleSpec::from_str(&self.device).map_err(|e| Error::config("device", e.to_string()))
+    }
+}
+
+fn known_keys() -> Vec<String> {
+    Options::default()
+        .entries()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect()
+}
+
+fn key_of(e: &toml::de::Error) -> String {
+    // toml's messages carry the key in backquotes ("unknown field `x`").
+    let m = e.message();
+    m.split('`').nth(1).unwrap_or("<toml>").to_string()
+}
+
+/// Parse a value given on the command line into the type the option has.
+fn coerce(old: &toml::Value, v: &str) -> Option<toml::Value> {
+    use toml::Value;
+    Some(match old {
+        Value::Integer(_) => match v.parse::<i64>() {
+            Ok(n) => Value::Integer(n),
+            Err(_) => Value::String(v.to_string()),
+        },
+        Value::Float(_) => Value::Float(v.parse::<f64>().ok()?),
+        Value::Boolean(_) => Value::Boolean(match v.to_ascii_lowercase().as_str() {
+            "1" | "on" | "true" | "yes" => true,
+            "0" | "off" | "false" | "no" => false,
+            _ => return None,
+        }),
+        _ => Value::String(v.to_string()),
+    })
+}
+
+/// Parse a byte size: a plain number or a number with a unit
+/// (K/KB/KiB, M/MB/MiB, G/GB/GiB, T; all binary multiples, as in InnoDB).
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a size"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        u => return Err(format!("unknown size unit `{u}` in `{s}`")),
+    };
+    Ok((n * mult as f64).round() as u64)
+}
+
+mod size_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(*v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(n),
+            Raw::S(s) => super::parse_size(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Options::default().validate().unwrap();
+    }
+
+    #[test]
+    fn set_parses_types_and_names_bad_keys() {
+        let mut o = Options::default();
+        o.set("buffer_pool_size", "64MiB").unwrap();
+        assert_eq!(o.buffer_pool_size, 64 << 20);
+        o.set("page_cleaners", "3").unwrap();
+        assert_eq!(o.page_cleaners, 3);
+        o.set("flush_method", "fsync").unwrap();
+        assert_eq!(o.flush_method, FlushMethod::Fsync);
+        o.set("max_dirty_pages_pct", "75").unwrap();
+        assert_eq!(o.max_dirty_pages_pct, 75.0);
+        let e = o.set("no_such_knob", "1").unwrap_err();
+        assert!(e.to_string().contains("no_such_knob"), "{e}");
+        let e = o.set("page_cleaners", "many").unwrap_err();
+        assert!(e.to_string().contains("page_cleaners"), "{e}");
+        let e = o.set("flush_method", "sometimes").unwrap_err();
+        assert!(e.to_string().contains("flush_method"), "{e}");
+    }
+
+    #[test]
+    fn toml_round_trip_and_validation() {
+        let o = Options::from_toml_str("buffer_pool_size = \"1GiB\"\ndata_files = 8\n").unwrap();
+        assert_eq!(o.buffer_pool_size, 1 << 30);
+        assert_eq!(o.effective_instances(), 8);
+        let e = Options::from_toml_str("bogus = 1").unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let o = Options {
+            page_size: 3000,
+            ..Default::default()
+        };
+        assert!(o.validate().unwrap_err().to_string().contains("page_size"));
+        let o = Options {
+            device: "iops=abc".into(),
+            ..Default::default()
+        };
+        assert!(o.validate().unwrap_err().to_string().contains("device"));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("16k").unwrap(), 16384);
+        assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
+        assert!(parse_size("12 parsecs").is_err());
+    }
+}

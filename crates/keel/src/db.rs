@@ -1,0 +1,344 @@
+//! The public face: `Db`, `Table`, `Range`.
+
+use std::collections::HashMap;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::btree::{BTree, Cursor, TreeStats};
+use crate::config::Options;
+use crate::engine::{space_header as sh, Engine};
+use crate::error::{Error, Result};
+use crate::flush::{Cleaners, Interim};
+use crate::io::FileSystem;
+use crate::metrics::Metrics;
+use crate::mtr::Mtr;
+use crate::page::{init_page, put_u32, PageId, PageType};
+
+/// Page number of the catalog's root (fixed at creation).
+const CATALOG_ROOT: u32 = 1;
+/// Longest table name in bytes.
+const MAX_TABLE_NAME: usize = 255;
+
+struct Inner {
+    engine: Arc<Engine>,
+    dir: PathBuf,
+    catalog: BTree,
+    tables: RwLock<HashMap<String, PageId>>,
+    ddl: Mutex<()>,
+    cleaners: Mutex<Option<Cleaners>>,
+}
+
+/// An open database. Cheap to clone; every clone refers to the same engine.
+#[derive(Clone)]
+pub struct Db {
+    inner: Arc<Inner>,
+}
+
+/// A handle to one table (a B+tree of byte-string keys and values).
+#[derive(Clone)]
+pub struct Table {
+    inner: Arc<Inner>,
+    name: Arc<str>,
+    tree: BTree,
+}
+
+impl Db {
+    /// Open the database in `dir`, creating it (and the directory) if it
+    /// does not exist. Options are validated first; an error names the key.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        Self::open_with_fs(dir, opts, None)
+    }
+
+    /// Like [`Db::open`] but on a caller-supplied file system (tests use
+    /// this to inject faults or a device model).
+    pub fn open_with_fs(
+        dir: impl AsRef<Path>,
+        opts: Options,
+        fs: Option<Arc<dyn FileSystem>>,
+    ) -> Result<Db> {
+        let dir = dir.as_ref().to_path_buf();
+        let (engine, created) = Engine::open(&dir, opts, fs)?;
+        let engine = Arc::new(engine);
+        let catalog = BTree::open(PageId::new(engine.space_id(), CATALOG_ROOT));
+        if created {
+            format_space(&engine)?;
+        } else {
+            recover_lsn(&engine)?;
+        }
+        let n = engine
+            .opts
+            .page_cleaners
+            .min(engine.pool.instances.len())
+            .max(1);
+        let cleaners = Cleaners::start(engine.clone(), n, || Box::new(Interim))
+            .map_err(|e| Error::io(&dir, "start page cleaner thread", e))?;
+        log::info!(
+            "{} database in {} ({} frames of {} bytes, {} instances, {} data files)",
+            if created { "created" } else { "opened" },
+            dir.display(),
+            engine
+                .pool
+                .instances
+                .iter()
+                .map(|i| i.frames.len())
+                .sum::<usize>(),
+            engine.page_size(),
+            engine.pool.instances.len(),
+            engine.opts.data_files,
+        );
+        Ok(Db {
+            inner: Arc::new(Inner {
+                engine,
+                dir,
+                catalog,
+                tables: RwLock::new(HashMap::new()),
+                ddl: Mutex::new(()),
+                cleaners: Mutex::new(Some(cleaners)),
+            }),
+        })
+    }
+
+    /// The directory the database lives in.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The options in effect.
+    pub fn options(&self) -> &Options {
+        &self.inner.engine.opts
+    }
+
+    /// The engine's counters and gauges.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.engine.metrics
+    }
+
+    /// Create a table; an error if one of that name exists.
+    pub fn create_table(&self, name: &str) -> Result<Table> {
+        check_name(name)?;
+        let e = &*self.inner.engine;
+        let _ddl = self.inner.ddl.lock();
+        if self.inner.catalog.get(e, name.as_bytes())?.is_some() {
+            return Err(Error::TableExists(name.to_string()));
+        }
+        let mut mtr = Mtr::new(e);
+        let tree = BTree::create(&mut mtr)?;
+        mtr.commit()?;
+        let root = tree.root();
+        self.inner
+            .catalog
+            .put(e, name.as_bytes(), &root.page_no.to_le_bytes())?;
+        self.inner.tables.write().insert(name.to_string(), root);
+        Ok(self.handle(name, root))
+    }
+
+    /// Open an existing table.
+    pub fn table(&self, name: &str) -> Result<Table> {
+        if let Some(&root) = self.inner.tables.read().get(name) {
+            return Ok(self.handle(name, root));
+        }
+        let e = &*self.inner.engine;
+        let v = self
+            .inner
+            .catalog
+            .get(e, name.as_bytes())?
+            .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
+        let root = decode_root(e, name, &v)?;
+        self.inner.tables.write().insert(name.to_string(), root);
+        Ok(self.handle(name, root))
+    }
+
+    /// Open a table, creating it if needed.
+    pub fn table_or_create(&self, name: &str) -> Result<Table> {
+        match self.table(name) {
+            Err(Error::TableNotFound(_)) => match self.create_table(name) {
+                Err(Error::TableExists(_)) => self.table(name),
+                r => r,
+            },
+            r => r,
+        }
+    }
+
+    /// Names of every table, sorted.
+    pub fn table_names(&self) -> Result<Vec<String>> {
+        let e = &*self.inner.engine;
+        self.inner
+            .catalog
+            .range(e, Bound::Unbounded, Bound::Unbounded, false)
+            .map(|r| r.map(|(k, _)| String::from_utf8_lossy(&k).into_owned()))
+            .collect()
+    }
+
+    /// Check every tree's invariants (and every page checksum on the way).
+    pub fn check(&self) -> Result<Vec<(String, TreeStats)>> {
+        let e = &*self.inner.engine;
+        let mut out = vec![("<catalog>".to_string(), self.inner.catalog.check(e)?)];
+        for name in self.table_names()? {
+            let t = self.table(&name)?;
+            out.push((name, t.tree.check(e)?));
+        }
+        Ok(out)
+    }
+
+    /// Write every dirty page and sync the data files (a sharp checkpoint).
+    pub fn flush(&self) -> Result<()> {
+        self.inner.engine.pool.flush_all()
+    }
+
+    /// Stop the page cleaners, write every dirty page and sync. Reopening
+    /// returns the same data. Dropping the last handle does the same, but
+    /// cannot report errors.
+    pub fn close(self) -> Result<()> {
+        self.inner.shutdown()
+    }
+
+    fn handle(&self, name: &str, root: PageId) -> Table {
+        Table {
+            inner: self.inner.clone(),
+            name: name.into(),
+            tree: BTree::open(root),
+        }
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) -> Result<()> {
+        if let Some(mut c) = self.cleaners.lock().take() {
+            c.stop(&self.engine.pool);
+            self.engine.pool.flush_all()?;
+            log::info!("closed database in {}", self.dir.display());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            log::error!("shutdown of {} failed: {e}", self.dir.display());
+        }
+    }
+}
+
+impl Table {
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The value stored under `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.tree.get(&self.inner.engine, key)
+    }
+
+    /// Insert or replace; returns true if a value was replaced.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.tree.put(&self.inner.engine, key, value)
+    }
+
+    /// Remove `key`; returns true if it existed.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.tree.delete(&self.inner.engine, key)
+    }
+
+    /// Rows with keys in `range`, in ascending key order.
+    pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Range<'_>> {
+        self.range_dir(range, false)
+    }
+
+    /// Rows with keys in `range`, in descending key order.
+    pub fn range_rev<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Range<'_>> {
+        self.range_dir(range, true)
+    }
+
+    fn range_dir<'k, R: RangeBounds<&'k [u8]>>(
+        &self,
+        range: R,
+        reverse: bool,
+    ) -> Result<Range<'_>> {
+        let own = |b: Bound<&&[u8]>| match b {
+            Bound::Included(k) => Bound::Included(k.to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let lo = own(range.start_bound());
+        let hi = own(range.end_bound());
+        Ok(Range {
+            cursor: self.tree.range(&self.inner.engine, lo, hi, reverse),
+        })
+    }
+
+    /// Check this tree's invariants.
+    pub fn check(&self) -> Result<TreeStats> {
+        self.tree.check(&self.inner.engine)
+    }
+}
+
+/// An iterator over rows; each item is a (key, value) pair or an I/O or
+/// corruption error.
+pub struct Range<'t> {
+    cursor: Cursor<'t>,
+}
+
+impl Iterator for Range<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.cursor.next()
+    }
+}
+
+fn check_name(name: &str) -> Result<()> {
+    let bad = |reason: &str| Error::InvalidTableName {
+        name: name.to_string(),
+        reason: reason.to_string(),
+    };
+    if name.is_empty() {
+        return Err(bad("empty"));
+    }
+    if name.len() > MAX_TABLE_NAME {
+        return Err(bad("longer than 255 bytes"));
+    }
+    Ok(())
+}
+
+fn decode_root(e: &Engine, name: &str, v: &[u8]) -> Result<PageId> {
+    let b: [u8; 4] = v.try_into().map_err(|_| {
+        Error::Corruption(format!(
+            "catalog entry of table `{name}` is {} bytes, expected 4",
+            v.len()
+        ))
+    })?;
+    Ok(PageId::new(e.space_id(), u32::from_le_bytes(b)))
+}
+
+/// Lay out a new space: the header page and an empty catalog tree.
+fn format_space(e: &Engine) -> Result<()> {
+    let space = e.space_id();
+    let mut mtr = Mtr::new(e);
+    let mut hdr = e.pool.create(PageId::new(space, 0))?;
+    init_page(&mut hdr, PageId::new(space, 0), PageType::SpaceHeader);
+    put_u32(&mut hdr, sh::HWM, CATALOG_ROOT + 1);
+    put_u32(&mut hdr, sh::CATALOG_ROOT, CATALOG_ROOT);
+    let root_id = PageId::new(space, CATALOG_ROOT);
+    let mut root = e.pool.create(root_id)?;
+    init_page(&mut root, root_id, PageType::BtreeLeaf);
+    BTree::init_root(&mut root);
+    mtr.keep(hdr);
+    mtr.keep(root);
+    mtr.commit()?;
+    e.pool.flush_all()
+}
+
+/// Without a redo log, the LSN must still only grow: resume after the
+/// space header's LSN (it changes with every allocation).
+fn recover_lsn(e: &Engine) -> Result<()> {
+    let hdr = e.pool.read(PageId::new(e.space_id(), 0))?;
+    if crate::page::page_type(&hdr) != Some(PageType::SpaceHeader) {
+        return Err(Error::Corruption("page 0 is not a space header".into()));
+    }
+    e.bump_lsn_to(crate::page::page_lsn(&hdr));
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! The engine's error type. Every variant names what failed: the file, the
+//! page or the option, so that an operator can act on the message alone.
+
+use std::path::PathBuf;
+
+use crate::page::PageId;
+
+/// Result alias used throughout the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in Keel.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed on the named file.
+    #[error("{op} failed on {}: {source}", path.display())]
+    Io {
+        /// The file the call was made on.
+        path: PathBuf,
+        /// What was attempted ("read", "write", "sync", "open", ...).
+        op: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A page failed its checksum or identity check after a read.
+    #[error("corrupt page {page} in {}: {reason}", path.display())]
+    CorruptPage {
+        /// The page that was read.
+        page: PageId,
+        /// The data file that holds it.
+        path: PathBuf,
+        /// Which check failed.
+        reason: String,
+    },
+    /// A data file cannot be opened as part of this database (foreign,
+    /// mismatched or truncated). Nothing was written to it.
+    #[error("cannot use data file {}: {reason}", path.display())]
+    BadFile {
+        /// The offending file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An option is unknown or has an invalid value.
+    #[error("option `{key}`: {reason}")]
+    Config {
+        /// The option's name.
+        key: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A key is longer than the tree accepts.
+    #[error("key of {len} bytes is longer than the maximum of {max} bytes")]
+    KeyTooLarge {
+        /// Length given.
+        len: usize,
+        /// Largest accepted length for this page size.
+        max: usize,
+    },
+    /// A value is longer than can be stored inline.
+    #[error("value of {len} bytes is longer than the maximum of {max} bytes (a quarter page)")]
+    ValueTooLarge {
+        /// Length given.
+        len: usize,
+        /// Largest accepted length for this page size.
+        max: usize,
+    },
+    /// No table of that name exists.
+    #[error("no table named `{0}`")]
+    TableNotFound(String),
+    /// A table of that name already exists.
+    #[error("a table named `{0}` already exists")]
+    TableExists(String),
+    /// A table name is empty or too long.
+    #[error("invalid table name `{name}`: {reason}")]
+    InvalidTableName {
+        /// The rejected name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// No buffer-pool frame could be freed: every frame is fixed by a thread.
+    #[error("buffer pool exhausted: {0}")]
+    BufferPoolExhausted(String),
+    /// The tablespace has no more page numbers.
+    #[error("tablespace is full: {0}")]
+    SpaceFull(String),
+    /// An earlier write or sync failed, so the engine refuses further writes
+    /// rather than pretend that data is durable.
+    #[error("engine refuses writes after an earlier I/O failure: {0}")]
+    Poisoned(String),
+    /// A structure on disk violates an invariant the engine relies on.
+    #[error("corruption: {0}")]
+    Corruption(String),
+}
+
+impl Error {
+    /// Wrap an OS error with the file and operation it came from.
+    pub fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            op,
+            source,
+        }
+    }
+
+    /// Shorthand for an option error.
+    pub fn config(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Config {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+}

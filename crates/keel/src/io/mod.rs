@@ -1,0 +1,56 @@
+//! All I/O goes through this module: nothing else in the engine calls the OS.
+//!
+//! A [`Device`] is one open file: positional read, positional write, sync,
+//! length. A [`FileSystem`] opens devices. Real files ([`file::OsFileSystem`]),
+//! the throttled model of a slower disk ([`throttle::ThrottledFileSystem`]) and,
+//! for tests, the faulty device are implementations of these traits, so they
+//! can be stacked.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+pub mod aligned;
+pub mod file;
+pub mod throttle;
+
+pub use aligned::AlignedBuf;
+pub use file::{FlushMethod, OsFileSystem};
+pub use throttle::{ThrottleSpec, ThrottledFileSystem};
+
+/// Alignment of every buffer handed to a device (O_DIRECT needs the logical
+/// block size; 4 KiB covers every common device).
+pub const IO_ALIGN: usize = 4096;
+
+/// One open file.
+// `len` is an I/O call that can fail; an `is_empty` twin would add nothing.
+#[allow(clippy::len_without_is_empty)]
+pub trait Device: Send + Sync {
+    /// Fill `buf` from `offset`; reading past the end is an `UnexpectedEof` error.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Write all of `buf` at `offset`, growing the file if needed.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Make every completed write durable.
+    fn sync(&self) -> io::Result<()>;
+    /// Current length in bytes.
+    fn len(&self) -> io::Result<u64>;
+    /// Set the length (grow with zeros or truncate).
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// The path the device was opened from, for error messages.
+    fn path(&self) -> &Path;
+}
+
+/// How a file is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// The file must exist.
+    Existing,
+    /// The file must not exist; it is created.
+    CreateNew,
+}
+
+/// Opens devices.
+pub trait FileSystem: Send + Sync {
+    /// Open `path`.
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn Device>>;
+}

@@ -1,0 +1,261 @@
+//! Pages: identity, the common header every page carries, and checksums.
+//!
+//! Layout of the common header (all integers little-endian):
+//!
+//! | offset | size | field                                        |
+//! |-------:|-----:|----------------------------------------------|
+//! | 0      | 4    | CRC32C of bytes `[4, page_size)`             |
+//! | 4      | 4    | space id                                     |
+//! | 8      | 4    | page number                                  |
+//! | 12     | 8    | page LSN (end LSN of the newest change)      |
+//! | 20     | 2    | page type ([`PageType`])                     |
+//! | 22     | 10   | reserved, zero                               |
+//!
+//! The type-specific body starts at [`PAGE_HEADER_SIZE`].
+
+use std::fmt;
+
+use crate::Lsn;
+
+/// Size of the header shared by every page type.
+pub const PAGE_HEADER_SIZE: usize = 32;
+/// Smallest page size accepted at creation.
+pub const MIN_PAGE_SIZE: usize = 4096;
+/// Largest page size accepted at creation.
+pub const MAX_PAGE_SIZE: usize = 65536;
+/// Default page size.
+pub const DEFAULT_PAGE_SIZE: usize = 16384;
+
+const OFF_CHECKSUM: usize = 0;
+const OFF_SPACE: usize = 4;
+const OFF_PAGE_NO: usize = 8;
+const OFF_LSN: usize = 12;
+const OFF_TYPE: usize = 20;
+
+const _: () = assert!(OFF_TYPE + 2 <= PAGE_HEADER_SIZE);
+const _: () = assert!(MIN_PAGE_SIZE.is_power_of_two() && MAX_PAGE_SIZE.is_power_of_two());
+
+/// Identity of a page: tablespace and page number within it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct PageId {
+    /// Tablespace id.
+    pub space: u32,
+    /// Page number inside the space.
+    pub page_no: u32,
+}
+
+impl PageId {
+    /// A page id.
+    pub const fn new(space: u32, page_no: u32) -> Self {
+        PageId { space, page_no }
+    }
+}
+
+impl fmt::Display for PageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.space, self.page_no)
+    }
+}
+
+/// What a page holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u16)]
+pub enum PageType {
+    /// Allocated in memory but never initialised (never valid on disk).
+    Unused = 0,
+    /// Page 0 of a space: allocation state and catalog root.
+    SpaceHeader = 1,
+    /// B+tree leaf.
+    BtreeLeaf = 2,
+    /// B+tree internal node.
+    BtreeInternal = 3,
+    /// A page on the space's free list.
+    Free = 4,
+}
+
+impl PageType {
+    /// Decode a stored type tag.
+    pub fn from_u16(v: u16) -> Option<PageType> {
+        Some(match v {
+            0 => PageType::Unused,
+            1 => PageType::SpaceHeader,
+            2 => PageType::BtreeLeaf,
+            3 => PageType::BtreeInternal,
+            4 => PageType::Free,
+            _ => return None,
+        })
+    }
+}
+
+/// Read a little-endian u16 at `off`.
+#[inline]
+pub fn get_u16(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes([b[off], b[off + 1]])
+}
+/// Read a little-endian u32 at `off`.
+#[inline]
+pub fn get_u32(b: &[u8], off: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[off..off + 4]);
+    u32::from_le_bytes(a)
+}
+/// Read a little-endian u64 at `off`.
+#[inline]
+pub fn get_u64(b: &[u8], off: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[off..off + 8]);
+    u64::from_le_bytes(a)
+}
+/// Write a little-endian u16 at `off`.
+#[inline]
+pub fn put_u16(b: &mut [u8], off: usize, v: u16) {
+    b[off..off + 2].copy_from_slice(&v.to_le_bytes());
+}
+/// Write a little-endian u32 at `off`.
+#[inline]
+pub fn put_u32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+/// Write a little-endian u64 at `off`.
+#[inline]
+pub fn put_u64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Read-only view of the common header.
+pub fn page_id(b: &[u8]) -> PageId {
+    PageId::new(get_u32(b, OFF_SPACE), get_u32(b, OFF_PAGE_NO))
+}
+/// The page LSN stored in the header.
+pub fn page_lsn(b: &[u8]) -> Lsn {
+    get_u64(b, OFF_LSN)
+}
+/// The raw page-type tag.
+pub fn page_type_raw(b: &[u8]) -> u16 {
+    get_u16(b, OFF_TYPE)
+}
+/// The page type, if the tag is known.
+pub fn page_type(b: &[u8]) -> Option<PageType> {
+    PageType::from_u16(page_type_raw(b))
+}
+/// Set the page LSN.
+pub fn set_page_lsn(b: &mut [u8], lsn: Lsn) {
+    put_u64(b, OFF_LSN, lsn);
+}
+/// Set the page type.
+pub fn set_page_type(b: &mut [u8], t: PageType) {
+    put_u16(b, OFF_TYPE, t as u16);
+}
+
+/// Zero a page and write a fresh header for `id` of type `t`.
+pub fn init_page(b: &mut [u8], id: PageId, t: PageType) {
+    b.fill(0);
+    put_u32(b, OFF_SPACE, id.space);
+    put_u32(b, OFF_PAGE_NO, id.page_no);
+    set_page_type(b, t);
+}
+
+/// Compute the checksum of a page image (bytes after the checksum field).
+pub fn compute_checksum(b: &[u8]) -> u32 {
+    crc32c::crc32c(&b[OFF_CHECKSUM + 4..])
+}
+
+/// Store the checksum; call just before the page goes to disk.
+pub fn stamp_checksum(b: &mut [u8]) {
+    let c = compute_checksum(b);
+    put_u32(b, OFF_CHECKSUM, c);
+}
+
+/// Why a page image read from disk is not acceptable.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PageCheckError {
+    /// Every byte is zero: the page was never written.
+    AllZero,
+    /// Stored and computed checksums differ.
+    Checksum {
+        /// Checksum in the header.
+        stored: u32,
+        /// Checksum of the bytes.
+        computed: u32,
+    },
+    /// The header names another page.
+    WrongId(PageId),
+    /// Unknown page type tag.
+    BadType(u16),
+}
+
+impl fmt::Display for PageCheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PageCheckError::AllZero => write!(f, "page is all zeros (never written)"),
+            PageCheckError::Checksum { stored, computed } => write!(
+                f,
+                "checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
+            ),
+            PageCheckError::WrongId(id) => write!(f, "header names page {id}"),
+            PageCheckError::BadType(t) => write!(f, "unknown page type {t}"),
+        }
+    }
+}
+
+/// Verify a page image just read from disk: checksum, identity, type.
+pub fn verify_page(b: &[u8], expect: PageId) -> Result<(), PageCheckError> {
+    let stored = get_u32(b, OFF_CHECKSUM);
+    let computed = compute_checksum(b);
+    if stored != computed {
+        if b.iter().all(|&x| x == 0) {
+            return Err(PageCheckError::AllZero);
+        }
+        return Err(PageCheckError::Checksum { stored, computed });
+    }
+    let id = page_id(b);
+    if id != expect {
+        return Err(PageCheckError::WrongId(id));
+    }
+    let t = page_type_raw(b);
+    match PageType::from_u16(t) {
+        None | Some(PageType::Unused) => Err(PageCheckError::BadType(t)),
+        Some(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip_and_checksum() {
+        let mut p = vec![0u8; 4096];
+        let id = PageId::new(3, 77);
+        init_page(&mut p, id, PageType::BtreeLeaf);
+        set_page_lsn(&mut p, 0xdead_beef_1234);
+        p[100] = 42;
+        stamp_checksum(&mut p);
+        assert_eq!(verify_page(&p, id), Ok(()));
+        assert_eq!(page_id(&p), id);
+        assert_eq!(page_lsn(&p), 0xdead_beef_1234);
+        assert_eq!(page_type(&p), Some(PageType::BtreeLeaf));
+    }
+
+    #[test]
+    fn corruption_is_detected() {
+        let mut p = vec![0u8; 4096];
+        let id = PageId::new(0, 5);
+        init_page(&mut p, id, PageType::BtreeInternal);
+        stamp_checksum(&mut p);
+        for off in [0usize, 3, 4, 12, 31, 32, 2000, 4095] {
+            let mut q = p.clone();
+            q[off] ^= 0x10;
+            assert!(matches!(
+                verify_page(&q, id),
+                Err(PageCheckError::Checksum { .. })
+            ));
+        }
+        assert_eq!(
+            verify_page(&p, PageId::new(0, 6)),
+            Err(PageCheckError::WrongId(id))
+        );
+        let z = vec![0u8; 4096];
+        assert_eq!(verify_page(&z, id), Err(PageCheckError::AllZero));
+    }
+}

@@ -1,0 +1,31 @@
+#![allow(dead_code, clippy::unwrap_used)]
+//! Helpers shared by the integration tests.
+
+use keel::Options;
+
+/// Options for tests: small pages, a pool of `frames` pages, no syncs.
+pub fn small_opts(frames: u64) -> Options {
+    Options {
+        page_size: 4096,
+        buffer_pool_size: frames * 4096,
+        flush_method: "nosync".parse().unwrap(),
+        data_files: 2,
+        lru_scan_depth: 8,
+        ..Default::default()
+    }
+}
+
+/// A seed from KEEL_TEST_SEED or fresh; always printed so a failure can be replayed.
+pub fn seed(test: &str) -> u64 {
+    let s = std::env::var("KEEL_TEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("{test}: seed {s} (replay with KEEL_TEST_SEED={s})");
+    s
+}
