@@ -2,4 +2,5 @@
 //! Nothing in the engine depends on this crate.
 
 pub mod basic;
+pub mod iobench;
 pub mod sys;

@@ -8,6 +8,8 @@ use clap::{Args, Parser, Subcommand};
 use keel::{Db, Options};
 use keel_bench::basic::{self, BasicConfig};
 
+mod iobench;
+
 #[derive(Parser)]
 #[command(
     name = "keel",
@@ -24,6 +26,9 @@ enum Command {
     /// Run a benchmark workload.
     #[command(subcommand)]
     Bench(Bench),
+    /// Characterize a device: random/sequential reads and writes over a sweep of
+    /// block sizes, worker counts, file counts and I/O methods (IObench/fio-style).
+    Iobench(iobench::IobenchArgs),
     /// Open a closed database, verify every page checksum and B+tree invariant.
     Check {
         /// The database directory.
@@ -112,6 +117,7 @@ fn main() {
 fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Command::Bench(Bench::Basic(a)) => bench_basic(a),
+        Command::Iobench(a) => iobench::run(a),
         Command::Check { dir, engine } => check(dir, engine),
     }
 }
