@@ -45,6 +45,25 @@ pub struct Options {
     pub max_dirty_pages_pct: f64,
     /// Threads that write one flush batch in parallel (one stream per data file at most).
     pub write_io_threads: usize,
+    /// Size of each redo log file in bytes.
+    #[serde(with = "size_serde")]
+    pub log_file_size: u64,
+    /// Number of redo log files; capacity = log_file_size × log_files_in_group.
+    pub log_files_in_group: usize,
+    /// 1: the log is written and synced at every commit (durable);
+    /// 2: written at commit, synced about once a second;
+    /// 0: written and synced about once a second.
+    pub flush_log_at_trx_commit: u8,
+    /// Seconds a transaction waits for a row lock before `LockWaitTimeout`.
+    pub lock_wait_timeout: f64,
+    /// Write pages to a doublewrite area before writing them in place, so a
+    /// torn page write can be repaired at recovery.
+    pub doublewrite: bool,
+    /// Number of doublewrite files.
+    pub doublewrite_files: usize,
+    /// Pages per doublewrite area (one area per page cleaner, plus one for
+    /// single-page flushes).
+    pub doublewrite_pages: usize,
 }
 
 impl Default for Options {
@@ -62,6 +81,13 @@ impl Default for Options {
             lru_scan_depth: 1024,
             max_dirty_pages_pct: 90.0,
             write_io_threads: 4,
+            log_file_size: 48 << 20,
+            log_files_in_group: 2,
+            flush_log_at_trx_commit: 1,
+            lock_wait_timeout: 50.0,
+            doublewrite: true,
+            doublewrite_files: 2,
+            doublewrite_pages: 128,
         }
     }
 }
@@ -178,6 +204,42 @@ impl Options {
             return Err(Error::config(
                 "write_io_threads",
                 "must be between 1 and 64",
+            ));
+        }
+        if self.log_file_size < (1 << 20) || !self.log_file_size.is_multiple_of(4096) {
+            return Err(Error::config(
+                "log_file_size",
+                "must be at least 1MiB and a multiple of 4KiB",
+            ));
+        }
+        if !(1..=100).contains(&self.log_files_in_group) {
+            return Err(Error::config(
+                "log_files_in_group",
+                "must be between 1 and 100",
+            ));
+        }
+        if self.flush_log_at_trx_commit > 2 {
+            return Err(Error::config(
+                "flush_log_at_trx_commit",
+                "must be 0, 1 or 2",
+            ));
+        }
+        if !(self.lock_wait_timeout > 0.0 && self.lock_wait_timeout <= 1e6) {
+            return Err(Error::config(
+                "lock_wait_timeout",
+                "must be a positive number of seconds",
+            ));
+        }
+        if !(1..=64).contains(&self.doublewrite_files) {
+            return Err(Error::config(
+                "doublewrite_files",
+                "must be between 1 and 64",
+            ));
+        }
+        if !(1..=4096).contains(&self.doublewrite_pages) {
+            return Err(Error::config(
+                "doublewrite_pages",
+                "must be between 1 and 4096",
             ));
         }
         self.device_spec()?;

@@ -22,27 +22,29 @@ const CATALOG_ROOT: u32 = 1;
 /// Longest table name in bytes.
 const MAX_TABLE_NAME: usize = 255;
 
-struct Inner {
-    engine: Arc<Engine>,
-    dir: PathBuf,
-    catalog: BTree,
-    tables: RwLock<HashMap<String, PageId>>,
-    ddl: Mutex<()>,
-    cleaners: Mutex<Option<Cleaners>>,
+pub(crate) struct Inner {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) dir: PathBuf,
+    pub(crate) catalog: BTree,
+    pub(crate) tables: RwLock<HashMap<String, PageId>>,
+    pub(crate) ddl: Mutex<()>,
+    pub(crate) cleaners: Mutex<Option<Cleaners>>,
+    pub(crate) trx_sys: crate::txn::TrxSys,
+    pub(crate) crashed: std::sync::atomic::AtomicBool,
 }
 
 /// An open database. Cheap to clone; every clone refers to the same engine.
 #[derive(Clone)]
 pub struct Db {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 /// A handle to one table (a B+tree of byte-string keys and values).
 #[derive(Clone)]
 pub struct Table {
-    inner: Arc<Inner>,
-    name: Arc<str>,
-    tree: BTree,
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) name: Arc<str>,
+    pub(crate) tree: BTree,
 }
 
 impl Db {
@@ -66,7 +68,10 @@ impl Db {
         if created {
             format_space(&engine)?;
         } else {
-            recover_lsn(&engine)?;
+            let report = crate::redo::recovery::recover(&engine)?;
+            if report.groups > 0 || report.torn_pages_repaired > 0 {
+                log::info!("recovery of {}: {report}", dir.display());
+            }
         }
         let n = engine
             .opts
@@ -97,6 +102,8 @@ impl Db {
                 tables: RwLock::new(HashMap::new()),
                 ddl: Mutex::new(()),
                 cleaners: Mutex::new(Some(cleaners)),
+                crashed: std::sync::atomic::AtomicBool::new(false),
+                trx_sys: crate::txn::TrxSys::default(),
             }),
         })
     }
@@ -183,9 +190,9 @@ impl Db {
         Ok(out)
     }
 
-    /// Write every dirty page and sync the data files (a sharp checkpoint).
+    /// Write every dirty page, sync, and checkpoint (a sharp checkpoint).
     pub fn flush(&self) -> Result<()> {
-        self.inner.engine.pool.flush_all()
+        self.inner.engine.shutdown_flush()
     }
 
     /// Stop the page cleaners, write every dirty page and sync. Reopening
@@ -193,6 +200,19 @@ impl Db {
     /// cannot report errors.
     pub fn close(self) -> Result<()> {
         self.inner.shutdown()
+    }
+
+    /// Stop as a crash would: the page cleaners stop, nothing more is
+    /// written, nothing is flushed. For crash tests; the handle (and every
+    /// clone, and every table handle) must not be used afterwards.
+    #[doc(hidden)]
+    pub fn simulate_crash(self) {
+        if let Some(mut c) = self.inner.cleaners.lock().take() {
+            c.stop(&self.inner.engine.pool);
+        }
+        self.inner
+            .crashed
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     fn handle(&self, name: &str, root: PageId) -> Table {
@@ -208,7 +228,7 @@ impl Inner {
     fn shutdown(&self) -> Result<()> {
         if let Some(mut c) = self.cleaners.lock().take() {
             c.stop(&self.engine.pool);
-            self.engine.pool.flush_all()?;
+            self.engine.shutdown_flush()?;
             log::info!("closed database in {}", self.dir.display());
         }
         Ok(())
@@ -217,6 +237,9 @@ impl Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if self.crashed.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         if let Err(e) = self.shutdown() {
             log::error!("shutdown of {} failed: {e}", self.dir.display());
         }
@@ -234,14 +257,16 @@ impl Table {
         self.tree.get(&self.inner.engine, key)
     }
 
-    /// Insert or replace; returns true if a value was replaced.
+    /// Insert or replace; returns true if a value was replaced. Runs as a
+    /// one-row transaction: waits for the row lock if a transaction holds it.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        self.tree.put(&self.inner.engine, key, value)
+        crate::txn::autocommit(self, key, Some(value))
     }
 
-    /// Remove `key`; returns true if it existed.
+    /// Remove `key`; returns true if it existed. Runs as a one-row
+    /// transaction: waits for the row lock if a transaction holds it.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.tree.delete(&self.inner.engine, key)
+        crate::txn::autocommit(self, key, None)
     }
 
     /// Rows with keys in `range`, in ascending key order.
@@ -329,16 +354,5 @@ fn format_space(e: &Engine) -> Result<()> {
     mtr.keep(hdr);
     mtr.keep(root);
     mtr.commit()?;
-    e.pool.flush_all()
-}
-
-/// Without a redo log, the LSN must still only grow: resume after the
-/// space header's LSN (it changes with every allocation).
-fn recover_lsn(e: &Engine) -> Result<()> {
-    let hdr = e.pool.read(PageId::new(e.space_id(), 0))?;
-    if crate::page::page_type(&hdr) != Some(PageType::SpaceHeader) {
-        return Err(Error::Corruption("page 0 is not a space header".into()));
-    }
-    e.bump_lsn_to(crate::page::page_lsn(&hdr));
-    Ok(())
+    e.shutdown_flush()
 }

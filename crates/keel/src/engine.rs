@@ -1,17 +1,21 @@
-//! The engine's shared state: options, tablespace, buffer pool, LSN, metrics.
-//! Everything below the public `Db` handle reaches the engine through this.
+//! The engine's shared state: options, tablespace, buffer pool, redo log,
+//! metrics. Everything below the public `Db` handle reaches it through here.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::buffer::{BufferPool, PoolConfig};
+use crate::buffer::flush::FlushKind;
+use crate::buffer::{BufferPool, PoolConfig, Wal};
 use crate::config::Options;
 use crate::error::{Error, Result};
 use crate::flush::cleaner::CleanerHost;
-use crate::io::{FileSystem, OsFileSystem, ThrottledFileSystem};
+use crate::flush::doublewrite::{Doublewrite, Geometry};
+use crate::io::{FileSystem, FlushMethod, OsFileSystem, ThrottledFileSystem};
 use crate::metrics::Metrics;
+use crate::redo::format::kind;
+use crate::redo::Log;
 use crate::space::Tablespace;
 use crate::Lsn;
 
@@ -29,16 +33,36 @@ pub(crate) mod space_header {
     pub const FREE_NEXT: usize = 32;
 }
 
+/// How long a writer may wait for log space before it gets `LogOverloaded`.
+const LOG_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+
 pub(crate) struct Engine {
     pub opts: Options,
     pub pool: BufferPool,
+    pub log: Arc<Log>,
     pub metrics: Arc<Metrics>,
-    lsn: AtomicU64,
+    /// Checkpoint age at which writers stop and wait for a sync flush.
+    pub free_limit: u64,
+    /// InnoDB's marks, for reports and the classic policy.
+    pub max_modified_age_async: u64,
+    pub max_modified_age_sync: u64,
+    /// Torn pages the doublewrite area repaired at open.
+    pub torn_pages_repaired: u64,
+    last_log_flush_ms: AtomicU64,
+    started: Instant,
+}
+
+struct LogWal(Arc<Log>);
+
+impl Wal for LogWal {
+    fn flush_up_to(&self, lsn: Lsn) -> Result<()> {
+        self.0.write_up_to(lsn, true)
+    }
 }
 
 impl Engine {
     /// Open or create the files in `dir` and build the pool. Returns the
-    /// engine and whether the database was created.
+    /// engine, whether the database was created, and the checkpoint found.
     pub fn open(
         dir: &Path,
         opts: Options,
@@ -46,16 +70,69 @@ impl Engine {
     ) -> Result<(Engine, bool)> {
         opts.validate()?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "create directory", e))?;
-        let fs = match fs {
-            Some(fs) => fs,
+        let (data_fs, log_fs) = match fs {
+            Some(fs) => (fs.clone(), fs),
             None => default_fs(&opts)?,
         };
         let metrics = Arc::new(Metrics::default());
-        let created = !Tablespace::exists(dir);
-        let space = if created {
-            Tablespace::create(&*fs, dir, opts.page_size, opts.data_files, metrics.clone())?
+        let created = !data_fs.exists(&dir.join(crate::space::data_file_name(0)));
+        let (space, log) = if created {
+            let space = Tablespace::create(
+                &*data_fs,
+                dir,
+                opts.page_size,
+                opts.data_files,
+                metrics.clone(),
+            )?;
+            let log = Log::create(
+                &*log_fs,
+                dir,
+                opts.log_file_size,
+                opts.log_files_in_group,
+                space.creation_id(),
+                metrics.clone(),
+            )?;
+            (space, log)
         } else {
-            Tablespace::open(&*fs, dir, opts.page_size, opts.data_files, metrics.clone())?
+            let space = Tablespace::open(
+                &*data_fs,
+                dir,
+                opts.page_size,
+                opts.data_files,
+                metrics.clone(),
+            )?;
+            let (log, _) = Log::open(&*log_fs, dir, space.creation_id(), metrics.clone())?;
+            (space, log)
+        };
+        let log = Arc::new(log);
+        // Torn pages are repaired before anything reads a page; the areas
+        // then serve this run's flushes (unless doublewrite is off).
+        let geometry = Geometry {
+            files: opts.doublewrite_files,
+            areas: 2 * opts.page_cleaners + 2,
+            pages_per_area: opts.doublewrite_pages,
+            page_size: opts.page_size,
+        };
+        let mut torn_pages_repaired = 0;
+        let dblwr_exists = data_fs.exists(&dir.join(crate::flush::doublewrite::file_name(0)));
+        let dblwr = if opts.doublewrite || dblwr_exists {
+            let mut d = Doublewrite::open_or_create(
+                &*data_fs,
+                dir,
+                geometry,
+                space.creation_id(),
+                metrics.clone(),
+            )?;
+            if !created {
+                let rep = d.repair_torn_pages(&*data_fs, &space)?;
+                torn_pages_repaired = rep.pages_restored.len() as u64;
+                if torn_pages_repaired > 0 || !rep.areas_skipped.is_empty() {
+                    log::warn!("doublewrite repair in {}: {rep}", dir.display());
+                }
+            }
+            opts.doublewrite.then_some(d)
+        } else {
+            None
         };
         let instances = opts.effective_instances();
         let frames = (opts.buffer_pool_size / opts.page_size as u64) as usize;
@@ -68,13 +145,33 @@ impl Engine {
             write_io_threads: opts.write_io_threads,
             free_wait_timeout: Duration::from_secs(30),
         };
-        let pool = BufferPool::new(cfg, Arc::new(space), metrics.clone());
+        let wal: Arc<dyn Wal> = Arc::new(LogWal(log.clone()));
+        let pool = BufferPool::new(cfg, Arc::new(space), metrics.clone(), Some(wal), dblwr);
+        // InnoDB's limits, from the capacity: a safety margin, the free-check
+        // limit 5 % below it, the async and sync marks at 7/8 and 15/16.
+        let cap = log.capacity();
+        let writer_cap = cap - (cap / 32).max(64 << 10).min(cap / 4);
+        let free_limit = writer_cap - writer_cap / 20;
         let engine = Engine {
             opts,
             pool,
+            log,
+            max_modified_age_async: free_limit / 8 * 7,
+            max_modified_age_sync: free_limit / 16 * 15,
+            free_limit,
             metrics,
-            lsn: AtomicU64::new(1),
+            torn_pages_repaired,
+            last_log_flush_ms: AtomicU64::new(0),
+            started: Instant::now(),
         };
+        Metrics::set(
+            &engine.metrics.log_max_modified_age_async,
+            engine.max_modified_age_async,
+        );
+        Metrics::set(
+            &engine.metrics.log_max_modified_age_sync,
+            engine.max_modified_age_sync,
+        );
         Ok((engine, created))
     }
 
@@ -86,17 +183,168 @@ impl Engine {
         self.pool.space.space_id()
     }
 
-    /// Advance the LSN by `bytes` and return the new end. Until the redo log
-    /// exists this is a counter; the log will hand out the same positions.
-    pub fn advance_lsn(&self, bytes: u64) -> Lsn {
-        let end = self.lsn.fetch_add(bytes, Ordering::AcqRel) + bytes;
-        Metrics::set(&self.metrics.log_lsn_current, end);
-        end
+    /// Current checkpoint age in bytes.
+    pub fn checkpoint_age(&self) -> u64 {
+        self.log.lsn().saturating_sub(self.log.checkpoint_lsn())
     }
 
-    /// Resume LSNs after the largest page LSN seen (so they stay monotonic).
-    pub fn bump_lsn_to(&self, lsn: Lsn) {
-        self.lsn.fetch_max(lsn, Ordering::AcqRel);
+    /// Write a checkpoint at the oldest LSN any change not yet in the data
+    /// files (or any commit not yet applied) carries.
+    pub fn checkpoint(&self) -> Result<bool> {
+        let target = {
+            let st = self.log.state.lock();
+            let oldest = self.pool.oldest_modification().unwrap_or(st.lsn);
+            let in_flight = st.in_flight.keys().next().copied().unwrap_or(st.lsn);
+            oldest.min(in_flight).min(st.lsn)
+        };
+        // Only log that is already durable can be named by a checkpoint;
+        // the page writes below the target must be durable too.
+        let target = target.min(self.log.flushed_lsn());
+        if target <= self.log.checkpoint_lsn() {
+            return Ok(false);
+        }
+        self.pool.space.sync()?;
+        self.log.write_checkpoint(target)
+    }
+
+    /// The free check: called by a writer holding no latch before it adds
+    /// `need` bytes of redo. Past the free-check limit the writer flushes
+    /// the oldest pages itself until the checkpoint can advance: InnoDB's
+    /// "sync flush", the stall the seeds describe.
+    pub fn free_check(&self, need: u64) -> Result<()> {
+        if self.checkpoint_age() + need <= self.free_limit {
+            return Ok(());
+        }
+        let started = Instant::now();
+        Metrics::add(&self.metrics.buffer_flush_sync_waits, 1);
+        while self.checkpoint_age() + need > self.free_limit {
+            if started.elapsed() > LOG_WAIT_TIMEOUT {
+                return Err(Error::LogOverloaded(format!(
+                    "checkpoint age {} bytes stayed above the limit of {} for {:?}",
+                    self.checkpoint_age(),
+                    self.free_limit,
+                    LOG_WAIT_TIMEOUT
+                )));
+            }
+            // Bring the age down to the async mark.
+            let lsn_limit = self.log.lsn().saturating_sub(self.max_modified_age_async);
+            let mut written = 0;
+            for i in 0..self.pool.instances.len() {
+                written += self
+                    .pool
+                    .flush_list_batch(i, 1024, lsn_limit, FlushKind::Sync)?;
+            }
+            // Redo must be durable before a checkpoint can name it.
+            self.log.write_up_to(self.log.lsn(), true)?;
+            if !self.checkpoint()? && written == 0 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        let us = started.elapsed().as_micros() as u64;
+        Metrics::add(&self.metrics.buffer_flush_sync_wait_us_total, us);
+        self.metrics
+            .buffer_flush_sync_wait_us_max
+            .fetch_max(us, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Start committing a transaction whose logical commit record is
+    /// `record`: wait for log space if needed (the only point where a
+    /// writer may wait for flushing, holding no latch), append the record,
+    /// and register the commit as in flight until its write set is applied.
+    pub fn begin_commit(&self, record: &[u8]) -> Result<CommitTicket<'_>> {
+        // Room for the record and the page changes applying it will log.
+        self.free_check(4 * record.len() as u64 + (64 << 10))?;
+        let (_, start) = self.log.append(kind::TXN_COMMIT, record, |st, end| {
+            let start = end - (crate::redo::format::GROUP_HDR + record.len()) as u64;
+            *st.in_flight.entry(start).or_insert(0) += 1;
+            start
+        })?;
+        Ok(CommitTicket {
+            engine: self,
+            lsn: start,
+            done: false,
+        })
+    }
+
+    /// Make the log durable up to `lsn` as `flush_log_at_trx_commit` asks
+    /// (1: write and sync now, with group commit; 2: write now; 0: neither,
+    /// the background flush does both about once a second).
+    pub fn wait_durable(&self, lsn: Lsn) -> Result<()> {
+        match self.opts.flush_log_at_trx_commit {
+            1 => self.log.write_up_to(lsn, true),
+            2 => self.log.write_up_to(lsn, false),
+            _ => Ok(()),
+        }
+    }
+
+    /// Periodic work of the first page cleaner: once a second write and
+    /// sync the log (flush_log_at_trx_commit 0 and 2), and checkpoint.
+    pub fn background_tick(&self) -> Result<()> {
+        let now = self.started.elapsed().as_millis() as u64;
+        if now.saturating_sub(self.last_log_flush_ms.load(Ordering::Relaxed)) >= 1000 {
+            self.last_log_flush_ms.store(now, Ordering::Relaxed);
+            self.log.write_up_to(self.log.lsn(), true)?;
+        }
+        self.checkpoint().map(|_| ())
+    }
+
+    /// Clean shutdown: every page written, log synced, checkpoint at the
+    /// end so that the next open has nothing to recover.
+    pub fn shutdown_flush(&self) -> Result<()> {
+        self.pool.flush_all()?;
+        self.log.write_up_to(self.log.lsn(), true)?;
+        self.pool.flush_all()?;
+        self.checkpoint().map(|_| ())
+    }
+}
+
+/// A transaction commit in progress: its logical record is in the redo log
+/// at `lsn`, and until `finish` the checkpoint may not move past it (so that
+/// recovery re-applies the record if the crash comes before the write set
+/// reached every page).
+pub(crate) struct CommitTicket<'a> {
+    engine: &'a Engine,
+    pub lsn: Lsn,
+    done: bool,
+}
+
+impl CommitTicket<'_> {
+    /// The write set has been applied to the trees: log that, so recovery
+    /// need not re-apply it, and let the checkpoint pass. Returns the LSN
+    /// the caller must make durable.
+    pub fn finish(mut self) -> Result<Lsn> {
+        self.done = true;
+        let start = self.lsn;
+        let (end, ()) =
+            self.engine
+                .log
+                .append(kind::TXN_APPLIED, &start.to_le_bytes(), |st, _| {
+                    release(st, start);
+                })?;
+        Ok(end)
+    }
+}
+
+fn release(st: &mut crate::redo::LogState, start: Lsn) {
+    if let Some(n) = st.in_flight.get_mut(&start) {
+        *n -= 1;
+        if *n == 0 {
+            st.in_flight.remove(&start);
+        }
+    }
+}
+
+impl Drop for CommitTicket<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            // Applying failed half way: keep the record in flight so the
+            // checkpoint never passes it; recovery will re-apply it.
+            log::error!(
+                "commit at LSN {} was not fully applied; recovery will re-apply it",
+                self.lsn
+            );
+        }
     }
 }
 
@@ -105,7 +353,7 @@ impl CleanerHost for Engine {
         &self.pool
     }
     fn current_lsn(&self) -> Lsn {
-        self.lsn.load(Ordering::Acquire)
+        self.log.lsn()
     }
     fn lru_scan_depth(&self) -> usize {
         self.opts.lru_scan_depth
@@ -113,16 +361,26 @@ impl CleanerHost for Engine {
     fn max_dirty_pages_pct(&self) -> f64 {
         self.opts.max_dirty_pages_pct
     }
+    fn tick(&self) -> Result<()> {
+        self.background_tick()
+    }
 }
 
-/// The file system the options ask for: real files with `flush_method`,
-/// wrapped in the throttled device model unless `device = unlimited`.
-pub(crate) fn default_fs(opts: &Options) -> Result<Arc<dyn FileSystem>> {
+/// The file systems the options ask for: data files with `flush_method`,
+/// wrapped in the throttled device model unless `device = unlimited`; the
+/// redo log with buffered writes and fdatasync (O_DIRECT would need whole
+/// aligned blocks for every small commit), or not synced with `nosync`.
+pub(crate) fn default_fs(opts: &Options) -> Result<(Arc<dyn FileSystem>, Arc<dyn FileSystem>)> {
     let os: Arc<dyn FileSystem> = Arc::new(OsFileSystem::new(opts.flush_method));
+    let log_method = match opts.flush_method {
+        FlushMethod::NoSync => FlushMethod::NoSync,
+        _ => FlushMethod::Fsync,
+    };
+    let log_fs: Arc<dyn FileSystem> = Arc::new(OsFileSystem::new(log_method));
     let spec = opts.device_spec()?;
     if spec.is_unlimited() {
-        Ok(os)
+        Ok((os, log_fs))
     } else {
-        Ok(Arc::new(ThrottledFileSystem::new(os, spec)))
+        Ok((Arc::new(ThrottledFileSystem::new(os, spec)), log_fs))
     }
 }

@@ -90,9 +90,45 @@ pub enum Error {
     /// rather than pretend that data is durable.
     #[error("engine refuses writes after an earlier I/O failure: {0}")]
     Poisoned(String),
+    /// A page that was never written (all zeros, or past the end of its
+    /// file) was read where a written page was expected.
+    #[error("page {page} in {} was never written ({reason})", path.display())]
+    UnwrittenPage {
+        /// The page.
+        page: PageId,
+        /// The data file.
+        path: PathBuf,
+        /// All zeros or past the end of the file.
+        reason: String,
+    },
+    /// The redo log cannot take more writes: the checkpoint did not advance
+    /// in time. Writers get this instead of an endless stall.
+    #[error("redo log overloaded: {0}")]
+    LogOverloaded(String),
     /// A structure on disk violates an invariant the engine relies on.
     #[error("corruption: {0}")]
     Corruption(String),
+    /// A row lock stayed held by another transaction for the whole
+    /// `lock_wait_timeout`. Only the statement failed: the transaction keeps
+    /// its earlier writes and locks and may retry, commit or roll back.
+    #[error("lock wait timeout on a row of table `{table}` after {waited:?}")]
+    LockWaitTimeout {
+        /// The table whose row was wanted.
+        table: String,
+        /// How long the transaction waited.
+        waited: std::time::Duration,
+    },
+    /// Waiting for a row lock would have closed a cycle of waiting
+    /// transactions; this transaction was chosen as the victim and rolled
+    /// back (its writes discarded, its locks released).
+    #[error("deadlock on a row of table `{table}`: transaction rolled back")]
+    Deadlock {
+        /// The table whose row was wanted.
+        table: String,
+    },
+    /// The transaction was rolled back after a deadlock; start a new one.
+    #[error("transaction was rolled back after a deadlock; start a new one")]
+    TxnAborted,
 }
 
 impl Error {

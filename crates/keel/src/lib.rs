@@ -10,6 +10,9 @@
 //! let t = db.create_table("accounts")?;
 //! t.put(b"alice", b"100")?;
 //! assert_eq!(t.get(b"alice")?.as_deref(), Some(&b"100"[..]));
+//! let mut tx = db.begin(); // READ COMMITTED, row locks, see `Txn`
+//! tx.put(&t, b"bob", b"50")?;
+//! tx.commit()?;
 //! for row in t.range(..)? {
 //!     let (key, value) = row?;
 //!     println!("{key:?} = {value:?}");
@@ -20,7 +23,8 @@
 //!
 //! Underneath: `io` (devices and data files), `page` (page format),
 //! `buffer` (buffer pool: frames, LRU and flush lists), `mtr`
-//! (mini-transactions), `flush` (page cleaners and their policy), `btree`.
+//! (mini-transactions), `flush` (page cleaners and their policy), `btree`,
+//! `txn` (transactions: write sets, row locks, commit records).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -35,13 +39,16 @@ pub mod io;
 pub mod metrics;
 mod mtr;
 pub mod page;
+pub mod redo;
 pub mod space;
+mod txn;
 
 pub use btree::TreeStats;
 pub use config::Options;
 pub use db::{Db, Range, Table};
 pub use error::{Error, Result};
 pub use metrics::Metrics;
+pub use txn::{Scan, Txn};
 
 /// Log sequence number: a byte position in the redo stream. Pages carry the
 /// LSN of their newest change; 0 means "never changed".

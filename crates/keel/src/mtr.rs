@@ -11,6 +11,7 @@ use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::page::{get_u32, init_page, page_type, put_u32, PageId, PageType};
+use crate::redo::format;
 use crate::Lsn;
 
 /// A mini-transaction.
@@ -108,25 +109,46 @@ impl<'a> Mtr<'a> {
         self.pages.push(page);
     }
 
-    /// Stamp every kept page with the end LSN, dirty them, release latches.
+    /// Log the changes of every kept page, stamp them with the end LSN,
+    /// dirty them and release the latches.
     pub fn commit(mut self) -> Result<Lsn> {
-        Ok(self.finish())
+        self.finish()
     }
 
-    fn finish(&mut self) -> Lsn {
-        let n = self.pages.len() + usize::from(self.header.is_some());
-        if n == 0 {
-            return 0;
+    fn finish(&mut self) -> Result<Lsn> {
+        let mut payload = Vec::new();
+        let mut changed = Vec::new();
+        for (i, p) in self.pages.iter().chain(self.header.iter()).enumerate() {
+            if let Some((zeroed, ranges)) = p.changes() {
+                let id = p.id();
+                format::encode_page_record(&mut payload, id.space, id.page_no, zeroed, p, &ranges);
+                changed.push(i);
+            }
         }
-        // Until the redo log exists, LSNs advance by a nominal record size.
-        let lsn = self.e.advance_lsn(64 * n as u64);
-        for p in self.pages.iter_mut().chain(self.header.iter_mut()) {
-            self.e.pool.mark_dirty(p, lsn);
+        if changed.is_empty() {
+            self.pages.clear();
+            self.header = None;
+            return Ok(0);
         }
+        let pool = &self.e.pool;
+        let mut all: Vec<&mut PageWrite<'a>> = self
+            .pages
+            .iter_mut()
+            .chain(self.header.iter_mut())
+            .collect();
+        let len = (format::GROUP_HDR + payload.len()) as u64;
+        let r = self
+            .e
+            .log
+            .append(format::kind::MTR, &payload, move |_, end| {
+                for &i in &changed {
+                    pool.mark_dirty(&mut *all[i], end - len, end);
+                }
+            });
         self.pages.clear();
         self.header = None;
         Metrics::add(&self.e.metrics.mtr_commits, 1);
-        lsn
+        r.map(|(end, ())| end)
     }
 }
 
@@ -134,6 +156,8 @@ impl Drop for Mtr<'_> {
     fn drop(&mut self) {
         // Kept pages were changed in memory; they must not be left clean and
         // unlogged even if the caller bailed out with an error.
-        self.finish();
+        if let Err(e) = self.finish() {
+            log::error!("mini-transaction could not be logged: {e}");
+        }
     }
 }

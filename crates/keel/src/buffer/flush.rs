@@ -30,10 +30,13 @@ pub enum FlushKind {
     Single,
     /// Shutdown or an explicit checkpoint.
     All,
+    /// A writer found the redo log full and flushes the oldest pages.
+    Sync,
 }
 
 struct Item<'a> {
     fid: u32,
+    id: PageId,
     file: usize,
     offset: u64,
     oldest: u64,
@@ -61,13 +64,14 @@ impl BufferPool {
             let (Some(id), oldest) = (f.page(), f.oldest()) else {
                 continue;
             };
-            if oldest == 0 {
+            if oldest == 0 || f.flushing.swap(true, Ordering::AcqRel) {
                 continue;
             }
             debug_assert_eq!(crate::page::page_id(&g), id, "frame holds another page");
             let (file, offset) = self.space.locate(id.page_no);
             items.push(Item {
                 fid,
+                id,
                 file,
                 offset,
                 oldest,
@@ -76,6 +80,44 @@ impl BufferPool {
         }
         if items.is_empty() {
             return Ok(0);
+        }
+        let r = self.write_items(inst, &mut items);
+        for it in &items {
+            inst.frames[it.fid as usize]
+                .flushing
+                .store(false, Ordering::Release);
+        }
+        let n = r?;
+        let m = &self.metrics;
+        Metrics::sub(&m.buffer_pool_pages_dirty, n as u64);
+        Metrics::add(&m.buffer_pages_written, n as u64);
+        Metrics::add(&m.buffer_flush_batches, 1);
+        let counter = match kind {
+            FlushKind::Lru => &m.buffer_LRU_batch_flush_total_pages,
+            FlushKind::List | FlushKind::All => &m.buffer_flush_background_total_pages,
+            FlushKind::Single => &m.buffer_LRU_single_flush_total_pages,
+            FlushKind::Sync => &m.buffer_flush_sync_total_pages,
+        };
+        Metrics::add(counter, n as u64);
+        Ok(n)
+    }
+
+    /// Write a latched batch: WAL rule, checksums, in-place writes; then
+    /// mark the pages clean. Returns the number of pages written.
+    fn write_items(&self, inst: &Instance, items: &mut [Item<'_>]) -> Result<usize> {
+        // The write-ahead rule: the redo of every change in the batch must be
+        // durable before any of its pages reaches the data files.
+        let newest = items
+            .iter()
+            .map(|i| {
+                inst.frames[i.fid as usize]
+                    .newest_mod
+                    .load(Ordering::Acquire)
+            })
+            .max()
+            .unwrap_or(0);
+        if let Some(wal) = &self.wal {
+            wal.flush_up_to(newest)?;
         }
         items.sort_by_key(|i| (i.file, i.offset));
         let ps = self.cfg.page_size;
@@ -87,31 +129,44 @@ impl BufferPool {
                 page_lsn(dst) >= it.oldest,
                 "page LSN older than its oldest change"
             );
+            debug_assert_eq!(
+                crate::page::page_id(dst),
+                it.id,
+                "batch copy of another page"
+            );
             stamp_checksum(dst);
         }
-        self.write_runs(&items, &buf)?;
-        let n = items.len();
-        for it in &items {
+        match &self.dblwr {
+            None => self.write_runs(items, &buf)?,
+            Some(d) => {
+                // Each chunk is made durable in a doublewrite area first; the
+                // area is reused only after the in-place writes are synced.
+                let per = d.pages_per_area();
+                for (c, chunk) in items.chunks(per).enumerate() {
+                    let bytes = &buf[c * per * ps..(c * per + chunk.len()) * ps];
+                    let pages: Vec<(PageId, &[u8])> = chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(k, it)| (it.id, &bytes[k * ps..(k + 1) * ps]))
+                        .collect();
+                    let mut area = d.claim();
+                    area.write_and_sync(&pages)?;
+                    self.write_runs(chunk, bytes)?;
+                    self.space.sync()?;
+                    drop(area);
+                }
+            }
+        }
+        for it in items.iter() {
             let f = &inst.frames[it.fid as usize];
             inst.flush_list.lock().remove(&(it.oldest, it.fid));
             f.oldest_mod.store(0, Ordering::Release);
         }
-        drop(items);
-        let m = &self.metrics;
-        Metrics::sub(&m.buffer_pool_pages_dirty, n as u64);
-        Metrics::add(&m.buffer_pages_written, n as u64);
-        Metrics::add(&m.buffer_flush_batches, 1);
-        let counter = match kind {
-            FlushKind::Lru => &m.buffer_LRU_batch_flush_total_pages,
-            FlushKind::List | FlushKind::All => &m.buffer_flush_background_total_pages,
-            FlushKind::Single => &m.buffer_LRU_single_flush_total_pages,
-        };
-        Metrics::add(counter, n as u64);
-        Ok(n)
+        Ok(items.len())
     }
 
     /// Issue one write per contiguous run; different files in parallel.
-    fn write_runs(&self, items: &[Item<'_>], buf: &AlignedBuf) -> Result<()> {
+    fn write_runs(&self, items: &[Item<'_>], buf: &[u8]) -> Result<()> {
         let ps = self.cfg.page_size;
         // (file, offset, first item, item count)
         let mut runs: Vec<(usize, u64, usize, usize)> = Vec::new();

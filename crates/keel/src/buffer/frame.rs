@@ -34,6 +34,9 @@ pub(crate) struct Frame {
     pub young_clock: AtomicU64,
     /// Milliseconds since pool start of the first access after loading.
     pub first_access_ms: AtomicU64,
+    /// Set while one flusher writes the page, so that concurrent flushers
+    /// (cleaners, sync-flushing writers) never write it twice.
+    pub flushing: std::sync::atomic::AtomicBool,
 }
 
 impl Frame {
@@ -46,6 +49,7 @@ impl Frame {
             newest_mod: AtomicU64::new(0),
             young_clock: AtomicU64::new(0),
             first_access_ms: AtomicU64::new(0),
+            flushing: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

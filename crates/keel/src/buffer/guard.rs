@@ -16,11 +16,15 @@ pub struct PageRead<'a> {
     guard: Option<RwLockReadGuard<'a, AlignedBuf>>,
 }
 
-/// A page under its exclusive latch.
+/// A page under its exclusive latch. The first mutable access keeps a copy
+/// of the page as it was, so that the mini-transaction can log exactly the
+/// bytes it changed.
 pub struct PageWrite<'a> {
     id: PageId,
     frame: &'a Frame,
     guard: Option<RwLockWriteGuard<'a, AlignedBuf>>,
+    before: Option<Box<[u8]>>,
+    zeroed: bool,
 }
 
 impl<'a> PageRead<'a> {
@@ -39,12 +43,32 @@ impl<'a> PageRead<'a> {
 }
 
 impl<'a> PageWrite<'a> {
-    pub(crate) fn new(id: PageId, frame: &'a Frame, g: RwLockWriteGuard<'a, AlignedBuf>) -> Self {
+    pub(crate) fn new(
+        id: PageId,
+        frame: &'a Frame,
+        g: RwLockWriteGuard<'a, AlignedBuf>,
+        zeroed: bool,
+    ) -> Self {
         PageWrite {
             id,
             frame,
             guard: Some(g),
+            before: None,
+            zeroed,
         }
+    }
+
+    /// The byte ranges changed since the page was latched, and whether it
+    /// started from zeros (a fresh page). None when nothing was changed.
+    pub(crate) fn changes(&self) -> Option<(bool, Vec<(usize, usize)>)> {
+        let now: &[u8] = self;
+        if self.zeroed {
+            let zeros = vec![0u8; now.len()];
+            return Some((true, crate::redo::format::diff_ranges(&zeros, now)));
+        }
+        let before = self.before.as_deref()?;
+        let r = crate::redo::format::diff_ranges(before, now);
+        (!r.is_empty()).then_some((false, r))
     }
 
     /// The page's identity.
@@ -80,7 +104,12 @@ impl Deref for PageWrite<'_> {
 impl DerefMut for PageWrite<'_> {
     fn deref_mut(&mut self) -> &mut [u8] {
         match &mut self.guard {
-            Some(g) => g,
+            Some(g) => {
+                if self.before.is_none() && !self.zeroed {
+                    self.before = Some(Box::from(&g[..]));
+                }
+                g
+            }
             None => unreachable!("page guard used after release"),
         }
     }

@@ -46,12 +46,22 @@ pub struct PoolConfig {
     pub free_wait_timeout: Duration,
 }
 
+/// The write-ahead rule's hook: before a page whose newest change ended at
+/// `lsn` is written, the redo log must be durable up to `lsn`.
+pub trait Wal: Send + Sync {
+    /// Make the log durable up to `lsn`.
+    fn flush_up_to(&self, lsn: Lsn) -> Result<()>;
+}
+
 /// The buffer pool.
 pub struct BufferPool {
     pub(crate) instances: Vec<Instance>,
     pub(crate) space: Arc<Tablespace>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) cfg: PoolConfig,
+    pub(crate) wal: Option<Arc<dyn Wal>>,
+    /// Doublewrite areas, when `doublewrite` is on.
+    pub(crate) dblwr: Option<crate::flush::doublewrite::Doublewrite>,
     epoch: Instant,
     /// Signalled when a thread wants free frames or dirty pages written.
     pub(crate) cleaner_wakeup: (Mutex<u64>, Condvar),
@@ -59,7 +69,13 @@ pub struct BufferPool {
 
 impl BufferPool {
     /// A pool of `cfg.frames` frames over `space`.
-    pub fn new(cfg: PoolConfig, space: Arc<Tablespace>, metrics: Arc<Metrics>) -> BufferPool {
+    pub fn new(
+        cfg: PoolConfig,
+        space: Arc<Tablespace>,
+        metrics: Arc<Metrics>,
+        wal: Option<Arc<dyn Wal>>,
+        dblwr: Option<crate::flush::doublewrite::Doublewrite>,
+    ) -> BufferPool {
         let per = cfg.frames / cfg.instances;
         let instances = (0..cfg.instances)
             .map(|_| Instance::new(per, cfg.page_size, cfg.old_blocks_pct))
@@ -72,6 +88,8 @@ impl BufferPool {
             space,
             metrics,
             cfg,
+            wal,
+            dblwr,
             epoch: Instant::now(),
             cleaner_wakeup: (Mutex::new(0), Condvar::new()),
         }
@@ -138,7 +156,7 @@ impl BufferPool {
         loop {
             match self.lookup_or_load(inst, id, fresh)? {
                 Fetched::Loaded(fid, g) => {
-                    return Ok(PageWrite::new(id, &inst.frames[fid as usize], g))
+                    return Ok(PageWrite::new(id, &inst.frames[fid as usize], g, fresh))
                 }
                 Fetched::Hit(fid) => {
                     let frame = &inst.frames[fid as usize];
@@ -151,7 +169,7 @@ impl BufferPool {
                     if fresh {
                         g.fill(0);
                     }
-                    return Ok(PageWrite::new(id, frame, g));
+                    return Ok(PageWrite::new(id, frame, g, fresh));
                 }
             }
         }
@@ -177,21 +195,23 @@ impl BufferPool {
     }
 
     /// Dirty a page changed under its exclusive latch by a mini-transaction
-    /// that ended at `lsn`: enters the flush list on its first change.
-    pub(crate) fn mark_dirty(&self, page: &mut PageWrite<'_>, lsn: Lsn) {
+    /// whose redo occupies `[start, end)`: the page LSN becomes `end`, and on
+    /// its first change the page enters the flush list at `start` — the
+    /// checkpoint may never pass the start of a change that is not on disk.
+    pub(crate) fn mark_dirty(&self, page: &mut PageWrite<'_>, start: Lsn, end: Lsn) {
         let id = page.id();
         let inst = &self.instances[self.instance_of(id)];
         let fid = inst.frame_index(page.frame());
         let frame = page.frame();
-        crate::page::set_page_lsn(page, lsn);
+        crate::page::set_page_lsn(page, end);
         frame
             .newest_mod
-            .store(lsn, std::sync::atomic::Ordering::Release);
+            .store(end, std::sync::atomic::Ordering::Release);
         if frame.oldest() == 0 {
-            inst.flush_list.lock().insert((lsn, fid));
+            inst.flush_list.lock().insert((start, fid));
             frame
                 .oldest_mod
-                .store(lsn, std::sync::atomic::Ordering::Release);
+                .store(start, std::sync::atomic::Ordering::Release);
             Metrics::add(&self.metrics.buffer_pool_pages_dirty, 1);
         }
     }

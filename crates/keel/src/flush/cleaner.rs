@@ -23,6 +23,9 @@ pub trait CleanerHost: Send + Sync + 'static {
     fn lru_scan_depth(&self) -> usize;
     /// Option `max_dirty_pages_pct`.
     fn max_dirty_pages_pct(&self) -> f64;
+    /// Periodic engine work done by the first cleaner after each round
+    /// (background log flush, checkpoint).
+    fn tick(&self) -> crate::error::Result<()>;
 }
 
 /// The running cleaner threads.
@@ -121,6 +124,12 @@ fn run<H: CleanerHost + ?Sized>(
                     log::error!("page cleaner {me}: flush-list batch of instance {i} failed: {e}");
                     failed = true;
                 }
+            }
+        }
+        if me == 0 {
+            if let Err(e) = host.tick() {
+                log::error!("page cleaner {me}: log flush or checkpoint failed: {e}");
+                failed = true;
             }
         }
         // After an I/O error, retry with a growing pause rather than spin.

@@ -6,6 +6,7 @@
 //! carries the targets out through the buffer pool's batch writer.
 
 pub mod cleaner;
+pub mod doublewrite;
 pub mod policy;
 
 pub use cleaner::Cleaners;

@@ -288,7 +288,9 @@ impl OsFile {
 }
 
 fn is_aligned(ptr: *const u8, offset: u64, len: usize) -> bool {
-    (ptr as usize).is_multiple_of(IO_ALIGN) && offset.is_multiple_of(ALIGN_U64) && len.is_multiple_of(IO_ALIGN)
+    (ptr as usize).is_multiple_of(IO_ALIGN)
+        && offset.is_multiple_of(ALIGN_U64)
+        && len.is_multiple_of(IO_ALIGN)
 }
 
 /// The block-aligned byte range `[start, end)` covering `len` bytes at `offset`.

@@ -11,10 +11,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub mod aligned;
+pub mod faulty;
 pub mod file;
 pub mod throttle;
 
 pub use aligned::AlignedBuf;
+pub use faulty::FaultyFs;
 pub use file::{FlushMethod, OsFileSystem};
 pub use throttle::{ThrottleSpec, ThrottledFileSystem};
 
@@ -53,4 +55,9 @@ pub enum OpenMode {
 pub trait FileSystem: Send + Sync {
     /// Open `path`.
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn Device>>;
+    /// Does a file exist at `path`? (In-memory file systems answer for
+    /// their own files.)
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
 }

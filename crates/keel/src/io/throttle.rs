@@ -117,6 +117,10 @@ impl FileSystem for ThrottledFileSystem {
             last_end: AtomicU64::new(u64::MAX),
         }))
     }
+
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
 }
 
 /// One file on the throttled disk.

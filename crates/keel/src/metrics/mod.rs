@@ -85,12 +85,70 @@ registry! {
     buffer_flush_batches,
     /// Gauge: current LSN (end of the newest mini-transaction).
     log_lsn_current,
+    /// Gauge: end of the log that is written and synced.
+    log_lsn_last_flush,
+    /// Gauge: LSN of the last checkpoint.
+    log_lsn_last_checkpoint,
+    /// Gauge: current LSN minus last checkpoint LSN.
+    log_lsn_checkpoint_age,
+    /// Gauge: checkpoint age above which the classic cleaner flushes asynchronously.
+    log_max_modified_age_async,
+    /// Gauge: checkpoint age above which flushing is synchronous.
+    log_max_modified_age_sync,
+    /// Gauge: usable bytes of the circular redo log.
+    log_capacity,
+    /// Redo log write calls.
+    log_writes,
+    /// Bytes written to the redo log.
+    log_bytes_written,
+    /// Bytes of padding written to the log (Keel writes none).
+    log_padded,
+    /// Syncs of the redo log files.
+    os_log_fsyncs,
+    /// Checkpoints written.
+    log_checkpoints,
+    /// Writers that had to wait for a sync flush because the log was full.
+    buffer_flush_sync_waits,
+    /// Microseconds writers spent waiting for sync flushes.
+    buffer_flush_sync_wait_us_total,
+    /// Longest single sync-flush wait in microseconds.
+    buffer_flush_sync_wait_us_max,
+    /// Pages written by sync flushing.
+    buffer_flush_sync_total_pages,
+    /// Batches written and synced to a doublewrite area.
+    dblwr_writes,
+    /// Pages written to doublewrite areas.
+    dblwr_pages_written,
+    /// Redo record groups applied by the last recovery.
+    recovery_groups_applied,
+    /// Page records applied by the last recovery.
+    recovery_page_records_applied,
+    /// Distinct pages touched by the last recovery.
+    recovery_pages_touched,
+    /// Committed transactions whose write sets recovery re-applied.
+    recovery_txns_reapplied,
+    /// Torn pages repaired from the doublewrite area by the last recovery.
+    recovery_torn_pages_repaired,
+    /// Milliseconds the last recovery took.
+    recovery_time_ms,
     /// Mini-transactions committed.
     mtr_commits,
     /// Pages allocated from the tablespace.
     space_pages_allocated,
     /// Pages returned to the tablespace's free list.
     space_pages_freed,
+    /// Transactions committed (including one-row `Table::put`/`delete`).
+    trx_commits,
+    /// Transactions rolled back (explicitly, on drop, or as deadlock victims).
+    trx_rollbacks,
+    /// Row-lock requests that had to wait.
+    lock_row_lock_waits,
+    /// Milliseconds spent waiting for row locks.
+    lock_row_lock_time_ms,
+    /// Deadlocks detected (each rolls back one transaction).
+    lock_deadlocks,
+    /// Row-lock waits that ended in `LockWaitTimeout`.
+    lock_timeouts,
 }
 
 impl Metrics {

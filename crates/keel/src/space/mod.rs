@@ -39,6 +39,7 @@ struct DataFile {
 /// The data files of one space.
 pub struct Tablespace {
     space_id: u32,
+    creation_id: u64,
     page_size: usize,
     files: Vec<DataFile>,
     metrics: Arc<Metrics>,
@@ -66,7 +67,7 @@ impl Tablespace {
     ) -> Result<Tablespace> {
         for i in 0..n_files {
             let p = dir.join(data_file_name(i));
-            if p.exists() {
+            if fs.exists(&p) {
                 return Err(Error::BadFile {
                     path: p,
                     reason: "exists already while creating a new database".into(),
@@ -103,6 +104,7 @@ impl Tablespace {
         sync_dir(dir)?;
         Ok(Tablespace {
             space_id: 0,
+            creation_id,
             page_size,
             files,
             metrics,
@@ -123,7 +125,7 @@ impl Tablespace {
         let mut first: Option<FileHeader> = None;
         for i in 0.. {
             let path = dir.join(data_file_name(i));
-            if !path.exists() {
+            if !fs.exists(&path) {
                 break;
             }
             let dev = fs
@@ -206,6 +208,7 @@ impl Tablespace {
         }
         Ok(Tablespace {
             space_id: h.space_id,
+            creation_id: h.creation_id,
             page_size,
             files,
             metrics,
@@ -216,6 +219,11 @@ impl Tablespace {
     /// The space id.
     pub fn space_id(&self) -> u32 {
         self.space_id
+    }
+
+    /// Random id shared by every file of this database.
+    pub fn creation_id(&self) -> u64 {
+        self.creation_id
     }
 
     /// Page size in bytes.
@@ -246,7 +254,7 @@ impl Tablespace {
         match file.dev.read_at(buf, off) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                return Err(Error::CorruptPage {
+                return Err(Error::UnwrittenPage {
                     page: id,
                     path: file.path.clone(),
                     reason: format!("offset {off} is past the end of the file"),
@@ -256,11 +264,31 @@ impl Tablespace {
         }
         Metrics::add(&self.metrics.os_data_reads, 1);
         Metrics::add(&self.metrics.os_data_read_bytes, buf.len() as u64);
-        verify_page(buf, id).map_err(|e| Error::CorruptPage {
-            page: id,
-            path: file.path.clone(),
-            reason: format!("{e} (file offset {off})"),
+        verify_page(buf, id).map_err(|e| match e {
+            crate::page::PageCheckError::AllZero => Error::UnwrittenPage {
+                page: id,
+                path: file.path.clone(),
+                reason: format!("all zeros at file offset {off}"),
+            },
+            e => Error::CorruptPage {
+                page: id,
+                path: file.path.clone(),
+                reason: format!("{e} (file offset {off})"),
+            },
         })
+    }
+
+    /// Read the raw bytes of page `page_no` into `buf`, unverified (for
+    /// doublewrite repair). Returns `false`, leaving `buf` alone, if the page
+    /// lies past the end of its file.
+    pub fn read_page_raw(&self, page_no: u32, buf: &mut [u8]) -> Result<bool> {
+        let (f, off) = self.locate(page_no);
+        let file = &self.files[f];
+        match file.dev.read_at(buf, off) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+            Err(e) => Err(Error::io(&file.path, "read", e)),
+        }
     }
 
     /// Write `buf` (one or more whole pages, contiguous on disk) at `offset`

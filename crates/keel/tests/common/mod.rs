@@ -11,6 +11,8 @@ pub fn small_opts(frames: u64) -> Options {
         flush_method: "nosync".parse().unwrap(),
         data_files: 2,
         lru_scan_depth: 8,
+        log_file_size: 1 << 20,
+        log_files_in_group: 2,
         ..Default::default()
     }
 }

@@ -1,0 +1,532 @@
+//! The doublewrite areas (InnoDB 8.0.20+'s parallel doublewrite).
+//!
+//! Before a batch of pages is written in place, the whole batch is written to
+//! a doublewrite *area* and synced; then the pages are written in place; the
+//! data files are synced; only then is the area reused. A crash can tear an
+//! in-place write (part of a page old, part new: a bad checksum) but never
+//! both copies, so at recovery [`Doublewrite::repair_torn_pages`] restores
+//! every torn page from its copy before redo runs.
+//!
+//! Areas are spread round-robin over the files `dblwr-{i}.keel`: area `a` is
+//! local area `a / files` of file `a % files`. Each file starts with a header
+//! block; each area is its header blocks (one page-size block unless the
+//! entries need more) followed by `pages_per_area` page slots. The byte
+//! layout is in `format` and `docs/format.md` ("Doublewrite files").
+//!
+//! Crash safety of the files themselves: they are formatted with every file
+//! but `dblwr-0` first and `dblwr-0`'s header written and synced last, after
+//! `dblwr-0` was made blank; a blank `dblwr-0` (or none) means "no copies,
+//! format afresh", and a valid one means the whole set is complete.
+
+mod files;
+mod format;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::{Error, Result};
+use crate::io::{AlignedBuf, Device, FileSystem, OpenMode};
+use crate::metrics::Metrics;
+use crate::page::{page_id, page_lsn, verify_page, PageId, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
+use crate::space::Tablespace;
+use files::{bad_file, format_files, open_files, read_file_header};
+pub use format::{area_header_len, AreaHeader, Entry, FileHeader};
+
+/// Name of doublewrite file `i` inside the database directory.
+pub fn file_name(i: usize) -> String {
+    format!("dblwr-{i}.keel")
+}
+
+/// How the areas are laid out: fixed when the files are formatted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Number of doublewrite files (`doublewrite_files`).
+    pub files: usize,
+    /// Number of areas: one per concurrent batch writer.
+    pub areas: usize,
+    /// Page slots per area (`doublewrite_pages`).
+    pub pages_per_area: usize,
+    /// Page size in bytes.
+    pub page_size: usize,
+}
+
+impl Geometry {
+    fn validate(&self) -> Result<()> {
+        if !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&self.page_size)
+            || !self.page_size.is_power_of_two()
+        {
+            return Err(Error::config(
+                "page_size",
+                "must be a power of two in 4096..=65536",
+            ));
+        }
+        if self.files == 0 || self.files > 1024 {
+            return Err(Error::config("doublewrite_files", "must be 1..=1024"));
+        }
+        if self.pages_per_area == 0 || self.pages_per_area > 65536 {
+            return Err(Error::config("doublewrite_pages", "must be 1..=65536"));
+        }
+        if self.areas == 0 || self.areas > 65536 {
+            return Err(Error::config(
+                "doublewrite",
+                format!("{} areas: need 1..=65536", self.areas),
+            ));
+        }
+        Ok(())
+    }
+
+    fn areas_in_file(&self, file: usize) -> usize {
+        (self.areas + self.files - 1 - file) / self.files
+    }
+
+    /// Page-size blocks of an area header holding `pages_per_area` entries.
+    fn header_blocks(&self) -> usize {
+        area_header_len(self.pages_per_area).div_ceil(self.page_size)
+    }
+
+    fn area_bytes(&self) -> u64 {
+        ((self.header_blocks() + self.pages_per_area) * self.page_size) as u64
+    }
+
+    fn file_len(&self, file: usize) -> u64 {
+        self.page_size as u64 + self.areas_in_file(file) as u64 * self.area_bytes()
+    }
+
+    /// (file, byte offset) of area `area`'s first header block.
+    fn area_location(&self, area: usize) -> (usize, u64) {
+        let local = (area / self.files) as u64;
+        (
+            area % self.files,
+            self.page_size as u64 + local * self.area_bytes(),
+        )
+    }
+
+    fn slot_offset(&self, area: usize, slot: usize) -> (usize, u64) {
+        let (file, offset) = self.area_location(area);
+        let skip = (self.header_blocks() + slot) * self.page_size;
+        (file, offset + skip as u64)
+    }
+}
+
+struct DwFile {
+    dev: Arc<dyn Device>,
+    path: PathBuf,
+}
+
+/// The doublewrite files of one database, and which areas are free.
+pub struct Doublewrite {
+    dir: PathBuf,
+    /// The geometry the files have on disk.
+    geometry: Geometry,
+    /// Asked for at open but different from the files': applied by the
+    /// next repair, once no copy is needed any more.
+    wanted: Option<Geometry>,
+    creation_id: u64,
+    files: Vec<DwFile>,
+    free: Mutex<VecDeque<usize>>,
+    freed: Condvar,
+    next_seq: AtomicU64,
+    metrics: Arc<Metrics>,
+}
+
+/// An area claimed by one batch writer; dropping it frees the area.
+pub struct AreaGuard<'a> {
+    dw: &'a Doublewrite,
+    area: usize,
+}
+
+/// An area whose header failed its checks: its copies were not used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkippedArea {
+    /// The doublewrite file.
+    pub path: PathBuf,
+    /// The area's index over all files.
+    pub area: usize,
+    /// What was wrong.
+    pub reason: String,
+}
+
+/// What [`Doublewrite::repair_torn_pages`] did, for the recovery report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RepairReport {
+    /// Areas with a valid header whose copies were considered.
+    pub areas_scanned: usize,
+    /// Areas never written.
+    pub areas_empty: usize,
+    /// Areas with a corrupt header (a torn area write, normally): skipped.
+    pub areas_skipped: Vec<SkippedArea>,
+    /// Distinct pages with a copy, read in place and verified.
+    pub pages_checked: usize,
+    /// Copies tried for a torn page that failed verification or did not
+    /// match their header entry (torn or stale slots).
+    pub copies_rejected: usize,
+    /// Pages restored in place from a copy, in page order.
+    pub pages_restored: Vec<PageId>,
+    /// The files were reformatted to the geometry asked for at open.
+    pub reformatted: bool,
+}
+
+impl fmt::Display for RepairReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "doublewrite: {} areas scanned, {} empty, {} skipped; {} pages checked, {} restored",
+            self.areas_scanned,
+            self.areas_empty,
+            self.areas_skipped.len(),
+            self.pages_checked,
+            self.pages_restored.len()
+        )?;
+        for s in &self.areas_skipped {
+            write!(
+                f,
+                "; skipped area {} of {}: {}",
+                s.area,
+                s.path.display(),
+                s.reason
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Doublewrite {
+    /// Open the doublewrite files in `dir`, or format them if there are none
+    /// (or `dblwr-0` is blank: an interrupted format). Files of another
+    /// database (`creation_id` differs) or of another page size are an
+    /// error naming the file. If the files have another geometry than
+    /// `geometry`, they keep theirs until [`Self::repair_torn_pages`] has
+    /// used their copies, which then reformats them.
+    pub fn open_or_create(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        geometry: Geometry,
+        creation_id: u64,
+        metrics: Arc<Metrics>,
+    ) -> Result<Doublewrite> {
+        geometry.validate()?;
+        let path0 = dir.join(file_name(0));
+        let found = if fs.exists(&path0) {
+            let dev = fs
+                .open(&path0, OpenMode::Existing)
+                .map_err(|e| Error::io(&path0, "open", e))?;
+            read_file_header(&*dev, &path0, geometry.page_size)?.map(|h| (dev, h))
+        } else {
+            None
+        };
+        let Some((dev0, h0)) = found else {
+            let files = format_files(fs, dir, &geometry, creation_id)?;
+            return Ok(Self::new(dir, geometry, None, creation_id, files, metrics));
+        };
+        let disk = Geometry {
+            files: h0.n_files as usize,
+            areas: h0.n_areas as usize,
+            pages_per_area: h0.pages_per_area as usize,
+            page_size: geometry.page_size,
+        };
+        if let Err(e) = disk.validate() {
+            return Err(bad_file(
+                &path0,
+                &format!("impossible geometry {disk:?}: {e}"),
+            ));
+        }
+        let files = open_files(fs, dir, &disk, (dev0, h0), creation_id)?;
+        let wanted = (disk != geometry).then_some(geometry);
+        if wanted.is_some() {
+            log::info!(
+                "{}: doublewrite files have {disk:?}; {geometry:?} takes effect after recovery",
+                dir.display()
+            );
+        }
+        let dw = Self::new(dir, disk, wanted, creation_id, files, metrics);
+        let newest = (0..disk.areas)
+            .filter_map(|a| dw.read_area_header(a).ok().flatten())
+            .map(|h| h.seq)
+            .max()
+            .unwrap_or(0);
+        dw.next_seq.store(newest + 1, Ordering::Relaxed);
+        Ok(dw)
+    }
+
+    fn new(
+        dir: &Path,
+        geometry: Geometry,
+        wanted: Option<Geometry>,
+        creation_id: u64,
+        files: Vec<DwFile>,
+        metrics: Arc<Metrics>,
+    ) -> Doublewrite {
+        Doublewrite {
+            dir: dir.to_owned(),
+            geometry,
+            wanted,
+            creation_id,
+            files,
+            free: Mutex::new((0..geometry.areas).collect()),
+            freed: Condvar::new(),
+            next_seq: AtomicU64::new(1),
+            metrics,
+        }
+    }
+
+    /// Claim a free area, waiting until one is free. There is one area per
+    /// concurrent batch writer, so this rarely waits; it cannot wait forever
+    /// because every guard is dropped after one batch.
+    pub fn claim(&self) -> AreaGuard<'_> {
+        let mut free = self.free.lock();
+        loop {
+            if let Some(area) = free.pop_front() {
+                return AreaGuard { dw: self, area };
+            }
+            if self
+                .freed
+                .wait_for(&mut free, Duration::from_secs(10))
+                .timed_out()
+            {
+                log::warn!(
+                    "waited 10 s for a free doublewrite area: all {} are claimed",
+                    self.geometry.areas
+                );
+            }
+        }
+    }
+
+    /// Claim a free area if there is one.
+    pub fn try_claim(&self) -> Option<AreaGuard<'_>> {
+        let area = self.free.lock().pop_front()?;
+        Some(AreaGuard { dw: self, area })
+    }
+
+    /// Page slots per area: the largest batch one area takes.
+    pub fn pages_per_area(&self) -> usize {
+        self.geometry.pages_per_area
+    }
+
+    /// The geometry of the files as they are on disk.
+    pub fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    /// Read and decode area `area`'s header: `Ok(None)` if never written,
+    /// `Err(reason)` if corrupt or unreadable.
+    fn read_area_header(&self, area: usize) -> Result<Option<AreaHeader>, String> {
+        let g = &self.geometry;
+        let (file, offset) = g.area_location(area);
+        let mut buf = AlignedBuf::new(g.header_blocks() * g.page_size);
+        self.files[file]
+            .dev
+            .read_at(&mut buf, offset)
+            .map_err(|e| format!("cannot read the area header: {e}"))?;
+        let h = AreaHeader::decode(&buf, g.pages_per_area)?;
+        if let Some(h) = &h {
+            if h.page_size as usize != g.page_size || h.area as usize != area {
+                return Err(format!(
+                    "header names area {} with page size {}, expected area {area} with {}",
+                    h.area, h.page_size, g.page_size
+                ));
+            }
+        }
+        Ok(h)
+    }
+
+    /// Recovery, before redo: every page with a copy in a valid area is read
+    /// in place; if it fails verification (torn, all zeros, past the end of
+    /// its file) it is overwritten with its newest copy that verifies and
+    /// matches its header entry. A valid in-place page is never touched. A
+    /// torn page without a valid copy is left for the caller to judge. Then
+    /// every data file is synced (in-place writes of the previous run may
+    /// still sit in a volatile cache, and reusing an area loses its copies)
+    /// and, if the geometry changed, the files are reformatted. `fs` is the
+    /// file system the files were opened with.
+    pub fn repair_torn_pages(
+        &mut self,
+        fs: &dyn FileSystem,
+        space: &Tablespace,
+    ) -> Result<RepairReport> {
+        let mut report = RepairReport::default();
+        let copies = self.collect_copies(space.space_id(), &mut report);
+        let ps = self.geometry.page_size;
+        let mut in_place = AlignedBuf::new(ps);
+        let mut copy = AlignedBuf::new(ps);
+        for (id, mut candidates) in copies {
+            report.pages_checked += 1;
+            let present = space.read_page_raw(id.page_no, &mut in_place)?;
+            if present && verify_page(&in_place, id).is_ok() {
+                continue;
+            }
+            candidates.sort_by_key(|c| std::cmp::Reverse(c.seq));
+            for c in candidates {
+                if !self.read_copy(c, &mut copy) || verify_page(&copy, id).is_err() {
+                    report.copies_rejected += 1;
+                    continue;
+                }
+                if page_lsn(&copy) != c.lsn {
+                    report.copies_rejected += 1;
+                    continue;
+                }
+                let (file, offset) = space.locate(id.page_no);
+                space.write_run(file, offset, &copy)?;
+                log::warn!(
+                    "page {id} in {} was torn; restored from doublewrite area {} (LSN {})",
+                    space.file_path(file).display(),
+                    c.area,
+                    c.lsn
+                );
+                report.pages_restored.push(id);
+                break;
+            }
+        }
+        for i in 0..space.n_files() {
+            let path = space.file_path(i);
+            let dev = fs
+                .open(path, OpenMode::Existing)
+                .map_err(|e| Error::io(path, "open", e))?;
+            dev.sync().map_err(|e| Error::io(path, "sync", e))?;
+        }
+        if let Some(wanted) = self.wanted.take() {
+            self.files = format_files(fs, &self.dir, &wanted, self.creation_id)?;
+            self.geometry = wanted;
+            *self.free.get_mut() = (0..wanted.areas).collect();
+            self.next_seq.store(1, Ordering::Relaxed);
+            report.reformatted = true;
+        }
+        Ok(report)
+    }
+
+    /// Every page copy named by a valid area header of space `space_id`.
+    fn collect_copies(
+        &self,
+        space_id: u32,
+        report: &mut RepairReport,
+    ) -> BTreeMap<PageId, Vec<CopyRef>> {
+        let mut copies: BTreeMap<PageId, Vec<CopyRef>> = BTreeMap::new();
+        for area in 0..self.geometry.areas {
+            match self.read_area_header(area) {
+                Ok(None) => report.areas_empty += 1,
+                Err(reason) => {
+                    let path = self.files[self.geometry.area_location(area).0].path.clone();
+                    log::warn!(
+                        "doublewrite area {area} of {}: {reason}; skipped",
+                        path.display()
+                    );
+                    report
+                        .areas_skipped
+                        .push(SkippedArea { path, area, reason });
+                }
+                Ok(Some(h)) => {
+                    report.areas_scanned += 1;
+                    for (slot, e) in h.entries.iter().enumerate() {
+                        if e.id.space == space_id {
+                            copies.entry(e.id).or_default().push(CopyRef {
+                                seq: h.seq,
+                                area,
+                                slot,
+                                lsn: e.lsn,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        copies
+    }
+
+    /// Read a copy's slot; false if it cannot be read.
+    fn read_copy(&self, c: CopyRef, buf: &mut [u8]) -> bool {
+        let (file, offset) = self.geometry.slot_offset(c.area, c.slot);
+        self.files[file].dev.read_at(buf, offset).is_ok()
+    }
+}
+
+/// Where one page copy is, and what its area header says about it.
+#[derive(Clone, Copy, Debug)]
+struct CopyRef {
+    seq: u64,
+    area: usize,
+    slot: usize,
+    lsn: u64,
+}
+
+impl AreaGuard<'_> {
+    /// The claimed area's index.
+    pub fn area(&self) -> usize {
+        self.area
+    }
+
+    /// Write `pages` (each `page_size` bytes, checksummed, at most
+    /// `pages_per_area` of them) with their ids into the area, in one write,
+    /// and sync its file. On error the area's content is unknown and the
+    /// caller must not write the batch in place (and should poison).
+    ///
+    /// # Panics
+    /// On more pages than slots, or a page of the wrong size or whose header
+    /// names another page: the batch writer broke its contract.
+    pub fn write_and_sync(&mut self, pages: &[(PageId, &[u8])]) -> Result<()> {
+        if pages.is_empty() {
+            return Ok(());
+        }
+        let dw = self.dw;
+        let g = &dw.geometry;
+        let ps = g.page_size;
+        assert!(
+            pages.len() <= g.pages_per_area,
+            "doublewrite batch of {} pages exceeds the {} slots of an area",
+            pages.len(),
+            g.pages_per_area
+        );
+        let hb = g.header_blocks();
+        let mut buf = AlignedBuf::new((hb + pages.len()) * ps);
+        let mut entries = Vec::with_capacity(pages.len());
+        for (k, &(id, page)) in pages.iter().enumerate() {
+            assert_eq!(
+                page.len(),
+                ps,
+                "doublewrite copy of page {id}: wrong length"
+            );
+            assert_eq!(
+                page_id(page),
+                id,
+                "doublewrite copy of page {id} names another page"
+            );
+            debug_assert_eq!(
+                verify_page(page, id),
+                Ok(()),
+                "doublewrite copy of page {id}"
+            );
+            entries.push(Entry {
+                id,
+                lsn: page_lsn(page),
+            });
+            buf[(hb + k) * ps..(hb + k + 1) * ps].copy_from_slice(page);
+        }
+        AreaHeader {
+            page_size: ps as u32,
+            area: self.area as u32,
+            seq: dw.next_seq.fetch_add(1, Ordering::Relaxed),
+            entries,
+        }
+        .encode(&mut buf[..hb * ps]);
+        let (file, offset) = g.area_location(self.area);
+        let f = &dw.files[file];
+        f.dev
+            .write_at(&buf, offset)
+            .map_err(|e| Error::io(&f.path, "write", e))?;
+        f.dev.sync().map_err(|e| Error::io(&f.path, "sync", e))?;
+        Metrics::add(&dw.metrics.dblwr_writes, 1);
+        Metrics::add(&dw.metrics.dblwr_pages_written, pages.len() as u64);
+        Ok(())
+    }
+}
+
+impl Drop for AreaGuard<'_> {
+    fn drop(&mut self) {
+        self.dw.free.lock().push_back(self.area);
+        self.dw.freed.notify_one();
+    }
+}

@@ -1,0 +1,418 @@
+//! The redo log: circular files holding record groups addressed by LSN,
+//! group commit, checkpoint slots.
+//!
+//! LSN `l` lives at byte `l mod capacity` of the concatenated data areas of
+//! the files (each file's first [`format::LOG_FILE_HDR`] bytes are its
+//! header). Appends go to an in-memory buffer under the `state` mutex, which
+//! is also where mini-transactions dirty their pages, so that the flush
+//! lists and the LSN are always consistent for a checkpoint. Writing and
+//! syncing happen under a separate `write` mutex: a committer that finds its
+//! LSN already flushed by the thread ahead of it returns at once (group
+//! commit).
+
+pub mod format;
+pub mod recovery;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::io::{AlignedBuf, Device, FileSystem, OpenMode};
+use crate::metrics::Metrics;
+use crate::Lsn;
+use format::{Checkpoint, LogFileHeader, CHECKPOINT_SLOTS, LOG_FILE_HDR};
+
+/// First LSN of a new database (non-zero: 0 means "never changed").
+pub const START_LSN: Lsn = 8192;
+/// Log buffer size above which an appender writes the buffer out itself.
+const BUFFER_WRITE_THRESHOLD: usize = 4 << 20;
+
+/// Name of redo log file `i`.
+pub fn log_file_name(i: usize) -> String {
+    format!("redo-{i}.keel")
+}
+
+pub(crate) struct LogState {
+    /// Bytes appended but not yet written, starting at `buf_lsn`.
+    pub buf: Vec<u8>,
+    pub buf_lsn: Lsn,
+    /// End of the last appended group.
+    pub lsn: Lsn,
+    /// Commits whose write sets are not yet applied (their record LSNs).
+    pub in_flight: std::collections::BTreeMap<Lsn, u32>,
+}
+
+/// The redo log.
+pub struct Log {
+    files: Vec<(Arc<dyn Device>, PathBuf)>,
+    area: u64,
+    capacity: u64,
+    pub(crate) state: Mutex<LogState>,
+    write: Mutex<u64>,
+    written: AtomicU64,
+    flushed: AtomicU64,
+    checkpoint_lsn: AtomicU64,
+    checkpoint_no: AtomicU64,
+    checkpoint_mutex: Mutex<()>,
+    metrics: Arc<Metrics>,
+    /// Set after a failed write or sync: nothing is durable any more.
+    poisoned: AtomicBool,
+}
+
+impl Log {
+    /// Create the log files of a new database.
+    pub fn create(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        file_size: u64,
+        n: usize,
+        creation_id: u64,
+        metrics: Arc<Metrics>,
+    ) -> Result<Log> {
+        let mut files = Vec::with_capacity(n);
+        for i in 0..n {
+            let path = dir.join(log_file_name(i));
+            let dev = fs
+                .open(&path, OpenMode::CreateNew)
+                .map_err(|e| Error::io(&path, "create", e))?;
+            dev.set_len(file_size)
+                .map_err(|e| Error::io(&path, "extend", e))?;
+            let mut hdr = AlignedBuf::new(LOG_FILE_HDR as usize);
+            LogFileHeader {
+                file_index: i as u32,
+                n_files: n as u32,
+                file_size,
+                creation_id,
+            }
+            .encode(&mut hdr);
+            if i == 0 {
+                Checkpoint {
+                    no: 1,
+                    lsn: START_LSN,
+                }
+                .encode(&mut hdr[CHECKPOINT_SLOTS[1] as usize..]);
+            }
+            dev.write_at(&hdr, 0)
+                .map_err(|e| Error::io(&path, "write", e))?;
+            dev.sync().map_err(|e| Error::io(&path, "sync", e))?;
+            files.push((dev, path));
+        }
+        Ok(Self::new(
+            files,
+            file_size,
+            Checkpoint {
+                no: 1,
+                lsn: START_LSN,
+            },
+            metrics,
+        ))
+    }
+
+    /// Open the log files of an existing database; returns the log and the
+    /// newest valid checkpoint. Nothing is written.
+    pub fn open(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        creation_id: u64,
+        metrics: Arc<Metrics>,
+    ) -> Result<(Log, Checkpoint)> {
+        let mut files = Vec::new();
+        let mut file_size = 0;
+        let mut cps = Vec::new();
+        for i in 0.. {
+            let path = dir.join(log_file_name(i));
+            if !fs.exists(&path) {
+                break;
+            }
+            let dev = fs
+                .open(&path, OpenMode::Existing)
+                .map_err(|e| Error::io(&path, "open", e))?;
+            let mut hdr = AlignedBuf::new(LOG_FILE_HDR as usize);
+            dev.read_at(&mut hdr, 0)
+                .map_err(|e| Error::io(&path, "read header of", e))?;
+            let bad = |reason: String| Error::BadFile {
+                path: path.clone(),
+                reason,
+            };
+            let h = LogFileHeader::decode(&hdr).map_err(bad)?;
+            if h.creation_id != creation_id {
+                return Err(bad(
+                    "redo log of another database (creation id differs from the data files')"
+                        .into(),
+                ));
+            }
+            if h.file_index != i as u32 {
+                return Err(bad(format!(
+                    "header says file index {}, expected {i}",
+                    h.file_index
+                )));
+            }
+            let len = dev.len().map_err(|e| Error::io(&path, "stat", e))?;
+            if len < h.file_size {
+                return Err(bad(format!(
+                    "truncated: {len} bytes, header says {}",
+                    h.file_size
+                )));
+            }
+            if i == 0 {
+                file_size = h.file_size;
+                cps = CHECKPOINT_SLOTS
+                    .iter()
+                    .filter_map(|&o| Checkpoint::decode(&hdr[o as usize..]))
+                    .collect();
+            } else if h.file_size != file_size {
+                return Err(bad("file size differs from redo-0".into()));
+            }
+            files.push((dev, path));
+            if files.len() == h.n_files as usize {
+                break;
+            }
+        }
+        let Some(cp) = cps.into_iter().max_by_key(|c| c.no) else {
+            return Err(Error::BadFile {
+                path: dir.join(log_file_name(0)),
+                reason: if files.is_empty() {
+                    "missing: the data files exist but the redo log does not".into()
+                } else {
+                    "no valid checkpoint slot".into()
+                },
+            });
+        };
+        Ok((Self::new(files, file_size, cp, metrics), cp))
+    }
+
+    fn new(
+        files: Vec<(Arc<dyn Device>, PathBuf)>,
+        file_size: u64,
+        cp: Checkpoint,
+        metrics: Arc<Metrics>,
+    ) -> Log {
+        let area = file_size - LOG_FILE_HDR;
+        let capacity = area * files.len() as u64;
+        Metrics::set(&metrics.log_capacity, capacity);
+        Metrics::set(&metrics.log_lsn_last_checkpoint, cp.lsn);
+        Log {
+            files,
+            area,
+            capacity,
+            state: Mutex::new(LogState {
+                buf: Vec::new(),
+                buf_lsn: cp.lsn,
+                lsn: cp.lsn,
+                in_flight: Default::default(),
+            }),
+            write: Mutex::new(0),
+            written: AtomicU64::new(cp.lsn),
+            flushed: AtomicU64::new(cp.lsn),
+            checkpoint_lsn: AtomicU64::new(cp.lsn),
+            checkpoint_no: AtomicU64::new(cp.no),
+            checkpoint_mutex: Mutex::new(()),
+            metrics,
+            poisoned: AtomicBool::new(false),
+        }
+    }
+
+    /// Total bytes of the circular data areas.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Current end LSN.
+    pub fn lsn(&self) -> Lsn {
+        self.state.lock().lsn
+    }
+
+    /// LSN up to which the log is durable.
+    pub fn flushed_lsn(&self) -> Lsn {
+        self.flushed.load(Ordering::Acquire)
+    }
+
+    /// The last checkpoint LSN.
+    pub fn checkpoint_lsn(&self) -> Lsn {
+        self.checkpoint_lsn.load(Ordering::Acquire)
+    }
+
+    /// Position recovery ended at: later appends continue from here.
+    pub(crate) fn reset_end(&self, lsn: Lsn) {
+        let mut st = self.state.lock();
+        st.buf.clear();
+        st.buf_lsn = lsn;
+        st.lsn = lsn;
+        self.written.store(lsn, Ordering::Release);
+        self.flushed.store(lsn, Ordering::Release);
+    }
+
+    /// Append one group under the state lock; `then` runs with the group's
+    /// end LSN while the lock is still held (to dirty pages in LSN order).
+    pub(crate) fn append<R>(
+        &self,
+        kind: u8,
+        payload: &[u8],
+        then: impl FnOnce(&mut LogState, Lsn) -> R,
+    ) -> Result<(Lsn, R)> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned(
+                "an earlier redo log write or sync failed".into(),
+            ));
+        }
+        let (end, r, big) = {
+            let mut st = self.state.lock();
+            let start = st.lsn;
+            format::encode_group(kind, start, payload, &mut st.buf);
+            let end = start + (format::GROUP_HDR + payload.len()) as u64;
+            st.lsn = end;
+            let r = then(&mut st, end);
+            (end, r, st.buf.len() > BUFFER_WRITE_THRESHOLD)
+        };
+        Metrics::set(&self.metrics.log_lsn_current, end);
+        Metrics::set(
+            &self.metrics.log_lsn_checkpoint_age,
+            end - self.checkpoint_lsn(),
+        );
+        if big {
+            self.write_up_to(end, false)?;
+        }
+        Ok((end, r))
+    }
+
+    /// Write the buffer out up to at least `lsn`, and sync if asked.
+    /// Threads queue on the write mutex; whoever gets it writes everything
+    /// appended so far, so the others usually find their work done.
+    pub fn write_up_to(&self, lsn: Lsn, sync: bool) -> Result<()> {
+        let done = |s: &Self| {
+            if sync {
+                s.flushed_lsn() >= lsn
+            } else {
+                s.written.load(Ordering::Acquire) >= lsn
+            }
+        };
+        if done(self) {
+            return Ok(());
+        }
+        let _w = self.write.lock();
+        if done(self) {
+            return Ok(());
+        }
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned(
+                "an earlier redo log write or sync failed".into(),
+            ));
+        }
+        let (data, start, end) = {
+            let mut st = self.state.lock();
+            let data = std::mem::take(&mut st.buf);
+            let start = st.buf_lsn;
+            st.buf_lsn = st.lsn;
+            (data, start, st.lsn)
+        };
+        if !data.is_empty() {
+            self.wait_for_space(end)?;
+            if let Err(e) = self.write_at_lsn(start, &data) {
+                self.poisoned.store(true, Ordering::Release);
+                return Err(e);
+            }
+            self.written.store(end, Ordering::Release);
+            Metrics::add(&self.metrics.log_writes, 1);
+            Metrics::add(&self.metrics.log_bytes_written, data.len() as u64);
+        }
+        if sync && self.flushed_lsn() < end {
+            for (dev, path) in &self.files {
+                if let Err(e) = dev.sync() {
+                    self.poisoned.store(true, Ordering::Release);
+                    return Err(Error::io(path, "sync", e));
+                }
+            }
+            Metrics::add(&self.metrics.os_log_fsyncs, 1);
+            self.flushed.store(end, Ordering::Release);
+            Metrics::set(&self.metrics.log_lsn_last_flush, end);
+        }
+        Ok(())
+    }
+
+    /// Never overwrite log that is not checkpointed: the writers' free check
+    /// keeps the age well below capacity, so this wait is a last guard.
+    fn wait_for_space(&self, end: Lsn) -> Result<()> {
+        let started = Instant::now();
+        while end - self.checkpoint_lsn() > self.capacity {
+            if started.elapsed() > Duration::from_secs(60) {
+                return Err(Error::LogOverloaded(format!(
+                    "{} bytes of redo are not checkpointed but the log holds {}",
+                    end - self.checkpoint_lsn(),
+                    self.capacity
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    fn locate(&self, lsn: Lsn) -> (usize, u64, u64) {
+        let pos = lsn % self.capacity;
+        let file = (pos / self.area) as usize;
+        let off = pos % self.area;
+        (file, LOG_FILE_HDR + off, self.area - off)
+    }
+
+    fn write_at_lsn(&self, mut lsn: Lsn, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            let (f, off, room) = self.locate(lsn);
+            let n = (room as usize).min(data.len());
+            let (dev, path) = &self.files[f];
+            dev.write_at(&data[..n], off)
+                .map_err(|e| Error::io(path, "write", e))?;
+            data = &data[n..];
+            lsn += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Read `len` bytes of log starting at `lsn` (recovery).
+    pub(crate) fn read_at_lsn(&self, mut lsn: Lsn, len: usize) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; len];
+        let mut done = 0;
+        while done < len {
+            let (f, off, room) = self.locate(lsn);
+            let n = (room as usize).min(len - done);
+            let (dev, path) = &self.files[f];
+            dev.read_at(&mut out[done..done + n], off)
+                .map_err(|e| Error::io(path, "read", e))?;
+            done += n;
+            lsn += n as u64;
+        }
+        Ok(out)
+    }
+
+    /// Record a checkpoint at `lsn`: the caller guarantees every change
+    /// below `lsn` is in the data files and they are synced.
+    pub(crate) fn write_checkpoint(&self, lsn: Lsn) -> Result<bool> {
+        let _c = self.checkpoint_mutex.lock();
+        if lsn <= self.checkpoint_lsn() {
+            return Ok(false);
+        }
+        self.write_up_to(lsn, true)?;
+        let no = self.checkpoint_no.load(Ordering::Acquire) + 1;
+        let mut b = AlignedBuf::new(4096);
+        Checkpoint { no, lsn }.encode(&mut b);
+        let (dev, path) = &self.files[0];
+        let slot = CHECKPOINT_SLOTS[(no % 2) as usize];
+        let r = dev.write_at(&b, slot).and_then(|_| dev.sync());
+        if let Err(e) = r {
+            self.poisoned.store(true, Ordering::Release);
+            return Err(Error::io(path, "write checkpoint to", e));
+        }
+        self.checkpoint_no.store(no, Ordering::Release);
+        self.checkpoint_lsn.store(lsn, Ordering::Release);
+        Metrics::set(&self.metrics.log_lsn_last_checkpoint, lsn);
+        Metrics::add(&self.metrics.log_checkpoints, 1);
+        Ok(true)
+    }
+
+    /// Is the log refusing writes after an I/O error?
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+}

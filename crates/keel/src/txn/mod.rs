@@ -1,0 +1,347 @@
+//! Transactions: private write sets, exclusive row locks, one logical
+//! commit record each.
+//!
+//! # Isolation: READ COMMITTED (with locking reads on request)
+//!
+//! - A transaction's writes go to a private write set; nothing reaches a
+//!   page before commit, so rollback only discards the set (no undo log, no
+//!   purge). Its own reads see its writes first (read-your-own-writes), then
+//!   the latest committed data in the trees.
+//! - Every key written (`put`, `delete`) or read with `get_for_update` is
+//!   locked exclusively until commit or rollback, so two writers of one row
+//!   are serialized: no dirty writes, no lost updates when the row is read
+//!   with `get_for_update` before it is written.
+//! - Plain reads (`get`, `scan`) take no lock and never wait: they may see a
+//!   different committed value each time (non-repeatable reads, phantoms),
+//!   and, because a commit applies its rows one after the other, a read
+//!   racing a commit may see some of its rows and not yet others. Reads
+//!   never see another transaction's uncommitted writes.
+//! - A second writer of a locked row waits up to `lock_wait_timeout`
+//!   seconds, then gets [`Error::LockWaitTimeout`]: that statement failed,
+//!   the transaction keeps its earlier writes and locks and may retry, go
+//!   on, commit or roll back (InnoDB's default).
+//! - A wait that would close a cycle of waiting transactions is refused at
+//!   once with [`Error::Deadlock`], and (as in InnoDB) the requester's whole
+//!   transaction is rolled back: its write set is discarded, its locks are
+//!   released, and every later call returns [`Error::TxnAborted`]. Drop it or
+//!   roll it back and start again.
+//! - `Table::put`/`Table::delete` are one-row transactions (they wait for a
+//!   row lock like any writer and are logged the same way); `Table::get` and
+//!   `Table::range` are plain reads.
+//!
+//! Commit logs the whole write set as one record (see [`record`]), applies it
+//! to the trees in (table, key) order, waits for the log as
+//! `flush_log_at_trx_commit` asks and only then releases the locks. Others
+//! may read the rows once they are applied, before the log is durable (as
+//! in InnoDB with group commit). A `Txn` is `Send`: one thread at a time
+//! uses it; any number run concurrently.
+
+mod commit;
+mod lock;
+pub(crate) mod record;
+mod scan;
+
+use std::collections::{BTreeMap, HashSet};
+use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use scan::Scan;
+
+pub(crate) use commit::{apply_record, autocommit};
+pub(crate) use lock::{LockError, LockKey, LockManager};
+
+use crate::btree::node::{check_entry, max_key_len};
+use crate::db::{Db, Inner, Table};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use record::Op;
+use scan::TableWrites;
+
+/// Transaction state shared by a database: ids and the row-lock manager
+/// (InnoDB's `trx_sys` and `lock_sys`).
+#[derive(Default)]
+pub(crate) struct TrxSys {
+    next_id: AtomicU64,
+    pub(crate) locks: LockManager,
+}
+
+impl TrxSys {
+    /// A fresh transaction id (unique within this open of the database).
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Take the row lock `key` of `table` for `txn`, counting waits,
+    /// timeouts and deadlocks.
+    pub(crate) fn lock(&self, e: &Engine, txn: u64, key: &LockKey, table: &str) -> Result<()> {
+        let m = &e.metrics;
+        let timeout = Duration::from_secs_f64(e.opts.lock_wait_timeout);
+        let count_wait = |w: Duration| {
+            Metrics::add(&m.lock_row_lock_waits, 1);
+            Metrics::add(&m.lock_row_lock_time_ms, w.as_millis() as u64);
+        };
+        match self.locks.lock(txn, key, timeout) {
+            Ok(None) => Ok(()),
+            Ok(Some(waited)) => {
+                count_wait(waited);
+                Ok(())
+            }
+            Err(LockError::Timeout(waited)) => {
+                count_wait(waited);
+                Metrics::add(&m.lock_timeouts, 1);
+                Err(Error::LockWaitTimeout {
+                    table: table.to_string(),
+                    waited,
+                })
+            }
+            Err(LockError::Deadlock) => {
+                Metrics::add(&m.lock_deadlocks, 1);
+                Err(Error::Deadlock {
+                    table: table.to_string(),
+                })
+            }
+        }
+    }
+}
+
+impl Db {
+    /// Start a transaction (READ COMMITTED; see the `txn` module).
+    pub fn begin(&self) -> Txn {
+        Txn {
+            id: self.inner.trx_sys.next_id(),
+            inner: self.inner.clone(),
+            writes: BTreeMap::new(),
+            locks: HashSet::new(),
+            state: State::Active,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Active,
+    /// Rolled back after a deadlock; every call fails.
+    Aborted,
+    /// Committed or rolled back; nothing left to release.
+    Done,
+}
+
+/// A transaction. Writes stay private until [`Txn::commit`]; dropping an
+/// uncommitted transaction rolls it back.
+///
+/// # Panics
+/// Every method taking a `&Table` panics if the table belongs to another
+/// database.
+pub struct Txn {
+    inner: Arc<Inner>,
+    id: u64,
+    /// Table root page number → pending changes.
+    writes: BTreeMap<u32, TableWrites>,
+    /// Row locks held.
+    locks: HashSet<LockKey>,
+    state: State,
+}
+
+impl Txn {
+    /// This transaction's id (written into its commit record).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The value of `key` as this transaction sees it: its own write if
+    /// any, else the latest committed value. Takes no lock.
+    pub fn get(&self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check(table)?;
+        if let Some(w) = self.own_write(table, key) {
+            return Ok(w.map(<[u8]>::to_vec));
+        }
+        table.tree.get(&self.inner.engine, key)
+    }
+
+    /// Lock `key` exclusively (waiting like a writer), then read it like
+    /// [`Txn::get`]. Until this transaction ends nobody else can change the
+    /// row, so a read-modify-write through it loses no update.
+    pub fn get_for_update(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check(table)?;
+        if key.len() > max_key_len(self.inner.engine.page_size()) {
+            return Ok(None);
+        }
+        self.lock(table, key)?;
+        self.get(table, key)
+    }
+
+    /// Insert or replace `key` in this transaction's write set, after
+    /// locking the row. Sizes are checked here, not at commit.
+    pub fn put(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check(table)?;
+        check_entry(self.inner.engine.page_size(), key, value)?;
+        self.lock(table, key)?;
+        self.set(table, key, Some(value.to_vec()));
+        Ok(())
+    }
+
+    /// Delete `key` (after locking the row); true if it existed as this
+    /// transaction sees it.
+    pub fn delete(&mut self, table: &Table, key: &[u8]) -> Result<bool> {
+        self.check(table)?;
+        if key.len() > max_key_len(self.inner.engine.page_size()) {
+            return Ok(false);
+        }
+        self.lock(table, key)?;
+        let existed = self.get(table, key)?.is_some();
+        self.set(table, key, None);
+        Ok(existed)
+    }
+
+    /// Rows in `range` as this transaction sees them, ascending.
+    pub fn scan<'k, R: RangeBounds<&'k [u8]>>(&self, table: &Table, range: R) -> Result<Scan<'_>> {
+        self.scan_dir(table, range, false)
+    }
+
+    /// Rows in `range` as this transaction sees them, descending.
+    pub fn scan_rev<'k, R: RangeBounds<&'k [u8]>>(
+        &self,
+        table: &Table,
+        range: R,
+    ) -> Result<Scan<'_>> {
+        self.scan_dir(table, range, true)
+    }
+
+    fn scan_dir<'k, R: RangeBounds<&'k [u8]>>(
+        &self,
+        table: &Table,
+        range: R,
+        reverse: bool,
+    ) -> Result<Scan<'_>> {
+        self.check(table)?;
+        let own = |b: Bound<&&[u8]>| b.map(|k| k.to_vec());
+        let lo = own(range.start_bound());
+        let hi = own(range.end_bound());
+        let writes = self.writes.get(&table.tree.root().page_no);
+        let cursor = table
+            .tree
+            .range(&self.inner.engine, lo.clone(), hi.clone(), reverse);
+        Ok(Scan::new(cursor, writes, &lo, &hi, reverse))
+    }
+
+    /// Make the writes durable and visible: one commit record in the redo
+    /// log, applied to the trees, then (with `flush_log_at_trx_commit = 1`)
+    /// synced; then the row locks are released. A transaction without
+    /// writes only releases its locks.
+    pub fn commit(mut self) -> Result<()> {
+        if self.state == State::Aborted {
+            return Err(Error::TxnAborted);
+        }
+        let writes = std::mem::take(&mut self.writes);
+        let ops: Vec<Op<'_>> = writes
+            .iter()
+            .flat_map(|(&root, w)| {
+                w.iter().map(move |(key, value)| Op {
+                    root,
+                    key,
+                    value: value.as_deref(),
+                })
+            })
+            .collect();
+        let r = if ops.is_empty() {
+            Ok(())
+        } else {
+            commit::log_and_apply(&self.inner.engine, self.id, &ops).map(drop)
+        };
+        self.release();
+        if r.is_ok() {
+            Metrics::add(&self.inner.engine.metrics.trx_commits, 1);
+        }
+        r
+    }
+
+    /// Discard the writes and release the locks (dropping does the same).
+    pub fn rollback(self) {}
+
+    fn check(&self, table: &Table) -> Result<()> {
+        assert!(
+            Arc::ptr_eq(&self.inner, &table.inner),
+            "table `{}` belongs to another database than transaction {}",
+            table.name(),
+            self.id
+        );
+        match self.state {
+            State::Active => Ok(()),
+            State::Aborted | State::Done => Err(Error::TxnAborted),
+        }
+    }
+
+    fn own_write(&self, table: &Table, key: &[u8]) -> Option<Option<&[u8]>> {
+        let w = self.writes.get(&table.tree.root().page_no)?;
+        w.get(key).map(|v| v.as_deref())
+    }
+
+    fn set(&mut self, table: &Table, key: &[u8], value: Option<Vec<u8>>) {
+        self.writes
+            .entry(table.tree.root().page_no)
+            .or_default()
+            .insert(key.to_vec(), value);
+    }
+
+    /// Take the row lock unless held; a deadlock rolls the whole
+    /// transaction back.
+    fn lock(&mut self, table: &Table, key: &[u8]) -> Result<()> {
+        let lk = (table.tree.root().page_no, key.to_vec());
+        if self.locks.contains(&lk) {
+            return Ok(());
+        }
+        let sys = &self.inner.trx_sys;
+        match sys.lock(&self.inner.engine, self.id, &lk, table.name()) {
+            Ok(()) => {
+                self.locks.insert(lk);
+                Ok(())
+            }
+            Err(e @ Error::Deadlock { .. }) => {
+                self.writes.clear();
+                self.release();
+                self.state = State::Aborted;
+                Metrics::add(&self.inner.engine.metrics.trx_rollbacks, 1);
+                log::debug!("txn {} rolled back: {e}", self.id);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn release(&mut self) {
+        let locks = std::mem::take(&mut self.locks);
+        self.inner.trx_sys.locks.release(self.id, &locks);
+        self.state = State::Done;
+    }
+}
+
+impl Drop for Txn {
+    fn drop(&mut self) {
+        if self.state == State::Active {
+            self.writes.clear();
+            self.release();
+            Metrics::add(&self.inner.engine.metrics.trx_rollbacks, 1);
+        }
+    }
+}
+
+impl std::fmt::Debug for Txn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Txn")
+            .field("id", &self.id)
+            .field("state", &self.state)
+            .field(
+                "writes",
+                &self.writes.values().map(BTreeMap::len).sum::<usize>(),
+            )
+            .field("locks", &self.locks.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

@@ -1,0 +1,297 @@
+//! The logical commit record: a transaction's whole write set, written to the
+//! redo log as one record at commit and re-applied by recovery when the
+//! crash may have come before every op reached its page.
+//!
+//! Layout (integers fixed-width little-endian):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | transaction id |
+//! | 8 | 4 | number of ops `n` |
+//! | 12 | … | `n` ops, in (table, key) order |
+//!
+//! Each op:
+//!
+//! | size | field |
+//! |---|---|
+//! | 1 | kind: 1 = put, 2 = delete |
+//! | 4 | table: page number of the tree's root (in the engine's space) |
+//! | 2 | key length `k` |
+//! | 4 | value length `v` (0 for a delete) |
+//! | `k` | key |
+//! | `v` | value |
+//!
+//! The record carries no checksum of its own: the log's framing checks it.
+//! Decoding still rejects every malformed record (truncated, unknown kind,
+//! a delete with a value, trailing bytes) so that a framing bug cannot make
+//! recovery apply garbage.
+
+use crate::btree::node::{max_key_len, max_value_len};
+use crate::error::{Error, Result};
+use crate::page::MAX_PAGE_SIZE;
+
+/// Bytes before the first op.
+pub(crate) const HEADER_SIZE: usize = 12;
+/// Bytes of an op before its key.
+pub(crate) const OP_HEADER_SIZE: usize = 11;
+
+const KIND_PUT: u8 = 1;
+const KIND_DELETE: u8 = 2;
+
+// Key and value lengths accepted by the tree always fit the fields.
+const _: () = assert!(max_key_len(MAX_PAGE_SIZE) <= u16::MAX as usize);
+const _: () = assert!(max_value_len(MAX_PAGE_SIZE) <= u32::MAX as usize);
+
+/// One change of a write set: `value` is `None` for a delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Op<'a> {
+    /// Page number of the table's root.
+    pub root: u32,
+    pub key: &'a [u8],
+    pub value: Option<&'a [u8]>,
+}
+
+/// A decoded commit record, borrowing keys and values from its bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Record<'a> {
+    pub txn_id: u64,
+    pub ops: Vec<Op<'a>>,
+}
+
+/// Encoded size of `ops`.
+pub(crate) fn encoded_len(ops: &[Op<'_>]) -> usize {
+    HEADER_SIZE
+        + ops
+            .iter()
+            .map(|op| OP_HEADER_SIZE + op.key.len() + op.value.map_or(0, <[u8]>::len))
+            .sum::<usize>()
+}
+
+/// Encode a commit record. Keys and values must have passed the tree's
+/// size checks (so their lengths fit the fields).
+pub(crate) fn encode(txn_id: u64, ops: &[Op<'_>]) -> Vec<u8> {
+    let Ok(n) = u32::try_from(ops.len()) else {
+        panic!(
+            "write set of {} ops does not fit a commit record",
+            ops.len()
+        );
+    };
+    let mut out = Vec::with_capacity(encoded_len(ops));
+    out.extend_from_slice(&txn_id.to_le_bytes());
+    out.extend_from_slice(&n.to_le_bytes());
+    for op in ops {
+        let (kind, value) = match op.value {
+            Some(v) => (KIND_PUT, v),
+            None => (KIND_DELETE, &[][..]),
+        };
+        assert!(
+            op.key.len() <= u16::MAX as usize && value.len() <= u32::MAX as usize,
+            "commit record op exceeds the field widths (key {} bytes, value {} bytes)",
+            op.key.len(),
+            value.len()
+        );
+        out.push(kind);
+        out.extend_from_slice(&op.root.to_le_bytes());
+        out.extend_from_slice(&(op.key.len() as u16).to_le_bytes());
+        out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        out.extend_from_slice(op.key);
+        out.extend_from_slice(value);
+    }
+    out
+}
+
+/// Decode a commit record; any malformation is `Error::Corruption`.
+pub(crate) fn decode(buf: &[u8]) -> Result<Record<'_>> {
+    let mut r = Reader { buf, pos: 0 };
+    let txn_id = r.u64()?;
+    let n = r.u32()? as usize;
+    // Never trust `n` for an allocation larger than the bytes can hold.
+    let mut ops = Vec::with_capacity(n.min(buf.len() / OP_HEADER_SIZE));
+    for i in 0..n {
+        let kind = r.take(1)?[0];
+        let root = r.u32()?;
+        let key_len = r.u16()? as usize;
+        let value_len = r.u32()? as usize;
+        let key = r.take(key_len)?;
+        let value = match kind {
+            KIND_PUT => Some(r.take(value_len)?),
+            KIND_DELETE if value_len == 0 => None,
+            KIND_DELETE => {
+                return Err(corrupt(format!(
+                    "op {i} is a delete with a {value_len}-byte value"
+                )))
+            }
+            k => return Err(corrupt(format!("op {i} has unknown kind {k}"))),
+        };
+        ops.push(Op { root, key, value });
+    }
+    if r.pos != buf.len() {
+        return Err(corrupt(format!(
+            "{} trailing bytes after {n} ops",
+            buf.len() - r.pos
+        )));
+    }
+    Ok(Record { txn_id, ops })
+}
+
+fn corrupt(reason: String) -> Error {
+    Error::Corruption(format!("commit record: {reason}"))
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        let Some(end) = end else {
+            return Err(corrupt(format!(
+                "truncated: {n} bytes wanted at offset {} of {}",
+                self.pos,
+                self.buf.len()
+            )));
+        };
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+
+    fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Op<'static>> {
+        vec![
+            Op {
+                root: 3,
+                key: b"alice",
+                value: Some(b"100"),
+            },
+            Op {
+                root: 3,
+                key: b"bob",
+                value: None,
+            },
+            Op {
+                root: 9,
+                key: b"",
+                value: Some(b""),
+            },
+        ]
+    }
+
+    #[test]
+    fn round_trip() {
+        let ops = sample();
+        let buf = encode(42, &ops);
+        assert_eq!(buf.len(), encoded_len(&ops));
+        let r = decode(&buf).unwrap();
+        assert_eq!(r.txn_id, 42);
+        assert_eq!(r.ops, ops);
+        let empty = encode(7, &[]);
+        assert_eq!(empty.len(), HEADER_SIZE);
+        assert_eq!(decode(&empty).unwrap().ops, vec![]);
+    }
+
+    #[test]
+    fn exact_bytes() {
+        let buf = encode(
+            0x0102,
+            &[Op {
+                root: 5,
+                key: b"k",
+                value: Some(b"vv"),
+            }],
+        );
+        let want: Vec<u8> = [
+            &[2, 1, 0, 0, 0, 0, 0, 0][..],
+            &[1, 0, 0, 0],
+            &[1],
+            &[5, 0, 0, 0],
+            &[1, 0],
+            &[2, 0, 0, 0],
+            b"k",
+            b"vv",
+        ]
+        .concat();
+        assert_eq!(buf, want);
+    }
+
+    #[test]
+    fn every_truncation_is_rejected() {
+        let buf = encode(1, &sample());
+        for len in 0..buf.len() {
+            let e = decode(&buf[..len]).unwrap_err();
+            assert!(matches!(e, Error::Corruption(_)), "len {len}: {e}");
+        }
+    }
+
+    #[test]
+    fn trailing_bytes_are_rejected() {
+        let mut buf = encode(1, &sample());
+        buf.push(0);
+        assert!(decode(&buf).unwrap_err().to_string().contains("trailing"));
+    }
+
+    #[test]
+    fn bad_kind_and_delete_with_value_are_rejected() {
+        let mut buf = encode(1, &sample());
+        buf[HEADER_SIZE] = 9;
+        assert!(decode(&buf).unwrap_err().to_string().contains("kind 9"));
+        // Second op (the delete) claims a value.
+        let mut buf = encode(1, &sample());
+        let op2 = HEADER_SIZE + OP_HEADER_SIZE + 5 + 3;
+        assert_eq!(buf[op2], KIND_DELETE);
+        buf[op2 + 7] = 1;
+        assert!(decode(&buf).unwrap_err().to_string().contains("delete"));
+    }
+
+    #[test]
+    fn huge_op_count_does_not_allocate_or_panic() {
+        let mut buf = encode(1, &[]);
+        buf[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode(&buf).is_err());
+    }
+
+    #[test]
+    fn random_corruption_never_panics() {
+        let buf = encode(77, &sample());
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..5000 {
+            let mut b = buf.clone();
+            for _ in 0..3 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let i = (x as usize) % b.len();
+                b[i] ^= (x >> 32) as u8 | 1;
+            }
+            if let Ok(r) = decode(&b) {
+                // Whatever decodes must re-encode to the same bytes.
+                assert_eq!(encode(r.txn_id, &r.ops), b);
+            }
+        }
+    }
+}
