@@ -48,6 +48,10 @@ pub(crate) struct Engine {
     pub max_modified_age_sync: u64,
     /// Torn pages the doublewrite area repaired at open.
     pub torn_pages_repaired: u64,
+    /// Set when a logged commit could not be applied to every page: memory
+    /// no longer matches an atomic history, so writes are refused until a
+    /// restart lets recovery finish the commit from the log.
+    poisoned: std::sync::atomic::AtomicBool,
     last_log_flush_ms: AtomicU64,
     started: Instant,
 }
@@ -161,6 +165,7 @@ impl Engine {
             free_limit,
             metrics,
             torn_pages_repaired,
+            poisoned: std::sync::atomic::AtomicBool::new(false),
             last_log_flush_ms: AtomicU64::new(0),
             started: Instant::now(),
         };
@@ -253,6 +258,14 @@ impl Engine {
     /// writer may wait for flushing, holding no latch), append the record,
     /// and register the commit as in flight until its write set is applied.
     pub fn begin_commit(&self, record: &[u8]) -> Result<CommitTicket<'_>> {
+        self.pool.space.check_poisoned()?;
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned(
+                "a committed transaction could not be applied after an I/O error; \
+                 restart the engine so that recovery completes it from the redo log"
+                    .into(),
+            ));
+        }
         // Room for the record and the page changes applying it will log.
         self.free_check(4 * record.len() as u64 + (64 << 10))?;
         let (_, start) = self.log.append(kind::TXN_COMMIT, record, |st, end| {
@@ -340,8 +353,9 @@ impl Drop for CommitTicket<'_> {
         if !self.done {
             // Applying failed half way: keep the record in flight so the
             // checkpoint never passes it; recovery will re-apply it.
+            self.engine.poisoned.store(true, Ordering::Release);
             log::error!(
-                "commit at LSN {} was not fully applied; recovery will re-apply it",
+                "commit at LSN {} was not fully applied; writes are refused until a restart re-applies it",
                 self.lsn
             );
         }

@@ -44,6 +44,9 @@ pub struct Tablespace {
     files: Vec<DataFile>,
     metrics: Arc<Metrics>,
     dirty: AtomicBool,
+    /// Set after a failed sync: the kernel may have dropped the failed
+    /// pages from its cache, so nothing written since can be trusted.
+    poisoned: AtomicBool,
 }
 
 /// Name of data file `i` inside the database directory.
@@ -109,6 +112,7 @@ impl Tablespace {
             files,
             metrics,
             dirty: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
         })
     }
 
@@ -213,6 +217,7 @@ impl Tablespace {
             files,
             metrics,
             dirty: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
         })
     }
 
@@ -294,6 +299,7 @@ impl Tablespace {
     /// Write `buf` (one or more whole pages, contiguous on disk) at `offset`
     /// of data file `file`, growing the file by extents first if needed.
     pub fn write_run(&self, file: usize, offset: u64, buf: &[u8]) -> Result<()> {
+        self.check_poisoned()?;
         let df = &self.files[file];
         let end = offset + buf.len() as u64;
         {
@@ -320,14 +326,30 @@ impl Tablespace {
         Ok(())
     }
 
-    /// Make every completed page write durable.
+    /// Make every completed page write durable. A failed sync poisons the
+    /// tablespace: the engine never pretends that data is durable.
     pub fn sync(&self) -> Result<()> {
+        self.check_poisoned()?;
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
         for f in &self.files {
-            f.dev.sync().map_err(|e| Error::io(&f.path, "sync", e))?;
+            if let Err(e) = f.dev.sync() {
+                self.poisoned.store(true, Ordering::Release);
+                self.dirty.store(true, Ordering::Release);
+                return Err(Error::io(&f.path, "sync", e));
+            }
             Metrics::add(&self.metrics.os_data_fsyncs, 1);
+        }
+        Ok(())
+    }
+
+    /// An error if an earlier data-file sync failed.
+    pub fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned(
+                "an earlier sync of the data files failed; restart the engine to recover from the redo log".into(),
+            ));
         }
         Ok(())
     }

@@ -1,6 +1,8 @@
 #![allow(dead_code, clippy::unwrap_used)]
 //! Helpers shared by the integration tests.
 
+pub mod bank;
+
 use keel::Options;
 
 /// Options for tests: small pages, a pool of `frames` pages, no syncs.
