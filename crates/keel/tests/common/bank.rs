@@ -23,7 +23,7 @@ pub fn opts() -> Options {
 }
 
 pub fn account_table(db: &Db, a: u64) -> keel::Table {
-    db.table(if a % 2 == 0 { "bank_a" } else { "bank_b" })
+    db.table(if a.is_multiple_of(2) { "bank_a" } else { "bank_b" })
         .unwrap()
 }
 
