@@ -2,5 +2,6 @@
 //! Nothing in the engine depends on this crate.
 
 pub mod basic;
+pub mod durability;
 pub mod iobench;
 pub mod sys;

@@ -42,6 +42,40 @@ enum Command {
 enum Bench {
     /// Load rows in random order, read random keys back, run short scans, verify every value.
     Basic(BasicArgs),
+    /// Commits per second for each flush_log_at_trx_commit and thread count (shows group commit).
+    Commit(CommitArgs),
+    /// Write until N bytes of redo lie beyond the checkpoint, crash, and time the recovery.
+    Recovery(RecoveryArgs),
+}
+
+#[derive(Args)]
+struct CommitArgs {
+    /// flush_log_at_trx_commit values to measure, comma-separated (1 = sync per commit, 2 = write per commit, 0 = once a second).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,0")]
+    trx_commit: Vec<u8>,
+    /// Client thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,8")]
+    threads: Vec<usize>,
+    /// Seconds per configuration.
+    #[arg(long, default_value_t = 5.0)]
+    time: f64,
+    /// Directory for the temporary databases (default: a temporary directory here).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(Args)]
+struct RecoveryArgs {
+    /// Redo to leave beyond the checkpoint before the crash (e.g. 256MiB).
+    #[arg(long, default_value = "64MiB")]
+    redo: String,
+    /// Directory for the temporary database (default: a temporary directory here).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
 /// Engine options shared by every command that opens a database.
@@ -117,6 +151,8 @@ fn main() {
 fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Command::Bench(Bench::Basic(a)) => bench_basic(a),
+        Command::Bench(Bench::Commit(a)) => bench_commit(a),
+        Command::Bench(Bench::Recovery(a)) => bench_recovery(a),
         Command::Iobench(a) => iobench::run(a),
         Command::Check { dir, engine } => check(dir, engine),
     }
@@ -196,6 +232,55 @@ impl EngineArgs {
         o.validate()?;
         Ok(())
     }
+}
+
+fn scratch_dir(dir: &Option<PathBuf>) -> Result<tempfile::TempDir> {
+    let base = dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    Ok(tempfile::Builder::new()
+        .prefix("keel-bench-")
+        .tempdir_in(base)?)
+}
+
+fn bench_commit(a: CommitArgs) -> Result<()> {
+    let opts = a.engine.options()?;
+    println!(
+        "{:>10} {:>8} {:>10} {:>12} {:>16}",
+        "trx_commit", "threads", "commits", "commits/s", "log syncs/commit"
+    );
+    for &tc in &a.trx_commit {
+        for &th in &a.threads {
+            let tmp = scratch_dir(&a.dir)?;
+            let r = keel_bench::durability::commit_rate(
+                tmp.path(),
+                opts.clone(),
+                tc,
+                th,
+                std::time::Duration::from_secs_f64(a.time),
+            )?;
+            println!(
+                "{:>10} {:>8} {:>10} {:>12.0} {:>16.3}",
+                r.trx_commit, r.threads, r.commits, r.per_s, r.fsyncs_per_commit
+            );
+        }
+    }
+    Ok(())
+}
+
+fn bench_recovery(a: RecoveryArgs) -> Result<()> {
+    let opts = a.engine.options()?;
+    let redo = keel::config::parse_size(&a.redo).map_err(anyhow::Error::msg)?;
+    let tmp = scratch_dir(&a.dir)?;
+    let r = keel_bench::durability::recovery_time(tmp.path(), opts, redo)?;
+    println!(
+        "redo beyond checkpoint {:.1} MiB ({} rows): recovery {} ms (open {} ms), {} page records applied to {} pages",
+        r.redo_bytes as f64 / (1 << 20) as f64,
+        r.rows,
+        r.recovery_ms,
+        r.open_ms,
+        r.page_records,
+        r.pages
+    );
+    Ok(())
 }
 
 fn check(dir: PathBuf, engine: EngineArgs) -> Result<()> {

@@ -202,6 +202,14 @@ impl Db {
         self.inner.shutdown()
     }
 
+    /// Write and sync the redo log up to its end (with
+    /// `flush_log_at_trx_commit` 0 or 2, commits since the last background
+    /// flush become durable now).
+    pub fn flush_log(&self) -> Result<()> {
+        let log = &self.inner.engine.log;
+        log.write_up_to(log.lsn(), true)
+    }
+
     /// Stop as a crash would: the page cleaners stop, nothing more is
     /// written, nothing is flushed. For crash tests; the handle (and every
     /// clone, and every table handle) must not be used afterwards.

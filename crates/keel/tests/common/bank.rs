@@ -23,8 +23,12 @@ pub fn opts() -> Options {
 }
 
 pub fn account_table(db: &Db, a: u64) -> keel::Table {
-    db.table(if a.is_multiple_of(2) { "bank_a" } else { "bank_b" })
-        .unwrap()
+    db.table(if a.is_multiple_of(2) {
+        "bank_a"
+    } else {
+        "bank_b"
+    })
+    .unwrap()
 }
 
 pub fn setup(db: &Db) {
