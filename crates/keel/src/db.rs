@@ -70,7 +70,7 @@ impl Db {
         } else {
             let report = crate::redo::recovery::recover(&engine)?;
             if report.groups > 0 || report.torn_pages_repaired > 0 {
-                log::info!("recovery of {}: {report}", dir.display());
+                log::warn!("recovery of {}: {report}", dir.display());
             }
         }
         let n = engine
