@@ -109,46 +109,9 @@ impl Engine {
             (space, log)
         };
         let log = Arc::new(log);
-        // Torn pages are repaired before anything reads a page; the areas
-        // then serve this run's flushes (unless doublewrite is off).
-        let geometry = Geometry {
-            files: opts.doublewrite_files,
-            areas: 2 * opts.page_cleaners + 2,
-            pages_per_area: opts.doublewrite_pages,
-            page_size: opts.page_size,
-        };
-        let mut torn_pages_repaired = 0;
-        let dblwr_exists = data_fs.exists(&dir.join(crate::flush::doublewrite::file_name(0)));
-        let dblwr = if opts.doublewrite || dblwr_exists {
-            let mut d = Doublewrite::open_or_create(
-                &*data_fs,
-                dir,
-                geometry,
-                space.creation_id(),
-                metrics.clone(),
-            )?;
-            if !created {
-                let rep = d.repair_torn_pages(&*data_fs, &space)?;
-                torn_pages_repaired = rep.pages_restored.len() as u64;
-                if torn_pages_repaired > 0 || !rep.areas_skipped.is_empty() {
-                    log::warn!("doublewrite repair in {}: {rep}", dir.display());
-                }
-            }
-            opts.doublewrite.then_some(d)
-        } else {
-            None
-        };
-        let instances = opts.effective_instances();
-        let frames = (opts.buffer_pool_size / opts.page_size as u64) as usize;
-        let cfg = PoolConfig {
-            page_size: opts.page_size,
-            frames: frames - frames % instances,
-            instances,
-            old_blocks_pct: opts.old_blocks_pct,
-            old_blocks_time_ms: opts.old_blocks_time,
-            write_io_threads: opts.write_io_threads,
-            free_wait_timeout: Duration::from_secs(30),
-        };
+        let (dblwr, torn_pages_repaired) =
+            open_doublewrite(&*data_fs, dir, &opts, &space, created, &metrics)?;
+        let cfg = pool_config(&opts);
         let wal: Arc<dyn Wal> = Arc::new(LogWal(log.clone()));
         let pool = BufferPool::new(cfg, Arc::new(space), metrics.clone(), Some(wal), dblwr);
         // InnoDB's limits, from the capacity: a safety margin, the free-check
@@ -359,6 +322,55 @@ impl Drop for CommitTicket<'_> {
                 self.lsn
             );
         }
+    }
+}
+
+/// Open (or create) the doublewrite files and, after a crash, repair torn
+/// pages from them before anything reads a page. The areas then serve this
+/// run's flushes, unless `doublewrite` is off.
+fn open_doublewrite(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    opts: &Options,
+    space: &Tablespace,
+    created: bool,
+    metrics: &Arc<Metrics>,
+) -> Result<(Option<Doublewrite>, u64)> {
+    let exists = fs.exists(&dir.join(crate::flush::doublewrite::file_name(0)));
+    if !opts.doublewrite && !exists {
+        return Ok((None, 0));
+    }
+    let geometry = Geometry {
+        files: opts.doublewrite_files,
+        // One area per cleaner and per foreground flusher that may run at once.
+        areas: 2 * opts.page_cleaners + 2,
+        pages_per_area: opts.doublewrite_pages,
+        page_size: opts.page_size,
+    };
+    let mut d =
+        Doublewrite::open_or_create(fs, dir, geometry, space.creation_id(), metrics.clone())?;
+    let mut repaired = 0;
+    if !created {
+        let rep = d.repair_torn_pages(fs, space)?;
+        repaired = rep.pages_restored.len() as u64;
+        if repaired > 0 || !rep.areas_skipped.is_empty() {
+            log::warn!("doublewrite repair in {}: {rep}", dir.display());
+        }
+    }
+    Ok((opts.doublewrite.then_some(d), repaired))
+}
+
+fn pool_config(opts: &Options) -> PoolConfig {
+    let instances = opts.effective_instances();
+    let frames = (opts.buffer_pool_size / opts.page_size as u64) as usize;
+    PoolConfig {
+        page_size: opts.page_size,
+        frames: frames - frames % instances,
+        instances,
+        old_blocks_pct: opts.old_blocks_pct,
+        old_blocks_time_ms: opts.old_blocks_time,
+        write_io_threads: opts.write_io_threads,
+        free_wait_timeout: Duration::from_secs(30),
     }
 }
 
