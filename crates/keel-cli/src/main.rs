@@ -8,7 +8,9 @@ use clap::{Args, Parser, Subcommand};
 use keel::{Db, Options};
 use keel_bench::basic::{self, BasicConfig};
 
+mod crashtest;
 mod iobench;
+mod oltp;
 
 #[derive(Parser)]
 #[command(
@@ -29,6 +31,13 @@ enum Command {
     /// Characterize a device: random/sequential reads and writes over a sweep of
     /// block sizes, worker counts, file counts and I/O methods (IObench/fio-style).
     Iobench(iobench::IobenchArgs),
+    /// Crash loop: a child process runs bank transfers and is killed with
+    /// SIGKILL at random moments; after each recovery the total balance and
+    /// every acknowledged transfer are checked.
+    Crashtest(crashtest::CrashtestArgs),
+    /// The crash loop's child process (internal).
+    #[command(hide = true)]
+    CrashtestChild(crashtest::ChildArgs),
     /// Open a closed database, verify every page checksum and B+tree invariant.
     Check {
         /// The database directory.
@@ -46,6 +55,8 @@ enum Bench {
     Commit(CommitArgs),
     /// Write until N bytes of redo lie beyond the checkpoint, crash, and time the recovery.
     Recovery(RecoveryArgs),
+    /// sysbench's OLTP workloads (oltp_read_write by default) with per-interval lines, JSON, CSV and an HTML report.
+    Oltp(oltp::OltpArgs),
 }
 
 #[derive(Args)]
@@ -153,7 +164,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(Bench::Basic(a)) => bench_basic(a),
         Command::Bench(Bench::Commit(a)) => bench_commit(a),
         Command::Bench(Bench::Recovery(a)) => bench_recovery(a),
+        Command::Bench(Bench::Oltp(a)) => oltp::run(a),
         Command::Iobench(a) => iobench::run(a),
+        Command::Crashtest(a) => crashtest::run(a),
+        Command::CrashtestChild(a) => crashtest::child(a),
         Command::Check { dir, engine } => check(dir, engine),
     }
 }
@@ -209,6 +223,12 @@ fn bench_basic(a: BasicArgs) -> Result<()> {
         "buffer_LRU_single_flush_total_pages",
         "os_data_writes",
         "os_data_fsyncs",
+        "log_bytes_written",
+        "log_checkpoints",
+        "buffer_flush_sync_waits",
+        "buffer_flush_sync_total_pages",
+        "buffer_flush_sync_wait_us_total",
+        "buffer_flush_sync_wait_us_max",
     ] {
         println!("  {name} = {}", m.get(name).unwrap_or(0));
     }

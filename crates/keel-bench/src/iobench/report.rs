@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::chart::{compact, escape, nice_ceil};
+
 use super::{
     format_bs, format_size, table_header, CaseResult, IobenchError, IobenchReport, Method, Mode,
 };
@@ -84,41 +86,6 @@ fn plural(n: usize) -> &'static str {
     } else {
         "s"
     }
-}
-
-/// The smallest "round" number (1, 2, 2.5, 5 × 10^k) at least `v`.
-fn nice_ceil(v: f64) -> f64 {
-    if !(v.is_finite() && v > 0.0) {
-        return 1.0;
-    }
-    let base = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * base)
-        .find(|&n| n >= v)
-        .unwrap_or(10.0 * base)
-}
-
-fn compact(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{}M", trim(v / 1e6))
-    } else if v >= 1e3 {
-        format!("{}k", trim(v / 1e3))
-    } else {
-        trim(v)
-    }
-}
-
-fn trim(v: f64) -> String {
-    let s = format!("{v:.2}");
-    s.trim_end_matches('0').trim_end_matches('.').to_owned()
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// One chart: `value` of every series against the workers in `xs`.

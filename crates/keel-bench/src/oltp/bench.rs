@@ -1,0 +1,288 @@
+//! A plan of one or more runs (`--vary` makes several) on identical data:
+//! prepare (or reuse) the tables once, copy them for each run, run, and
+//! collect every run into one report.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use keel::{Db, Options};
+use serde::Serialize;
+
+use super::params::{apply, same_data};
+use super::{
+    has_tables, options_json, prepare, run, status_report, Interval, OltpError, OltpParams,
+    Summary, VaryAxis,
+};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The workload parameters (before `vary`).
+    pub params: OltpParams,
+    /// The engine options (before `vary`), already validated or not.
+    pub options: Options,
+    /// Each axis multiplies the runs: every combination runs once.
+    pub vary: Vec<VaryAxis>,
+    /// The data directory. With several runs, each run works on a copy
+    /// made next to it (`DIR-run1`, ...) and removed afterwards.
+    pub datadir: PathBuf,
+    /// Skip prepare when `datadir` already holds the tables.
+    pub reuse_data: bool,
+}
+
+/// One run as it goes into the JSON file.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    /// The run's name: the `--vary` values it used, or the workload.
+    pub label: String,
+    /// Every effective engine option.
+    pub options: serde_json::Map<String, serde_json::Value>,
+    /// Every workload parameter.
+    pub workload: OltpParams,
+    /// The run's figures.
+    pub summary: Summary,
+    /// One element per report interval.
+    pub intervals: Vec<Interval>,
+    /// The engine status report at the end of the run (not in the JSON).
+    #[serde(skip)]
+    pub status: String,
+}
+
+/// Every run of a plan.
+#[derive(Clone, Debug, Serialize)]
+pub struct OltpReport {
+    /// Format version of this JSON (1).
+    pub version: u32,
+    /// The runs, in the order they ran.
+    pub runs: Vec<RunResult>,
+}
+
+/// Progress of a plan, for the command line.
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// Loading rows.
+    Prepare {
+        /// Where.
+        dir: &'a Path,
+        /// Rows loaded so far.
+        rows_done: u64,
+        /// Rows to load.
+        rows_total: u64,
+        /// Seconds since prepare started.
+        elapsed_s: f64,
+    },
+    /// The tables were found in place (`--reuse-data`): no prepare.
+    Reused {
+        /// Where.
+        dir: &'a Path,
+    },
+    /// A run starts.
+    RunStart {
+        /// 1-based number of the run.
+        index: usize,
+        /// Number of runs.
+        count: usize,
+        /// Its label.
+        label: &'a str,
+        /// Its parameters.
+        params: &'a OltpParams,
+        /// Its engine options.
+        options: &'a Options,
+    },
+    /// An interval ended.
+    Interval {
+        /// Client threads of the run.
+        threads: usize,
+        /// The interval.
+        interval: &'a Interval,
+        /// True during the warm-up (the interval is not kept).
+        warmup: bool,
+    },
+    /// A run ended.
+    RunDone {
+        /// Its result, with the status report.
+        result: &'a RunResult,
+    },
+}
+
+/// One run of the plan: label, parameters, options.
+type RunSpec = (String, OltpParams, Options);
+
+impl Plan {
+    /// Every combination of the `vary` values, validated (all before any
+    /// work starts, so a bad value fails at once).
+    pub fn runs(&self) -> Result<Vec<RunSpec>, OltpError> {
+        let mut runs: Vec<RunSpec> =
+            vec![(String::new(), self.params.clone(), self.options.clone())];
+        for axis in &self.vary {
+            let mut next = Vec::new();
+            for (label, p, o) in &runs {
+                for v in &axis.values {
+                    let (mut p, mut o) = (p.clone(), o.clone());
+                    apply(&mut p, &mut o, &axis.key, v)?;
+                    let sep = if label.is_empty() { "" } else { " " };
+                    next.push((format!("{label}{sep}{}={v}", axis.key), p, o));
+                }
+            }
+            runs = next;
+        }
+        for (label, p, o) in &mut runs {
+            p.validate()?;
+            o.validate()?;
+            if label.is_empty() {
+                *label = p.workload.to_string();
+            }
+        }
+        Ok(runs)
+    }
+}
+
+/// Run the plan; `on_event` sees progress, interval lines and results.
+pub fn run_plan(plan: &Plan, on_event: &mut dyn FnMut(Event<'_>)) -> Result<OltpReport, OltpError> {
+    let runs = plan.runs()?;
+    let exists = keel::space::Tablespace::exists(&plan.datadir);
+    if exists && !plan.reuse_data {
+        return Err(OltpError::Data(format!(
+            "{} already holds a Keel database: pass --reuse-data to run on its tables, \
+             or choose an empty --datadir",
+            plan.datadir.display()
+        )));
+    }
+    let count = runs.len();
+    let mut results = Vec::with_capacity(count);
+    if count == 1 {
+        let (label, p, o) = &runs[0];
+        let db = open_prepared(&plan.datadir, p, o, plan.reuse_data, on_event)?;
+        results.push(run_one(&db, (1, count), label, p, o, on_event)?);
+        db.close()?;
+        return Ok(OltpReport {
+            version: 1,
+            runs: results,
+        });
+    }
+    let (_, p0, o0) = &runs[0];
+    open_prepared(&plan.datadir, p0, o0, plan.reuse_data, on_event)?.close()?;
+    for (i, (label, p, o)) in runs.iter().enumerate() {
+        let dir = run_dir(&plan.datadir, i + 1);
+        remove_dir(&dir)?;
+        let db = if same_data((p, o), (p0, o0)) {
+            copy_dir(&plan.datadir, &dir)?;
+            Db::open(&dir, o.clone())?
+        } else {
+            open_prepared(&dir, p, o, false, on_event)?
+        };
+        let r = run_one(&db, (i + 1, count), label, p, o, on_event);
+        let closed = db.close();
+        remove_dir(&dir)?;
+        results.push(r?);
+        closed?;
+    }
+    Ok(OltpReport {
+        version: 1,
+        runs: results,
+    })
+}
+
+/// Open `dir` and prepare the tables unless `reuse` finds them there.
+fn open_prepared(
+    dir: &Path,
+    p: &OltpParams,
+    o: &Options,
+    reuse: bool,
+    on_event: &mut dyn FnMut(Event<'_>),
+) -> Result<Db, OltpError> {
+    let db = Db::open(dir, o.clone())?;
+    if reuse && has_tables(&db, p)? {
+        on_event(Event::Reused { dir });
+        return Ok(db);
+    }
+    let t0 = Instant::now();
+    prepare(&db, p, &mut |rows_done, rows_total| {
+        on_event(Event::Prepare {
+            dir,
+            rows_done,
+            rows_total,
+            elapsed_s: t0.elapsed().as_secs_f64(),
+        })
+    })?;
+    // Start every run from a clean pool and a fresh checkpoint, as
+    // sysbench's runs start after prepare's server has flushed.
+    db.flush()?;
+    Ok(db)
+}
+
+fn run_one(
+    db: &Db,
+    (index, count): (usize, usize),
+    label: &str,
+    params: &OltpParams,
+    options: &Options,
+    on_event: &mut dyn FnMut(Event<'_>),
+) -> Result<RunResult, OltpError> {
+    on_event(Event::RunStart {
+        index,
+        count,
+        label,
+        params,
+        options,
+    });
+    let before = db.metrics().snapshot();
+    let t0 = Instant::now();
+    let (summary, intervals) = run(db, params, &mut |iv, warmup| {
+        on_event(Event::Interval {
+            threads: params.threads,
+            interval: iv,
+            warmup,
+        })
+    })?;
+    let status = status_report(db, Some((&before, t0.elapsed().as_secs_f64())));
+    let result = RunResult {
+        label: label.to_string(),
+        options: options_json(db.options()),
+        workload: params.clone(),
+        summary,
+        intervals,
+        status,
+    };
+    on_event(Event::RunDone { result: &result });
+    Ok(result)
+}
+
+/// The directory of run `i`'s copy: `DIR-run{i}` next to `DIR`.
+fn run_dir(base: &Path, i: usize) -> PathBuf {
+    let mut name = base.file_name().unwrap_or_default().to_os_string();
+    name.push(format!("-run{i}"));
+    base.with_file_name(name)
+}
+
+fn remove_dir(dir: &Path) -> Result<(), OltpError> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(OltpError::Io {
+            context: format!("cannot remove {}", dir.display()),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Copy a closed database directory (recursively).
+fn copy_dir(from: &Path, to: &Path) -> Result<(), OltpError> {
+    std::fs::create_dir_all(to)
+        .map_err(OltpError::io(format!("cannot create {}", to.display())))?;
+    let entries = std::fs::read_dir(from)
+        .map_err(OltpError::io(format!("cannot read {}", from.display())))?;
+    for e in entries {
+        let e = e.map_err(OltpError::io(format!("cannot read {}", from.display())))?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst).map_err(OltpError::io(format!(
+                "cannot copy {} to {}",
+                src.display(),
+                dst.display()
+            )))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,52 @@
+//! What can stop an OLTP benchmark.
+
+use std::io;
+
+/// An error of `keel bench oltp`. Deadlocks and lock-wait timeouts are not
+/// errors of the run: the transaction is retried and counted in `errors`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OltpError {
+    /// A workload parameter or a `--vary` axis is unknown or out of range.
+    #[error("invalid oltp parameter `{name}`: {reason}")]
+    Param {
+        /// The parameter's name (`threads`, `rand_type`, ...).
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The engine failed (bad option, I/O error, corruption).
+    #[error(transparent)]
+    Engine(#[from] keel::Error),
+    /// A file of the benchmark (JSON, CSV, report, a copied data directory)
+    /// could not be read or written.
+    #[error("{context}")]
+    Io {
+        /// What was being done, with the path.
+        context: String,
+        /// What the OS said.
+        source: io::Error,
+    },
+    /// The data directory does not hold what the run needs.
+    #[error("{0}")]
+    Data(String),
+    /// A worker thread panicked.
+    #[error("an oltp worker thread panicked")]
+    WorkerPanicked,
+}
+
+impl OltpError {
+    /// A `Param` error.
+    pub fn param(name: impl Into<String>, reason: impl Into<String>) -> Self {
+        OltpError::Param {
+            name: name.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// A closure wrapping an OS error with its context, for `map_err`.
+    pub fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> OltpError {
+        let context = context.into();
+        move |source| OltpError::Io { context, source }
+    }
+}

@@ -1,0 +1,38 @@
+//! `keel bench oltp`: sysbench's OLTP workloads (oltp_read_write and its
+//! relatives) over Keel's transaction API, sampled every report interval
+//! into rows that feed the per-interval line, the JSON and CSV files and the
+//! HTML report.
+//!
+//! The tables follow sysbench's schema: `sbtestN` is a primary B+tree keyed
+//! by `id` (u64 big-endian) whose value is `k` (u32 little-endian), `c`
+//! (120 bytes) and `pad` (60 bytes); `sbtestN_k` is the secondary index on
+//! `k`, keyed by `k` (u32 big-endian) ++ `id` (u64 big-endian) with an empty
+//! value. A sysbench transaction is one Keel transaction, so the index and
+//! the rows always agree.
+
+mod bench;
+mod error;
+mod keys;
+mod output;
+mod params;
+mod prepare;
+mod report;
+mod rows;
+mod runner;
+mod sample;
+mod status;
+mod summary;
+mod workload;
+
+pub use bench::{run_plan, Event, OltpReport, Plan, RunResult};
+pub use error::OltpError;
+pub use keys::{KeyGen, RandType};
+pub use output::{csv_text, interval_line, write_csv, write_json};
+pub use params::{options_json, OltpParams, VaryAxis, Workload, WORKLOAD_KEYS};
+pub use prepare::{has_tables, prepare};
+pub use report::{render_html, write_html_report, CHART_TITLES};
+pub use rows::{index_key, index_name, table_name, Row, INDEX_SUFFIX};
+pub use runner::run;
+pub use sample::{Interval, PagesFlushed};
+pub use status::status_report;
+pub use summary::{LatencyMs, Summary};

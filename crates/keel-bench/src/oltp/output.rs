@@ -1,0 +1,137 @@
+//! Text outputs: the per-interval line, the JSON file and the CSV file.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::{Interval, OltpError, OltpReport};
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// The sysbench-style line of one interval, with the engine's flushing
+/// state appended: checkpoint age and its marks as % of the log capacity,
+/// dirty and free pages as % of the pool, pages flushed per second by kind,
+/// and the throttle's mean delay per transaction.
+pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
+    let t = if (iv.t_s - iv.t_s.round()).abs() < 0.05 {
+        format!("{:.0}s", iv.t_s)
+    } else {
+        format!("{:.1}s", iv.t_s)
+    };
+    let per_s = |n: u64| n as f64 / iv.interval_s.max(1e-9);
+    let f = &iv.pages_flushed;
+    format!(
+        "[ {t} ]{} thds: {threads} tps: {:.1} qps: {:.1} lat(ms,95%): {:.1} err/s: {:.1} \
+         | ckpt age {:.0}% (async {:.0}%, sync {:.0}%) dirty {:.0}% free {:.1}% \
+         | flushed/s list {:.0} lru {:.0} sync {:.0} single {:.0} | throttle {:.1} ms",
+        if warmup { " (warmup)" } else { "" },
+        iv.tps,
+        iv.qps,
+        iv.lat_p95_ms,
+        per_s(iv.errors),
+        pct(iv.checkpoint_age, iv.log_capacity),
+        pct(iv.async_mark, iv.log_capacity),
+        pct(iv.sync_mark, iv.log_capacity),
+        pct(iv.dirty_pages, iv.total_pages),
+        pct(iv.free_pages, iv.total_pages),
+        per_s(f.list),
+        per_s(f.lru),
+        per_s(f.sync),
+        per_s(f.single),
+        iv.throttle_delay_ms / iv.transactions.max(1) as f64,
+    )
+}
+
+/// Write the report as pretty JSON.
+pub fn write_json(report: &OltpReport, path: &Path) -> Result<(), OltpError> {
+    let text = serde_json::to_string_pretty(report)
+        .map_err(|e| OltpError::Data(format!("cannot encode the JSON report: {e}")))?;
+    std::fs::write(path, text + "\n")
+        .map_err(OltpError::io(format!("cannot write {}", path.display())))
+}
+
+/// The CSV columns, in order.
+const CSV_HEADER: &str = "label,t_s,interval_s,transactions,queries,tps,qps,lat_p95_ms,lat_max_ms,\
+errors,checkpoint_age,log_capacity,async_mark,sync_mark,dirty_pages,free_pages,total_pages,\
+flushed_list,flushed_lru,flushed_sync,flushed_single,flushed_neighbors,os_data_reads,\
+os_data_writes,log_bytes,sync_flush_waits,sync_flush_wait_ms,throttle_delay_ms,pages_written";
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Every interval of every run as CSV, one row each, the run's label first.
+pub fn csv_text(report: &OltpReport) -> String {
+    let mut out = String::from(CSV_HEADER);
+    out.push('\n');
+    for run in &report.runs {
+        let label = csv_field(&run.label);
+        for i in &run.intervals {
+            let f = &i.pages_flushed;
+            let _ = writeln!(
+                out,
+                "{label},{:.3},{:.3},{},{},{:.2},{:.2},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{}",
+                i.t_s, i.interval_s, i.transactions, i.queries, i.tps, i.qps, i.lat_p95_ms,
+                i.lat_max_ms, i.errors, i.checkpoint_age, i.log_capacity, i.async_mark,
+                i.sync_mark, i.dirty_pages, i.free_pages, i.total_pages, f.list, f.lru, f.sync,
+                f.single, f.neighbors, i.os_data_reads, i.os_data_writes, i.log_bytes,
+                i.sync_flush_waits, i.sync_flush_wait_ms, i.throttle_delay_ms, i.pages_written
+            );
+        }
+    }
+    out
+}
+
+/// Write [`csv_text`] to `path`.
+pub fn write_csv(report: &OltpReport, path: &Path) -> Result<(), OltpError> {
+    std::fs::write(path, csv_text(report))
+        .map_err(OltpError::io(format!("cannot write {}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oltp::PagesFlushed;
+
+    #[test]
+    fn interval_line_has_sysbench_fields_and_engine_state() {
+        let iv = Interval {
+            t_s: 12.0,
+            interval_s: 1.0,
+            transactions: 812,
+            queries: 16240,
+            tps: 812.0,
+            qps: 16240.3,
+            lat_p95_ms: 14.2,
+            checkpoint_age: 71,
+            log_capacity: 100,
+            async_mark: 88,
+            sync_mark: 94,
+            dirty_pages: 23,
+            free_pages: 12,
+            total_pages: 1000,
+            pages_flushed: PagesFlushed {
+                list: 610,
+                lru: 40,
+                ..PagesFlushed::default()
+            },
+            ..Interval::default()
+        };
+        let line = interval_line(8, &iv, false);
+        assert_eq!(
+            line,
+            "[ 12s ] thds: 8 tps: 812.0 qps: 16240.3 lat(ms,95%): 14.2 err/s: 0.0 \
+             | ckpt age 71% (async 88%, sync 94%) dirty 2% free 1.2% \
+             | flushed/s list 610 lru 40 sync 0 single 0 | throttle 0.0 ms"
+        );
+    }
+}

@@ -1,0 +1,235 @@
+//! The HTML report: every run's summary in one table, then charts that
+//! overlay the runs against time — throughput, p95 latency, checkpoint age
+//! against its marks, pages flushed by kind, dirty and free pages, throttle
+//! delay. One self-contained page: inline SVG and CSS, no script.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::chart::{escape, legend_html, line_chart, LineChart, Series, DASHES, PALETTE};
+
+use super::{Interval, OltpError, OltpReport, RunResult};
+
+/// Titles of the charts, in page order (the report check counts them).
+pub const CHART_TITLES: [&str; 6] = [
+    "Throughput",
+    "Latency, 95th percentile",
+    "Checkpoint age and its marks",
+    "Pages flushed per second, by kind",
+    "Dirty and free pages",
+    "Throttle delay",
+];
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+fn color(run: usize) -> &'static str {
+    PALETTE[run % PALETTE.len()]
+}
+
+/// One series per run of `value` against time.
+fn per_run(
+    runs: &[RunResult],
+    dash: &'static str,
+    suffix: &str,
+    value: fn(&Interval) -> f64,
+) -> Vec<Series> {
+    runs.iter()
+        .enumerate()
+        .map(|(i, r)| Series {
+            label: format!("{}{suffix}", r.label),
+            color: color(i),
+            dash,
+            points: r.intervals.iter().map(|iv| (iv.t_s, value(iv))).collect(),
+        })
+        .collect()
+}
+
+fn per_s(n: u64, iv: &Interval) -> f64 {
+    n as f64 / iv.interval_s.max(1e-9)
+}
+
+fn chart(title: &str, y_label: &str, log_y: bool, series: &[Series]) -> String {
+    format!(
+        r#"<figure>{}{}</figure>"#,
+        line_chart(&LineChart {
+            title,
+            x_label: "time since the measurement started (s)",
+            y_label,
+            log_y,
+            series,
+        }),
+        legend_html(series)
+    )
+}
+
+fn checkpoint_series(runs: &[RunResult]) -> Vec<Series> {
+    let mut s = per_run(runs, DASHES[0], ": checkpoint age", |i| {
+        i.checkpoint_age as f64 / MIB
+    });
+    s.extend(per_run(runs, DASHES[1], ": async mark", |i| {
+        i.async_mark as f64 / MIB
+    }));
+    s.extend(per_run(runs, DASHES[2], ": sync mark", |i| {
+        i.sync_mark as f64 / MIB
+    }));
+    s.extend(per_run(runs, DASHES[3], ": log capacity", |i| {
+        i.log_capacity as f64 / MIB
+    }));
+    s
+}
+
+/// Pages flushed: colour by kind, dash by run.
+fn flushed_series(runs: &[RunResult]) -> Vec<Series> {
+    type Kind = (&'static str, fn(&Interval) -> f64);
+    let kinds: [Kind; 5] = [
+        ("flush list", |i| per_s(i.pages_flushed.list, i)),
+        ("LRU", |i| per_s(i.pages_flushed.lru, i)),
+        ("sync", |i| per_s(i.pages_flushed.sync, i)),
+        ("single page", |i| per_s(i.pages_flushed.single, i)),
+        ("neighbors", |i| per_s(i.pages_flushed.neighbors, i)),
+    ];
+    let mut out = Vec::new();
+    for (r, run) in runs.iter().enumerate() {
+        for (k, (name, value)) in kinds.iter().enumerate() {
+            out.push(Series {
+                label: format!("{}: {name}", run.label),
+                color: PALETTE[k],
+                dash: DASHES[r % DASHES.len()],
+                points: run.intervals.iter().map(|iv| (iv.t_s, value(iv))).collect(),
+            });
+        }
+    }
+    out
+}
+
+fn charts_html(runs: &[RunResult]) -> String {
+    let mut pages = per_run(runs, DASHES[0], ": dirty", |i| i.dirty_pages as f64);
+    pages.extend(per_run(runs, DASHES[1], ": free", |i| i.free_pages as f64));
+    let [t0, t1, t2, t3, t4, t5] = CHART_TITLES;
+    [
+        chart(
+            t0,
+            "transactions/s",
+            false,
+            &per_run(runs, "", "", |i| i.tps),
+        ),
+        chart(
+            t1,
+            "latency (ms)",
+            true,
+            &per_run(runs, "", "", |i| i.lat_p95_ms),
+        ),
+        chart(t2, "redo (MiB)", false, &checkpoint_series(runs)),
+        chart(t3, "pages/s", false, &flushed_series(runs)),
+        chart(t4, "buffer pool pages", false, &pages),
+        chart(
+            t5,
+            "delay (ms per s)",
+            false,
+            &per_run(runs, "", "", |i| {
+                i.throttle_delay_ms / i.interval_s.max(1e-9)
+            }),
+        ),
+    ]
+    .concat()
+}
+
+fn summary_table(runs: &[RunResult]) -> String {
+    let mut t = String::from(
+        "<table><tr><th>run</th><th>tps avg</th><th>median</th><th>min</th><th>p01</th><th>cv</th>\
+         <th>stall intervals</th><th>longest stall (s)</th><th>lat avg (ms)</th><th>p95</th>\
+         <th>p99</th><th>p99.9</th><th>max</th><th>transactions</th><th>errors</th>\
+         <th>pages written/txn</th><th>redo bytes/txn</th><th>sync flush waits</th>\
+         <th>sync wait (ms)</th><th>throttle (ms)</th></tr>",
+    );
+    for r in runs {
+        let s = &r.summary;
+        let l = &s.latency_ms;
+        let _ = write!(
+            t,
+            "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.3}</td>\
+             <td>{}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
+             <td>{:.2}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.0}</td><td>{}</td>\
+             <td>{:.1}</td><td>{:.1}</td></tr>",
+            escape(&r.label),
+            s.tps_avg,
+            s.tps_median,
+            s.tps_min,
+            s.tps_p01,
+            s.cv,
+            s.stall_intervals,
+            s.longest_stall_s,
+            l.avg,
+            l.p95,
+            l.p99,
+            l.p999,
+            l.max,
+            s.transactions,
+            s.errors,
+            s.pages_written_per_txn,
+            s.log_bytes_per_txn,
+            s.sync_flush_waits,
+            s.sync_flush_wait_ms_total,
+            s.throttle_delay_ms_total,
+        );
+    }
+    t.push_str("</table>");
+    t
+}
+
+fn settings_html(runs: &[RunResult]) -> String {
+    let mut out = String::new();
+    for r in runs {
+        let workload = serde_json::to_string_pretty(&r.workload).unwrap_or_default();
+        let options = serde_json::to_string_pretty(&r.options).unwrap_or_default();
+        let _ = write!(
+            out,
+            "<details><summary>{}: workload and engine options</summary><pre>{}\n{}</pre></details>",
+            escape(&r.label),
+            escape(&workload),
+            escape(&options)
+        );
+    }
+    out
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
+.charts{display:flex;flex-wrap:wrap;gap:1em}figure{margin:0}svg .grid{stroke:#ddd}\
+svg text{font-size:12px;fill:#333}svg .title{font-size:14px;font-weight:bold;text-anchor:middle}\
+svg .ytick{text-anchor:end}svg .xtick,svg .axis{text-anchor:middle}\
+.legend{list-style:none;padding:0;margin:0;max-width:620px;columns:2;font-size:12px}\
+table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
+td:first-child{text-align:left}pre{font-size:12px;background:#f6f6f6;padding:1em;overflow-x:auto}";
+
+/// The report as one self-contained HTML page.
+pub fn render_html(report: &OltpReport) -> String {
+    let first = report.runs.first();
+    let workload = first.map_or_else(String::new, |r| r.workload.workload.to_string());
+    format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>keel bench oltp</title><style>{STYLE}</style></head><body>\
+         <h1>keel bench oltp: {} ({} run{})</h1>\
+         <p>Each interval's counts are per second; gauges are read at the interval's end. \
+         A stall interval has under 10 % of the run's median tps. Flush policy: interim \
+         (no throttle and no neighbor flushing yet: their lines read 0).</p>\
+         <h2>Summary</h2>{}<h2>Charts</h2><div class=\"charts\">{}</div>\
+         <h2>Settings</h2>{}</body></html>\n",
+        escape(&workload),
+        report.runs.len(),
+        if report.runs.len() == 1 { "" } else { "s" },
+        summary_table(&report.runs),
+        charts_html(&report.runs),
+        settings_html(&report.runs),
+    )
+}
+
+/// Write the report as `index.html` in `dir` (created if needed); returns
+/// the page's path.
+pub fn write_html_report(report: &OltpReport, dir: &Path) -> Result<PathBuf, OltpError> {
+    std::fs::create_dir_all(dir)
+        .map_err(OltpError::io(format!("cannot create {}", dir.display())))?;
+    let path = dir.join("index.html");
+    std::fs::write(&path, render_html(report))
+        .map_err(OltpError::io(format!("cannot write {}", path.display())))?;
+    Ok(path)
+}

@@ -1,0 +1,257 @@
+//! The run: client threads loop over transactions while this thread wakes
+//! every report interval, samples the workers' counts and the engine's
+//! metrics, and hands the interval to the caller.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use keel::{Db, Error};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::sample::{Counts, Interval, Snapshot};
+use super::workload::{is_retryable, open_tables, queries_per_txn, Client, SbTable};
+use super::{KeyGen, OltpError, OltpParams, Summary};
+
+/// Longest latency the histograms hold (µs); longer ones count as this.
+const MAX_LATENCY_US: u64 = 3_600_000_000;
+/// Longest sleep between looks at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What the workers share with the sampler.
+struct Shared {
+    stop: AtomicBool,
+    transactions: AtomicU64,
+    queries: AtomicU64,
+    errors: AtomicU64,
+    /// One latency histogram (µs) per worker, drained every interval.
+    hists: Vec<Mutex<Histogram<u64>>>,
+    /// The first error that is not a deadlock or lock timeout.
+    fatal: Mutex<Option<Error>>,
+}
+
+fn histogram() -> Result<Histogram<u64>, OltpError> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
+        .map_err(|e| OltpError::Data(format!("cannot create a latency histogram: {e}")))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Run the workload of `params` on the prepared tables of `db`: the
+/// warm-up, then `time_s` measured. `on_interval(interval, warmup)` is
+/// called from this thread at the end of every interval.
+pub fn run(
+    db: &Db,
+    params: &OltpParams,
+    on_interval: &mut dyn FnMut(&Interval, bool),
+) -> Result<(Summary, Vec<Interval>), OltpError> {
+    params.validate()?;
+    let tables = open_tables(db, params)?;
+    let keys = KeyGen::new(params.rand_type, params.table_size);
+    let shared = Shared {
+        stop: AtomicBool::new(false),
+        transactions: AtomicU64::new(0),
+        queries: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        hists: (0..params.threads)
+            .map(|_| histogram().map(Mutex::new))
+            .collect::<Result<_, _>>()?,
+        fatal: Mutex::new(None),
+    };
+    let result = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..params.threads)
+            .map(|w| {
+                let (shared, tables, keys) = (&shared, &tables, &keys);
+                s.spawn(move || worker(db, params, tables, keys, shared, w))
+            })
+            .collect();
+        let r = sample_run(db, params, &shared, on_interval);
+        shared.stop.store(true, Ordering::Relaxed);
+        let panicked = hs.into_iter().any(|h| h.join().is_err());
+        if panicked {
+            return Err(OltpError::WorkerPanicked);
+        }
+        r
+    });
+    if let Some(e) = lock(&shared.fatal).take() {
+        return Err(e.into());
+    }
+    result
+}
+
+fn worker(
+    db: &Db,
+    params: &OltpParams,
+    tables: &[SbTable],
+    keys: &KeyGen,
+    shared: &Shared,
+    w: usize,
+) {
+    let mut client = Client {
+        db,
+        tables,
+        params,
+        keys,
+        rng: SmallRng::seed_from_u64(params.seed ^ ((w as u64 + 1) << 32)),
+    };
+    let queries = queries_per_txn(params.workload);
+    let per_thread_rate = params.rate / params.threads as f64;
+    let mut pace = SmallRng::seed_from_u64(params.seed ^ w as u64 ^ 0x5eed);
+    let mut due = Instant::now();
+    while !shared.stop.load(Ordering::Relaxed) {
+        // With --rate, transactions are due at exponential intervals and
+        // latency counts from the due time, so a backlog shows as latency.
+        let start = if per_thread_rate > 0.0 {
+            let u: f64 = pace.gen();
+            due += Duration::from_secs_f64(-(1.0 - u).ln() / per_thread_rate);
+            if !sleep_until(due, &shared.stop) {
+                return;
+            }
+            due
+        } else {
+            Instant::now()
+        };
+        loop {
+            match client.transaction() {
+                Ok(()) => break,
+                Err(e) if is_retryable(&e) => {
+                    shared.errors.fetch_add(1, Ordering::Relaxed);
+                    if shared.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    lock(&shared.fatal).get_or_insert(e);
+                    shared.stop.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+        let us = start.elapsed().as_micros().min(u128::from(MAX_LATENCY_US)) as u64;
+        lock(&shared.hists[w]).saturating_record(us.max(1));
+        shared.queries.fetch_add(queries, Ordering::Relaxed);
+        shared.transactions.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Sleep until `t`; false if `stop` was raised first.
+fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= t {
+            return true;
+        }
+        std::thread::sleep((t - now).min(POLL));
+    }
+}
+
+/// Running totals at the previous sample.
+struct Prev {
+    at: Instant,
+    transactions: u64,
+    queries: u64,
+    errors: u64,
+    metrics: Snapshot,
+}
+
+impl Prev {
+    fn now(db: &Db, shared: &Shared) -> Prev {
+        Prev {
+            at: Instant::now(),
+            transactions: shared.transactions.load(Ordering::Relaxed),
+            queries: shared.queries.load(Ordering::Relaxed),
+            errors: shared.errors.load(Ordering::Relaxed),
+            metrics: db.metrics().snapshot(),
+        }
+    }
+}
+
+/// Take one sample: the interval since `prev` and the latencies recorded
+/// in it (merged into `total`).
+fn sample(
+    db: &Db,
+    shared: &Shared,
+    prev: &mut Prev,
+    t_s: f64,
+    total: &mut Histogram<u64>,
+) -> Result<Interval, OltpError> {
+    let now = Prev::now(db, shared);
+    let mut h = histogram()?;
+    for m in &shared.hists {
+        let mut g = lock(m);
+        h.add(&*g)
+            .map_err(|e| OltpError::Data(format!("latency histogram: {e}")))?;
+        g.reset();
+    }
+    total
+        .add(&h)
+        .map_err(|e| OltpError::Data(format!("latency histogram: {e}")))?;
+    let ms = |us: u64| us as f64 / 1000.0;
+    let counts = Counts {
+        transactions: now.transactions - prev.transactions,
+        queries: now.queries - prev.queries,
+        errors: now.errors - prev.errors,
+        lat_p95_ms: if h.is_empty() {
+            0.0
+        } else {
+            ms(h.value_at_quantile(0.95))
+        },
+        lat_max_ms: if h.is_empty() { 0.0 } else { ms(h.max()) },
+    };
+    let secs = (now.at - prev.at).as_secs_f64();
+    let iv = Interval::new(t_s, secs, counts, &prev.metrics, &now.metrics);
+    *prev = now;
+    Ok(iv)
+}
+
+/// The sampler: warm-up intervals (reported, not kept), then the measured
+/// ones, then the summary.
+fn sample_run(
+    db: &Db,
+    params: &OltpParams,
+    shared: &Shared,
+    on_interval: &mut dyn FnMut(&Interval, bool),
+) -> Result<(Summary, Vec<Interval>), OltpError> {
+    let step = Duration::from_secs_f64(params.report_interval_s);
+    let mut scratch = histogram()?;
+    if params.warmup_s > 0.0 {
+        let warm = Duration::from_secs_f64(params.warmup_s);
+        let mut prev = Prev::now(db, shared);
+        let t0 = prev.at;
+        let mut end = t0;
+        while end < t0 + warm && !shared.stop.load(Ordering::Relaxed) {
+            end = (end + step).min(t0 + warm);
+            sleep_until(end, &shared.stop);
+            let t_s = (Instant::now() - t0).as_secs_f64();
+            let iv = sample(db, shared, &mut prev, t_s, &mut scratch)?;
+            on_interval(&iv, true);
+        }
+    }
+    let mut prev = Prev::now(db, shared);
+    for m in &shared.hists {
+        lock(m).reset();
+    }
+    let (t0, first) = (prev.at, prev.metrics.clone());
+    let measure = Duration::from_secs_f64(params.time_s);
+    let mut total = histogram()?;
+    let mut intervals = Vec::new();
+    let mut end = t0;
+    while end < t0 + measure && !shared.stop.load(Ordering::Relaxed) {
+        end = (end + step).min(t0 + measure);
+        sleep_until(end, &shared.stop);
+        let t_s = (Instant::now() - t0).as_secs_f64();
+        let iv = sample(db, shared, &mut prev, t_s, &mut total)?;
+        on_interval(&iv, false);
+        intervals.push(iv);
+    }
+    let time_s = (prev.at - t0).as_secs_f64();
+    let summary = Summary::new(&intervals, &total, time_s, &first, &prev.metrics);
+    Ok((summary, intervals))
+}

@@ -1,0 +1,149 @@
+//! One report interval: the workers' counts and the engine's metrics,
+//! counters as deltas over the interval and gauges at its end.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// The engine's metrics at one instant.
+pub(crate) type Snapshot = BTreeMap<&'static str, u64>;
+
+/// Neighbor flushing's page counter (InnoDB's name). The engine does not
+/// flush neighbors yet: the metric is absent and the figure reads 0.
+const NEIGHBOR_PAGES: &str = "buffer_flush_neighbor_total_pages";
+/// Microseconds writers were delayed by the dirtying throttle. No throttle
+/// exists yet: absent, so 0.
+const THROTTLE_DELAY_US: &str = "buffer_flush_throttle_delay_us_total";
+
+/// Pages written in one interval, by the kind of flush that wrote them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PagesFlushed {
+    /// By the page cleaners from the flush list (oldest modification first).
+    pub list: u64,
+    /// By the page cleaners from the LRU tail, to make free pages.
+    pub lru: u64,
+    /// By writers in sync flushing (the redo log was full).
+    pub sync: u64,
+    /// By writers that found no free page (single-page flushes).
+    pub single: u64,
+    /// Neighbors of flushed pages (0 while the engine has no neighbor flushing).
+    pub neighbors: u64,
+}
+
+/// One interval of a run: counts over the interval, gauges at its end,
+/// sizes in bytes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Interval {
+    /// Seconds since the measurement started, at the interval's end.
+    pub t_s: f64,
+    /// Length of the interval in seconds.
+    pub interval_s: f64,
+    /// Transactions committed.
+    pub transactions: u64,
+    /// Queries run (sysbench's count: reads, writes, BEGIN/COMMIT).
+    pub queries: u64,
+    /// Transactions per second.
+    pub tps: f64,
+    /// Queries per second.
+    pub qps: f64,
+    /// 95th percentile of transaction latency, ms.
+    pub lat_p95_ms: f64,
+    /// Longest transaction, ms.
+    pub lat_max_ms: f64,
+    /// Deadlocks and lock-wait timeouts (each retried).
+    pub errors: u64,
+    /// Redo bytes between the last checkpoint and the current LSN.
+    pub checkpoint_age: u64,
+    /// Usable bytes of the redo log.
+    pub log_capacity: u64,
+    /// Checkpoint age at which flushing becomes urgent (async).
+    pub async_mark: u64,
+    /// Checkpoint age at which writers flush themselves (sync).
+    pub sync_mark: u64,
+    /// Dirty pages in the buffer pool.
+    pub dirty_pages: u64,
+    /// Free frames in the buffer pool.
+    pub free_pages: u64,
+    /// Frames in the buffer pool.
+    pub total_pages: u64,
+    /// Pages written, by kind of flush.
+    pub pages_flushed: PagesFlushed,
+    /// Read calls on the data files.
+    pub os_data_reads: u64,
+    /// Write calls on the data files.
+    pub os_data_writes: u64,
+    /// Bytes written to the redo log.
+    pub log_bytes: u64,
+    /// Writers that waited for a sync flush.
+    pub sync_flush_waits: u64,
+    /// Milliseconds writers waited for sync flushes.
+    pub sync_flush_wait_ms: f64,
+    /// Milliseconds writers were delayed by the throttle (0: no throttle yet).
+    pub throttle_delay_ms: f64,
+    /// Pages written to the data files by any flush.
+    pub pages_written: u64,
+}
+
+/// What the workers counted in one interval.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counts {
+    pub transactions: u64,
+    pub queries: u64,
+    pub errors: u64,
+    pub lat_p95_ms: f64,
+    pub lat_max_ms: f64,
+}
+
+fn val(s: &Snapshot, name: &str) -> u64 {
+    s.get(name).copied().unwrap_or(0)
+}
+
+/// The growth of counter `name` from `a` to `b`.
+pub(crate) fn delta(a: &Snapshot, b: &Snapshot, name: &str) -> u64 {
+    val(b, name).saturating_sub(val(a, name))
+}
+
+impl Interval {
+    /// The interval ending at `t_s` that lasted `interval_s`, from the
+    /// metrics at its start (`a`) and end (`b`).
+    pub(crate) fn new(t_s: f64, interval_s: f64, c: Counts, a: &Snapshot, b: &Snapshot) -> Self {
+        let secs = interval_s.max(1e-9);
+        Interval {
+            t_s,
+            interval_s,
+            transactions: c.transactions,
+            queries: c.queries,
+            tps: c.transactions as f64 / secs,
+            qps: c.queries as f64 / secs,
+            lat_p95_ms: c.lat_p95_ms,
+            lat_max_ms: c.lat_max_ms,
+            errors: c.errors,
+            checkpoint_age: val(b, "log_lsn_checkpoint_age"),
+            log_capacity: val(b, "log_capacity"),
+            async_mark: val(b, "log_max_modified_age_async"),
+            sync_mark: val(b, "log_max_modified_age_sync"),
+            dirty_pages: val(b, "buffer_pool_pages_dirty"),
+            free_pages: val(b, "buffer_pool_pages_free"),
+            total_pages: val(b, "buffer_pool_pages_total"),
+            pages_flushed: PagesFlushed {
+                list: delta(a, b, "buffer_flush_background_total_pages"),
+                lru: delta(a, b, "buffer_LRU_batch_flush_total_pages"),
+                sync: delta(a, b, "buffer_flush_sync_total_pages"),
+                single: delta(a, b, "buffer_LRU_single_flush_total_pages"),
+                neighbors: delta(a, b, NEIGHBOR_PAGES),
+            },
+            os_data_reads: delta(a, b, "os_data_reads"),
+            os_data_writes: delta(a, b, "os_data_writes"),
+            log_bytes: delta(a, b, "log_bytes_written"),
+            sync_flush_waits: delta(a, b, "buffer_flush_sync_waits"),
+            sync_flush_wait_ms: delta(a, b, "buffer_flush_sync_wait_us_total") as f64 / 1000.0,
+            throttle_delay_ms: delta(a, b, THROTTLE_DELAY_US) as f64 / 1000.0,
+            pages_written: delta(a, b, "buffer_pages_written"),
+        }
+    }
+}
+
+/// Throttle delay in ms between two snapshots (0 while no throttle exists).
+pub(crate) fn throttle_delay_ms(a: &Snapshot, b: &Snapshot) -> f64 {
+    delta(a, b, THROTTLE_DELAY_US) as f64 / 1000.0
+}

@@ -1,0 +1,187 @@
+//! A run's summary: throughput and its steadiness, latency, and what the
+//! run cost in page writes, redo and waits.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::sample::{delta, throttle_delay_ms, Interval, Snapshot};
+
+/// An interval whose tps is below this share of the run's median is a stall.
+const STALL_SHARE: f64 = 0.10;
+
+/// Transaction latency percentiles in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LatencyMs {
+    /// Mean.
+    pub avg: f64,
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Longest.
+    pub max: f64,
+}
+
+/// The figures of a whole run (warm-up excluded).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// Measured seconds.
+    pub time_s: f64,
+    /// Transactions / measured seconds.
+    pub tps_avg: f64,
+    /// Median of the per-interval tps.
+    pub tps_median: f64,
+    /// Lowest per-interval tps.
+    pub tps_min: f64,
+    /// 1st percentile of the per-interval tps.
+    pub tps_p01: f64,
+    /// Coefficient of variation (stddev / mean) of the per-interval tps.
+    pub cv: f64,
+    /// Intervals whose tps is below 10 % of the median.
+    pub stall_intervals: u64,
+    /// Longest run of consecutive stall intervals, in seconds.
+    pub longest_stall_s: f64,
+    /// Transaction latency.
+    pub latency_ms: LatencyMs,
+    /// Transactions committed.
+    pub transactions: u64,
+    /// Queries run.
+    pub queries: u64,
+    /// Deadlocks and lock-wait timeouts, each retried.
+    pub errors: u64,
+    /// Pages written to the data files.
+    pub pages_written: u64,
+    /// Pages written per transaction.
+    pub pages_written_per_txn: f64,
+    /// Redo bytes per transaction.
+    pub log_bytes_per_txn: f64,
+    /// Writers that waited for a sync flush.
+    pub sync_flush_waits: u64,
+    /// Milliseconds writers waited for sync flushes.
+    pub sync_flush_wait_ms_total: f64,
+    /// Milliseconds writers were delayed by the throttle (0: no throttle yet).
+    pub throttle_delay_ms_total: f64,
+}
+
+/// The `q`-quantile (0..=1) of sorted values, nearest rank.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+impl Summary {
+    /// The summary of a run from its intervals, its latency histogram (µs)
+    /// and the metrics at the start (`a`) and end (`b`) of the measurement.
+    pub(crate) fn new(
+        intervals: &[Interval],
+        lat: &Histogram<u64>,
+        time_s: f64,
+        a: &Snapshot,
+        b: &Snapshot,
+    ) -> Summary {
+        let transactions: u64 = intervals.iter().map(|i| i.transactions).sum();
+        let queries: u64 = intervals.iter().map(|i| i.queries).sum();
+        let errors: u64 = intervals.iter().map(|i| i.errors).sum();
+        let mut tps: Vec<f64> = intervals.iter().map(|i| i.tps).collect();
+        tps.sort_by(f64::total_cmp);
+        let mean = tps.iter().sum::<f64>() / tps.len().max(1) as f64;
+        let var = tps.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / tps.len().max(1) as f64;
+        let median = quantile(&tps, 0.5);
+        let (stall_intervals, longest_stall_s) = stalls(intervals, median * STALL_SHARE);
+        let per_txn = |n: u64| n as f64 / transactions.max(1) as f64;
+        let pages_written = delta(a, b, "buffer_pages_written");
+        let log_bytes = delta(a, b, "log_bytes_written");
+        let latency_ms = if lat.is_empty() {
+            LatencyMs::default()
+        } else {
+            LatencyMs {
+                avg: lat.mean() / 1000.0,
+                p50: ms(lat.value_at_quantile(0.5)),
+                p95: ms(lat.value_at_quantile(0.95)),
+                p99: ms(lat.value_at_quantile(0.99)),
+                p999: ms(lat.value_at_quantile(0.999)),
+                max: ms(lat.max()),
+            }
+        };
+        Summary {
+            time_s,
+            tps_avg: transactions as f64 / time_s.max(1e-9),
+            tps_median: median,
+            tps_min: tps.first().copied().unwrap_or(0.0),
+            tps_p01: quantile(&tps, 0.01),
+            cv: if mean > 0.0 { var.sqrt() / mean } else { 0.0 },
+            stall_intervals,
+            longest_stall_s,
+            latency_ms,
+            transactions,
+            queries,
+            errors,
+            pages_written,
+            pages_written_per_txn: per_txn(pages_written),
+            log_bytes_per_txn: per_txn(log_bytes),
+            sync_flush_waits: delta(a, b, "buffer_flush_sync_waits"),
+            sync_flush_wait_ms_total: delta(a, b, "buffer_flush_sync_wait_us_total") as f64
+                / 1000.0,
+            throttle_delay_ms_total: throttle_delay_ms(a, b),
+        }
+    }
+}
+
+/// Number of intervals below `limit` tps and the longest consecutive run
+/// of them in seconds.
+fn stalls(intervals: &[Interval], limit: f64) -> (u64, f64) {
+    let (mut count, mut run, mut longest) = (0, 0.0, 0.0f64);
+    for i in intervals {
+        if i.tps < limit {
+            count += 1;
+            run += i.interval_s;
+            longest = longest.max(run);
+        } else {
+            run = 0.0;
+        }
+    }
+    (count, longest)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn iv(tps: f64) -> Interval {
+        Interval {
+            tps,
+            transactions: tps as u64,
+            interval_s: 1.0,
+            ..Interval::default()
+        }
+    }
+
+    #[test]
+    fn stalls_and_spread_are_counted() {
+        let ivs: Vec<Interval> = [100.0, 100.0, 5.0, 0.0, 100.0, 9.0, 100.0]
+            .into_iter()
+            .map(iv)
+            .collect();
+        let h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+        let s = Summary::new(&ivs, &h, 7.0, &Snapshot::new(), &Snapshot::new());
+        assert_eq!(s.tps_median, 100.0);
+        assert_eq!(s.tps_min, 0.0);
+        assert_eq!(s.stall_intervals, 3);
+        assert_eq!(s.longest_stall_s, 2.0);
+        assert_eq!(s.transactions, 414);
+        assert!(s.cv > 0.5);
+        assert_eq!(s.throttle_delay_ms_total, 0.0);
+    }
+}

@@ -1,0 +1,398 @@
+#![allow(clippy::unwrap_used)]
+//! `keel bench oltp` with tiny tables and sub-second runs, so the workload,
+//! its JSON and its report never rot.
+
+use std::path::Path;
+
+use keel::{Db, Options};
+use keel_bench::oltp::{
+    self, csv_text, index_key, index_name, table_name, Event, OltpParams, OltpReport, Plan, Row,
+    VaryAxis, Workload,
+};
+
+fn small_options() -> Options {
+    let mut o = Options::default();
+    for (k, v) in [
+        ("page_size", "4096"),
+        ("buffer_pool_size", "2MiB"),
+        ("flush_method", "nosync"),
+        ("doublewrite", "false"),
+        ("log_file_size", "1MiB"),
+    ] {
+        o.set(k, v).unwrap();
+    }
+    o
+}
+
+fn small_params(w: Workload) -> OltpParams {
+    OltpParams {
+        workload: w,
+        tables: 2,
+        table_size: 400,
+        threads: 4,
+        time_s: 0.6,
+        report_interval_s: 0.2,
+        warmup_s: 0.0,
+        range_size: 20,
+        ..OltpParams::default()
+    }
+}
+
+fn plan(dir: &Path, params: OltpParams, vary: Vec<VaryAxis>) -> Plan {
+    Plan {
+        params,
+        options: small_options(),
+        vary,
+        datadir: dir.join("db"),
+        reuse_data: false,
+    }
+}
+
+fn quiet(_: Event<'_>) {}
+
+/// Every row's `k` has its index entry and every index entry its row.
+fn assert_index_matches_rows(db: &Db, tables: usize) {
+    for n in 1..=tables {
+        let t = db.table(&table_name(n)).unwrap();
+        let ix = db.table(&index_name(n)).unwrap();
+        let mut expected: Vec<Vec<u8>> = t
+            .range(..)
+            .unwrap()
+            .map(|r| {
+                let (k, v) = r.unwrap();
+                let id = u64::from_be_bytes(k.try_into().unwrap());
+                index_key(Row::decode(&v).unwrap().k, id).to_vec()
+            })
+            .collect();
+        expected.sort();
+        let got: Vec<Vec<u8>> = ix.range(..).unwrap().map(|r| r.unwrap().0).collect();
+        assert_eq!(
+            got.len(),
+            expected.len(),
+            "sbtest{n}: index entries vs rows"
+        );
+        assert!(got == expected, "sbtest{n}: index and rows disagree");
+    }
+}
+
+#[test]
+fn every_workload_runs_and_keeps_index_and_rows_in_agreement() {
+    for w in Workload::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let p = plan(dir.path(), small_params(w), vec![]);
+        let mut lines = Vec::new();
+        let report = oltp::run_plan(&p, &mut |e| {
+            if let Event::Interval {
+                threads,
+                interval,
+                warmup,
+            } = e
+            {
+                lines.push(oltp::interval_line(threads, interval, warmup));
+            }
+        })
+        .unwrap_or_else(|e| panic!("{w}: {e}"));
+        assert_eq!(report.runs.len(), 1);
+        let s = &report.runs[0].summary;
+        assert!(s.transactions > 0, "{w}: no transactions");
+        assert!(lines.len() >= 2, "{w}: {lines:?}");
+        assert!(
+            lines[0].contains("tps:") && lines[0].contains("ckpt age"),
+            "{w}: {}",
+            lines[0]
+        );
+        let db = Db::open(dir.path().join("db"), small_options()).unwrap();
+        assert_index_matches_rows(&db, 2);
+        let t = db.table("sbtest1").unwrap();
+        let rows = t.range(..).unwrap().count() as u64;
+        if w == Workload::Insert {
+            assert!(rows > 400, "{w}: {rows} rows");
+        } else {
+            assert_eq!(rows, 400, "{w}");
+        }
+        db.close().unwrap();
+    }
+}
+
+const SUMMARY_FIELDS: &[&str] = &[
+    "tps_avg",
+    "tps_median",
+    "tps_min",
+    "tps_p01",
+    "cv",
+    "stall_intervals",
+    "longest_stall_s",
+    "latency_ms",
+    "transactions",
+    "queries",
+    "errors",
+    "pages_written",
+    "pages_written_per_txn",
+    "log_bytes_per_txn",
+    "sync_flush_waits",
+    "sync_flush_wait_ms_total",
+    "throttle_delay_ms_total",
+];
+
+const INTERVAL_FIELDS: &[&str] = &[
+    "t_s",
+    "tps",
+    "qps",
+    "lat_p95_ms",
+    "lat_max_ms",
+    "errors",
+    "checkpoint_age",
+    "log_capacity",
+    "async_mark",
+    "sync_mark",
+    "dirty_pages",
+    "free_pages",
+    "total_pages",
+    "pages_flushed",
+    "os_data_reads",
+    "os_data_writes",
+    "log_bytes",
+    "sync_flush_waits",
+    "throttle_delay_ms",
+];
+
+fn check_json(report: &OltpReport) {
+    let v: serde_json::Value = serde_json::to_value(report).unwrap();
+    assert_eq!(v["version"], 1);
+    for run in v["runs"].as_array().unwrap() {
+        for k in ["label", "options", "workload", "summary", "intervals"] {
+            assert!(run.get(k).is_some(), "run lacks `{k}`");
+        }
+        for k in [
+            "page_size",
+            "buffer_pool_size",
+            "log_file_size",
+            "flush_policy",
+        ] {
+            assert!(run["options"].get(k).is_some(), "options lack `{k}`");
+        }
+        for k in [
+            "workload",
+            "tables",
+            "table_size",
+            "threads",
+            "time_s",
+            "rand_type",
+            "range_size",
+            "rate",
+        ] {
+            assert!(run["workload"].get(k).is_some(), "workload lacks `{k}`");
+        }
+        let s = &run["summary"];
+        for k in SUMMARY_FIELDS {
+            assert!(s.get(k).is_some(), "summary lacks `{k}`");
+        }
+        for k in ["avg", "p50", "p95", "p99", "p999", "max"] {
+            assert!(s["latency_ms"][k].is_number(), "latency_ms lacks `{k}`");
+        }
+        let ivs = run["intervals"].as_array().unwrap();
+        assert!(!ivs.is_empty());
+        for iv in ivs {
+            for k in INTERVAL_FIELDS {
+                assert!(iv.get(k).is_some(), "interval lacks `{k}`");
+            }
+            for k in ["list", "lru", "sync", "single", "neighbors"] {
+                assert!(iv["pages_flushed"][k].is_u64(), "pages_flushed lacks `{k}`");
+            }
+            assert!(iv["log_capacity"].as_u64().unwrap() > 0);
+            assert!(iv["total_pages"].as_u64().unwrap() > 0);
+        }
+        // tps × interval length adds up to the summary's transactions
+        // (within one interval's worth).
+        let sum: f64 = ivs
+            .iter()
+            .map(|i| i["tps"].as_f64().unwrap() * i["interval_s"].as_f64().unwrap())
+            .sum();
+        let total = s["transactions"].as_f64().unwrap();
+        let max_iv = ivs
+            .iter()
+            .map(|i| i["tps"].as_f64().unwrap() * i["interval_s"].as_f64().unwrap())
+            .fold(0.0, f64::max);
+        assert!(
+            (sum - total).abs() <= max_iv + 1.0,
+            "intervals {sum} vs summary {total}"
+        );
+        assert_eq!(s["throttle_delay_ms_total"], 0.0);
+    }
+}
+
+#[test]
+fn json_has_every_field_and_counts_agree_and_vary_gives_one_run_per_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let vary = vec!["buffer_pool_size=1MiB,3MiB".parse().unwrap()];
+    let p = plan(dir.path(), small_params(Workload::ReadWrite), vary);
+    let report = oltp::run_plan(&p, &mut quiet).unwrap();
+    assert_eq!(report.runs.len(), 2);
+    assert_eq!(report.runs[0].label, "buffer_pool_size=1MiB");
+    assert_eq!(report.runs[0].options["buffer_pool_size"], 1 << 20);
+    assert_eq!(report.runs[1].options["buffer_pool_size"], 3 << 20);
+    assert!(report.runs[0].status.contains("Checkpoint age"));
+    check_json(&report);
+    // The copies are gone; the prepared directory stays.
+    assert!(!dir.path().join("db-run1").exists());
+    assert!(keel::space::Tablespace::exists(&dir.path().join("db")));
+    let json = dir.path().join("out.json");
+    oltp::write_json(&report, &json).unwrap();
+    let text = std::fs::read_to_string(&json).unwrap();
+    let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(back["runs"].as_array().unwrap().len(), 2);
+    let csv = csv_text(&report);
+    let rows: Vec<&str> = csv.lines().collect();
+    let n_iv: usize = report.runs.iter().map(|r| r.intervals.len()).sum();
+    assert_eq!(rows.len(), 1 + n_iv);
+    assert!(rows[0].starts_with("label,t_s,"));
+    assert!(rows[1].starts_with("buffer_pool_size=1MiB,"));
+}
+
+#[test]
+fn reuse_data_skips_prepare_and_an_occupied_datadir_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut params = small_params(Workload::PointSelect);
+    params.time_s = 0.2;
+    let mut p = plan(dir.path(), params, vec![]);
+    oltp::run_plan(&p, &mut quiet).unwrap();
+    let e = oltp::run_plan(&p, &mut quiet).unwrap_err().to_string();
+    assert!(e.contains("--reuse-data"), "{e}");
+    p.reuse_data = true;
+    let (mut prepared, mut reused) = (false, false);
+    oltp::run_plan(&p, &mut |e| match e {
+        Event::Prepare { .. } => prepared = true,
+        Event::Reused { .. } => reused = true,
+        _ => {}
+    })
+    .unwrap();
+    assert!(reused && !prepared);
+}
+
+#[test]
+fn rate_limits_throughput_and_warmup_is_not_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut params = small_params(Workload::PointSelect);
+    params.rate = 200.0;
+    params.time_s = 1.0;
+    params.warmup_s = 0.4;
+    let p = plan(dir.path(), params, vec![]);
+    let mut warm = 0;
+    let report = oltp::run_plan(&p, &mut |e| {
+        if let Event::Interval { warmup: true, .. } = e {
+            warm += 1;
+        }
+    })
+    .unwrap();
+    assert_eq!(warm, 2);
+    let s = &report.runs[0].summary;
+    assert!((100.0..300.0).contains(&s.tps_avg), "tps {}", s.tps_avg);
+    assert!(report.runs[0].intervals.iter().all(|i| i.t_s <= 1.2));
+}
+
+#[test]
+fn bad_vary_keys_and_values_are_rejected_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    for (axis, needle) in [
+        ("no_such_knob=1,2", "no_such_knob"),
+        ("buffer_pool_size=lots", "buffer_pool_size"),
+        ("threads=0", "threads"),
+        ("rand_type=gauss", "rand_type"),
+    ] {
+        let p = plan(
+            dir.path(),
+            small_params(Workload::ReadWrite),
+            vec![axis.parse().unwrap()],
+        );
+        let e = oltp::run_plan(&p, &mut quiet).unwrap_err().to_string();
+        assert!(e.contains(needle), "{axis}: {e}");
+        assert!(!dir.path().join("db").exists(), "{axis}: work started");
+    }
+}
+
+/// Injected into a copy of the page for the Chromium check: records, for
+/// every chart, its rendered size and how many of its lines have extent.
+const CHECK_SCRIPT: &str = "<script>window.addEventListener('load',()=>{const r=[];\
+for(const s of document.querySelectorAll('svg.chart')){const b=s.getBoundingClientRect();\
+let n=0;for(const p of s.querySelectorAll('polyline')){if(p.getBBox().width>0)n++;}\
+r.push(s.querySelector('title').textContent+'='+Math.round(b.width)+'x'+Math.round(b.height)+'x'+n);}\
+document.body.setAttribute('data-check',r.join('|'));});</script>";
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+#[test]
+fn html_report_is_self_contained_and_every_chart_renders_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let vary = vec!["threads=2,4".parse().unwrap()];
+    let mut params = small_params(Workload::ReadWrite);
+    params.time_s = 0.8;
+    let report = oltp::run_plan(&plan(dir.path(), params, vary), &mut quiet).unwrap();
+    let page_path = oltp::write_html_report(&report, &dir.path().join("report")).unwrap();
+    let page = std::fs::read_to_string(&page_path).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(!page.contains("<script") && !page.contains("<link") && !page.contains("@font-face"));
+    assert!(
+        !page.contains("http://")
+            || page.matches("http://").count()
+                == page.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
+    );
+    assert!(!page.contains("https://"));
+    assert_eq!(page.matches("<svg xmlns").count(), oltp::CHART_TITLES.len());
+    for t in oltp::CHART_TITLES {
+        assert!(
+            page.contains(&format!("<title>{t}</title>")),
+            "chart `{t}` missing"
+        );
+    }
+    assert!(page.contains("threads=2") && page.contains("threads=4"));
+    assert!(
+        page.contains("time since the measurement started (s)") && page.contains("transactions/s")
+    );
+
+    if !Path::new(CHROMIUM).exists() {
+        eprintln!("SKIPPED: the Chromium rendering check of the oltp report ({CHROMIUM} is not installed; apt-get install chromium)");
+        return;
+    }
+    let probe = dir.path().join("report").join("probe.html");
+    std::fs::write(
+        &probe,
+        page.replace("</body>", &format!("{CHECK_SCRIPT}</body>")),
+    )
+    .unwrap();
+    let out = std::process::Command::new("timeout")
+        .arg("120")
+        .arg(CHROMIUM)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", probe.display()))
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let check = dom
+        .split("data-check=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| {
+            panic!(
+                "Chromium did not run the check: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let charts: Vec<&str> = check.split('|').collect();
+    assert_eq!(charts.len(), oltp::CHART_TITLES.len(), "{check}");
+    for c in charts {
+        let (title, dims) = c.rsplit_once('=').unwrap();
+        let v: Vec<u32> = dims.split('x').map(|n| n.parse().unwrap()).collect();
+        assert!(
+            v[0] > 100 && v[1] > 100,
+            "chart `{title}` rendered at {dims}"
+        );
+        assert!(v[2] >= 2, "chart `{title}` drew {} lines with extent", v[2]);
+    }
+}
