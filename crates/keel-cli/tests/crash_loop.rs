@@ -29,7 +29,14 @@ fn sigkilled_bank_transfers_keep_total_and_every_acknowledged_commit() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "crashtest failed:\n{text}");
+    if !out.status.success() {
+        // Keep the database and the crash image for the post-mortem.
+        let kept = dir.keep();
+        panic!(
+            "crashtest failed (files kept in {}):\n{text}",
+            kept.display()
+        );
+    }
     assert!(text.contains("crashtest passed: 20 cycles"), "{text}");
     assert_eq!(text.matches("\ncycle ").count(), 20, "{text}");
     eprintln!("{text}crash loop took {:?}", started.elapsed());
