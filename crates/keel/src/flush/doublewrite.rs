@@ -357,9 +357,17 @@ impl Doublewrite {
         for (id, mut candidates) in copies {
             report.pages_checked += 1;
             let present = space.read_page_raw(id.page_no, &mut in_place)?;
-            if present && verify_page(&in_place, id).is_ok() {
-                continue;
-            }
+            let why = if !present {
+                "past the end of its file (never written in place)"
+            } else {
+                match verify_page(&in_place, id) {
+                    Ok(()) => continue,
+                    Err(crate::page::PageCheckError::AllZero) => {
+                        "all zeros (never written in place)"
+                    }
+                    Err(_) => "torn or corrupt",
+                }
+            };
             candidates.sort_by_key(|c| std::cmp::Reverse(c.seq));
             for c in candidates {
                 if !self.read_copy(c, &mut copy) || verify_page(&copy, id).is_err() {
@@ -373,7 +381,7 @@ impl Doublewrite {
                 let (file, offset) = space.locate(id.page_no);
                 space.write_run(file, offset, &copy)?;
                 log::warn!(
-                    "page {id} in {} was torn; restored from doublewrite area {} (LSN {})",
+                    "page {id} in {} was {why}; restored from doublewrite area {} (LSN {})",
                     space.file_path(file).display(),
                     c.area,
                     c.lsn
