@@ -8,7 +8,9 @@ use clap::{Args, Parser, Subcommand};
 use keel::{Db, Options};
 use keel_bench::basic::{self, BasicConfig};
 
+mod check;
 mod crashtest;
+mod inspect;
 mod iobench;
 mod oltp;
 
@@ -38,13 +40,13 @@ enum Command {
     /// The crash loop's child process (internal).
     #[command(hide = true)]
     CrashtestChild(crashtest::ChildArgs),
-    /// Open a closed database, verify every page checksum and B+tree invariant.
-    Check {
-        /// The database directory.
-        dir: PathBuf,
-        #[command(flatten)]
-        engine: EngineArgs,
-    },
+    /// Print what a closed or crashed database directory holds without opening it:
+    /// file headers, checkpoints, the log's end (redo recovery would replay), page counts.
+    Inspect(inspect::InspectArgs),
+    /// Recover a database if a crash left it so, then verify every page
+    /// checksum, every B+tree, and that the bench tables' `k` indexes agree
+    /// with their rows; exits 1 on any problem (--json: one JSON object).
+    Check(check::CheckArgs),
 }
 
 #[derive(Subcommand)]
@@ -168,7 +170,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Iobench(a) => iobench::run(a),
         Command::Crashtest(a) => crashtest::run(a),
         Command::CrashtestChild(a) => crashtest::child(a),
-        Command::Check { dir, engine } => check(dir, engine),
+        Command::Inspect(a) => inspect::run(a),
+        Command::Check(a) => check::run(a),
     }
 }
 
@@ -300,37 +303,5 @@ fn bench_recovery(a: RecoveryArgs) -> Result<()> {
         r.page_records,
         r.pages
     );
-    Ok(())
-}
-
-fn check(dir: PathBuf, engine: EngineArgs) -> Result<()> {
-    if !keel::space::Tablespace::exists(&dir) {
-        anyhow::bail!(
-            "{} holds no Keel database (no {})",
-            dir.display(),
-            keel::space::data_file_name(0)
-        );
-    }
-    let db = Db::open(&dir, engine.options()?)?;
-    let mut ok = true;
-    match db.check() {
-        Ok(trees) => {
-            for (name, s) in trees {
-                println!(
-                    "{name}: height {} leaf pages {} internal pages {} entries {}: ok",
-                    s.height, s.leaf_pages, s.internal_pages, s.entries
-                );
-            }
-        }
-        Err(e) => {
-            println!("FAILED: {e}");
-            ok = false;
-        }
-    }
-    db.close()?;
-    if !ok {
-        anyhow::bail!("check failed");
-    }
-    println!("check passed");
     Ok(())
 }

@@ -52,6 +52,10 @@ pub(crate) struct Engine {
     /// no longer matches an atomic history, so writes are refused until a
     /// restart lets recovery finish the commit from the log.
     poisoned: std::sync::atomic::AtomicBool,
+    /// Redo bytes promised to commits that passed the free check and have
+    /// not finished applying: admission counts them, so concurrent large
+    /// commits cannot overrun the log together.
+    reserved: AtomicU64,
     last_log_flush_ms: AtomicU64,
     started: Instant,
 }
@@ -129,6 +133,7 @@ impl Engine {
             metrics,
             torn_pages_repaired,
             poisoned: std::sync::atomic::AtomicBool::new(false),
+            reserved: AtomicU64::new(0),
             last_log_flush_ms: AtomicU64::new(0),
             started: Instant::now(),
         };
@@ -180,22 +185,35 @@ impl Engine {
     /// the oldest pages itself until the checkpoint can advance: InnoDB's
     /// "sync flush", the stall the seeds describe.
     pub fn free_check(&self, need: u64) -> Result<()> {
-        if self.checkpoint_age() + need <= self.free_limit {
+        if need > self.free_limit / 2 {
+            return Err(Error::LogOverloaded(format!(
+                "a transaction needing about {need} bytes of redo does not fit in a log of {} bytes; \
+                 raise log_file_size or log_files_in_group, or commit in smaller transactions",
+                self.log.capacity()
+            )));
+        }
+        if self.try_reserve(need) {
             return Ok(());
         }
         let started = Instant::now();
         Metrics::add(&self.metrics.buffer_flush_sync_waits, 1);
-        while self.checkpoint_age() + need > self.free_limit {
+        while !self.try_reserve(need) {
             if started.elapsed() > LOG_WAIT_TIMEOUT {
                 return Err(Error::LogOverloaded(format!(
-                    "checkpoint age {} bytes stayed above the limit of {} for {:?}",
+                    "checkpoint age {} bytes (+{} reserved) stayed above the limit of {} for {:?}",
                     self.checkpoint_age(),
+                    self.reserved.load(Ordering::Acquire),
                     self.free_limit,
                     LOG_WAIT_TIMEOUT
                 )));
             }
-            // Bring the age down to the async mark.
-            let lsn_limit = self.log.lsn().saturating_sub(self.max_modified_age_async);
+            // Flush until the age leaves room for this writer and those
+            // already admitted, and at least down to the async mark.
+            let room = self
+                .free_limit
+                .saturating_sub(need + self.reserved.load(Ordering::Acquire));
+            let target_age = room.min(self.max_modified_age_async);
+            let lsn_limit = self.log.lsn().saturating_sub(target_age);
             let mut written = 0;
             for i in 0..self.pool.instances.len() {
                 written += self
@@ -216,6 +234,21 @@ impl Engine {
         Ok(())
     }
 
+    /// Admit `need` bytes if the age plus every admitted reservation stays
+    /// under the free-check limit.
+    fn try_reserve(&self, need: u64) -> bool {
+        let age = self.checkpoint_age();
+        self.reserved
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                (age + r + need <= self.free_limit).then_some(r + need)
+            })
+            .is_ok()
+    }
+
+    fn unreserve(&self, need: u64) {
+        self.reserved.fetch_sub(need, Ordering::AcqRel);
+    }
+
     /// Start committing a transaction whose logical commit record is
     /// `record`: wait for log space if needed (the only point where a
     /// writer may wait for flushing, holding no latch), append the record,
@@ -230,17 +263,25 @@ impl Engine {
             ));
         }
         // Room for the record and the page changes applying it will log.
-        self.free_check(4 * record.len() as u64 + (64 << 10))?;
-        let (_, start) = self.log.append(kind::TXN_COMMIT, record, |st, end| {
+        let need = 4 * record.len() as u64 + (64 << 10);
+        self.free_check(need)?;
+        let appended = self.log.append(kind::TXN_COMMIT, record, |st, end| {
             let start = end - (crate::redo::format::GROUP_HDR + record.len()) as u64;
             *st.in_flight.entry(start).or_insert(0) += 1;
             start
-        })?;
-        Ok(CommitTicket {
-            engine: self,
-            lsn: start,
-            done: false,
-        })
+        });
+        match appended {
+            Ok((_, start)) => Ok(CommitTicket {
+                engine: self,
+                lsn: start,
+                need,
+                done: false,
+            }),
+            Err(e) => {
+                self.unreserve(need);
+                Err(e)
+            }
+        }
     }
 
     /// Make the log durable up to `lsn` as `flush_log_at_trx_commit` asks
@@ -282,6 +323,8 @@ impl Engine {
 pub(crate) struct CommitTicket<'a> {
     engine: &'a Engine,
     pub lsn: Lsn,
+    /// Redo bytes reserved by the free check, returned when the ticket ends.
+    need: u64,
     done: bool,
 }
 
@@ -313,6 +356,7 @@ fn release(st: &mut crate::redo::LogState, start: Lsn) {
 
 impl Drop for CommitTicket<'_> {
     fn drop(&mut self) {
+        self.engine.unreserve(self.need);
         if !self.done {
             // Applying failed half way: keep the record in flight so the
             // checkpoint never passes it; recovery will re-apply it.

@@ -1,9 +1,12 @@
 //! The run: client threads loop over transactions while this thread wakes
 //! every report interval, samples the workers' counts and the engine's
-//! metrics, and hands the interval to the caller.
+//! metrics, and hands the interval to the caller. While a run is in
+//! progress, SIGUSR1 makes the sampler print the engine status report to
+//! stdout (between two interval lines), as at the end of the run.
 
+use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -13,7 +16,7 @@ use rand::{Rng, SeedableRng};
 
 use super::sample::{Counts, Interval, Snapshot};
 use super::workload::{is_retryable, open_tables, queries_per_txn, Client, SbTable};
-use super::{KeyGen, OltpError, OltpParams, Summary};
+use super::{status_report, KeyGen, OltpError, OltpParams, Summary};
 
 /// Longest latency the histograms hold (µs); longer ones count as this.
 const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -41,9 +44,63 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// SIGUSR1 during a run: a flag the signal handler raises and the sampler
+/// looks at every [`POLL`]; when raised, the status report (with rates since
+/// the run began) is printed to stdout. The handler is removed when the run
+/// ends (a later SIGUSR1 is then ignored rather than fatal).
+struct StatusRequest {
+    flag: Arc<AtomicBool>,
+    #[cfg(unix)]
+    id: Option<signal_hook::SigId>,
+    since: (Snapshot, Instant),
+}
+
+impl StatusRequest {
+    fn register(db: &Db) -> StatusRequest {
+        let flag = Arc::new(AtomicBool::new(false));
+        #[cfg(unix)]
+        let id = match signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&flag))
+        {
+            Ok(id) => Some(id),
+            Err(e) => {
+                log::warn!("cannot handle SIGUSR1 (no status report on request): {e}");
+                None
+            }
+        };
+        StatusRequest {
+            flag,
+            #[cfg(unix)]
+            id,
+            since: (db.metrics().snapshot(), Instant::now()),
+        }
+    }
+
+    /// Print the status report if it was asked for since the last look.
+    fn poll(&self, db: &Db) {
+        if !self.flag.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let (before, t0) = &self.since;
+        let report = status_report(db, Some((before, t0.elapsed().as_secs_f64())));
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "\n{report}\n");
+        let _ = out.flush();
+    }
+}
+
+impl Drop for StatusRequest {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(id) = self.id.take() {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
 /// Run the workload of `params` on the prepared tables of `db`: the
 /// warm-up, then `time_s` measured. `on_interval(interval, warmup)` is
-/// called from this thread at the end of every interval.
+/// called from this thread at the end of every interval; SIGUSR1 prints the
+/// status report in between (see [`StatusRequest`]).
 pub fn run(
     db: &Db,
     params: &OltpParams,
@@ -62,6 +119,7 @@ pub fn run(
             .collect::<Result<_, _>>()?,
         fatal: Mutex::new(None),
     };
+    let status = StatusRequest::register(db);
     let result = std::thread::scope(|s| {
         let hs: Vec<_> = (0..params.threads)
             .map(|w| {
@@ -69,7 +127,7 @@ pub fn run(
                 s.spawn(move || worker(db, params, tables, keys, shared, w))
             })
             .collect();
-        let r = sample_run(db, params, &shared, on_interval);
+        let r = sample_run(db, params, &shared, &status, on_interval);
         shared.stop.store(true, Ordering::Relaxed);
         let panicked = hs.into_iter().any(|h| h.join().is_err());
         if panicked {
@@ -152,6 +210,22 @@ fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
     }
 }
 
+/// The sampler's sleep: like [`sleep_until`], printing the status report
+/// whenever SIGUSR1 asked for it.
+fn sampler_sleep_until(t: Instant, stop: &AtomicBool, db: &Db, status: &StatusRequest) {
+    loop {
+        status.poll(db);
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let now = Instant::now();
+        if now >= t {
+            return;
+        }
+        std::thread::sleep((t - now).min(POLL));
+    }
+}
+
 /// Running totals at the previous sample.
 struct Prev {
     at: Instant,
@@ -217,6 +291,7 @@ fn sample_run(
     db: &Db,
     params: &OltpParams,
     shared: &Shared,
+    status: &StatusRequest,
     on_interval: &mut dyn FnMut(&Interval, bool),
 ) -> Result<(Summary, Vec<Interval>), OltpError> {
     let step = Duration::from_secs_f64(params.report_interval_s);
@@ -228,7 +303,7 @@ fn sample_run(
         let mut end = t0;
         while end < t0 + warm && !shared.stop.load(Ordering::Relaxed) {
             end = (end + step).min(t0 + warm);
-            sleep_until(end, &shared.stop);
+            sampler_sleep_until(end, &shared.stop, db, status);
             let t_s = (Instant::now() - t0).as_secs_f64();
             let iv = sample(db, shared, &mut prev, t_s, &mut scratch)?;
             on_interval(&iv, true);
@@ -245,7 +320,7 @@ fn sample_run(
     let mut end = t0;
     while end < t0 + measure && !shared.stop.load(Ordering::Relaxed) {
         end = (end + step).min(t0 + measure);
-        sleep_until(end, &shared.stop);
+        sampler_sleep_until(end, &shared.stop, db, status);
         let t_s = (Instant::now() - t0).as_secs_f64();
         let iv = sample(db, shared, &mut prev, t_s, &mut total)?;
         on_interval(&iv, false);

@@ -1,0 +1,195 @@
+#![allow(clippy::unwrap_used)]
+//! `keel inspect`: reads a closed or crashed database directory without
+//! opening the engine.
+
+use std::path::Path;
+use std::process::Command;
+
+use keel::{Db, Options};
+
+fn keel(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn options() -> Options {
+    let mut o = Options::default();
+    for (k, v) in [
+        ("page_size", "4096"),
+        ("buffer_pool_size", "1MiB"),
+        ("flush_method", "nosync"),
+        ("log_file_size", "1MiB"),
+        ("data_files", "2"),
+    ] {
+        o.set(k, v).unwrap();
+    }
+    o
+}
+
+/// A database with a table of `rows` rows, left open.
+fn populate(dir: &Path, rows: u32) -> Db {
+    let db = Db::open(dir, options()).unwrap();
+    let t = db.table_or_create("t").unwrap();
+    for i in 0..rows {
+        t.put(format!("key{i:06}").as_bytes(), &[7u8; 100]).unwrap();
+    }
+    db
+}
+
+fn inspect_json(dir: &Path) -> serde_json::Value {
+    let (code, out, err) = keel(&["inspect", "--json", dir.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn after_close_nothing_lies_beyond_the_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    populate(&dir, 2000).close().unwrap();
+    let (code, out, err) = keel(&["inspect", dir.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    for s in [
+        "data-0.keel: version 1, page size 4096",
+        "data-1.keel",
+        "redo-0.keel: version 1",
+        "checkpoint slot 0 (byte 4096)",
+        "checkpoint slot 1 (byte 8192)",
+        "<- wins",
+        "recovery would replay 0 bytes / 0 groups",
+        "high-water mark",
+    ] {
+        assert!(out.contains(s), "missing {s:?} in:\n{out}");
+    }
+    let j = inspect_json(&dir);
+    let scan = &j["redo"]["scan"];
+    assert_eq!(scan["bytes_beyond_checkpoint"], 0, "{j:#}");
+    assert_eq!(scan["end_lsn"], scan["checkpoint_lsn"], "{j:#}");
+}
+
+#[test]
+fn after_a_crash_recovery_has_redo_to_replay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    populate(&dir, 2000).simulate_crash();
+    let (code, out, err) = keel(&["inspect", dir.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("recovery would replay "), "{out}");
+    assert!(!out.contains("recovery would replay 0 bytes"), "{out}");
+    let j = inspect_json(&dir);
+    let scan = &j["redo"]["scan"];
+    let bytes = scan["bytes_beyond_checkpoint"].as_u64().unwrap();
+    let groups = scan["groups"].as_u64().unwrap();
+    assert!(bytes > 0 && groups > 0, "{j:#}");
+    assert_eq!(
+        scan["end_lsn"].as_u64().unwrap() - scan["checkpoint_lsn"].as_u64().unwrap(),
+        bytes
+    );
+    assert_eq!(
+        groups,
+        scan["mtr_groups"].as_u64().unwrap()
+            + scan["commit_groups"].as_u64().unwrap()
+            + scan["applied_groups"].as_u64().unwrap()
+    );
+    // What inspect saw is what recovery replays: open, and inspect again.
+    let db = Db::open(&dir, options()).unwrap();
+    assert_eq!(db.metrics().get("recovery_groups_applied"), Some(groups));
+    assert_eq!(
+        db.metrics().get("recovery_txns_reapplied"),
+        scan["commits_to_reapply"].as_u64()
+    );
+    db.close().unwrap();
+    let j = inspect_json(&dir);
+    assert_eq!(j["redo"]["scan"]["bytes_beyond_checkpoint"], 0, "{j:#}");
+}
+
+#[test]
+fn json_has_the_data_files_checkpoints_and_doublewrite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    populate(&dir, 500).close().unwrap();
+    let j = inspect_json(&dir);
+    let files = j["data_files"].as_array().unwrap();
+    assert_eq!(files.len(), 2, "{j:#}");
+    let creation = files[0]["creation_id"].as_u64().unwrap();
+    for (i, f) in files.iter().enumerate() {
+        assert_eq!(f["name"], format!("data-{i}.keel"));
+        assert_eq!(f["file_index"], i);
+        assert_eq!(f["n_files"], 2);
+        assert_eq!(f["page_size"], 4096);
+        assert_eq!(f["extent_pages"], 64);
+        assert_eq!(f["version"], 1);
+        assert_eq!(f["creation_id"].as_u64().unwrap(), creation);
+        assert_eq!(
+            f["bytes"].as_u64().unwrap(),
+            4096 * (f["pages"].as_u64().unwrap() + 1)
+        );
+    }
+    let cps = j["redo"]["checkpoints"].as_array().unwrap();
+    assert_eq!(cps.len(), 2, "{j:#}");
+    assert_eq!(cps[0]["offset"], 4096);
+    assert_eq!(cps[1]["offset"], 8192);
+    let w = j["redo"]["winner"].as_u64().unwrap() as usize;
+    assert_eq!(cps[w]["valid"], true);
+    let other = &cps[1 - w];
+    assert!(
+        other["valid"] == false || other["no"].as_u64() < cps[w]["no"].as_u64(),
+        "{j:#}"
+    );
+    assert_eq!(j["redo"]["scan"]["checkpoint_lsn"], cps[w]["lsn"], "{j:#}");
+    assert!(!j["redo"]["files"].as_array().unwrap().is_empty());
+    assert_eq!(
+        j["redo"]["files"][0]["creation_id"].as_u64().unwrap(),
+        creation
+    );
+    let space = &j["space"];
+    let hwm = space["hwm"].as_u64().unwrap();
+    assert!(hwm > 2, "{j:#}");
+    assert_eq!(
+        space["allocated_pages"].as_u64().unwrap() + space["free_pages"].as_u64().unwrap(),
+        hwm
+    );
+    assert_eq!(space["catalog_root"], 1);
+    let dblwr = j["doublewrite"].as_array().unwrap();
+    assert!(!dblwr.is_empty(), "{j:#}");
+    assert_eq!(
+        dblwr[0]["header"]["creation_id"].as_u64().unwrap(),
+        creation
+    );
+    assert!(j["warnings"].as_array().unwrap().is_empty(), "{j:#}");
+}
+
+#[test]
+fn missing_directory_and_foreign_files_are_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nope");
+    let (code, out, err) = keel(&["inspect", missing.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains("cannot inspect") && err.contains("nope"),
+        "{err}"
+    );
+
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let (code, _, err) = keel(&["inspect", empty.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("holds no Keel database"), "{err}");
+
+    let foreign = tmp.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("data-0.keel"), vec![b'x'; 8192]).unwrap();
+    let (code, _, err) = keel(&["inspect", "--json", foreign.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("data-0.keel") && err.contains("not a Keel data file"),
+        "{err}"
+    );
+}

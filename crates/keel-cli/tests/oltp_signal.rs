@@ -1,0 +1,87 @@
+#![allow(clippy::unwrap_used)]
+//! SIGUSR1 during `keel bench oltp` prints the engine status report between
+//! the interval lines, as well as at the end of the run.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SMALL: &[&str] = &[
+    "--tables",
+    "2",
+    "--table-size",
+    "500",
+    "--threads",
+    "2",
+    "--time",
+    "4",
+    "--report-interval",
+    "0.5",
+    "--range-size",
+    "20",
+    "--set",
+    "page_size=4096",
+    "--set",
+    "buffer_pool_size=1MiB",
+    "--set",
+    "flush_method=nosync",
+    "--set",
+    "doublewrite=false",
+    "--set",
+    "log_file_size=1MiB",
+];
+
+#[test]
+fn sigusr1_prints_the_status_report_during_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["bench", "oltp", "--report", "rep"];
+    args.extend(SMALL);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args(&args)
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let err_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut out = String::new();
+    // Wait for the first interval line: the run (and its handler) is on.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let mut line = String::new();
+        let n = stdout.read_line(&mut line).unwrap();
+        assert!(n > 0, "stdout ended before an interval line:\n{out}");
+        out.push_str(&line);
+        if line.contains("] thds: ") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no interval line:\n{out}");
+    }
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: sending a signal to our own child process.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::kill(pid, libc::SIGUSR1) };
+    assert_eq!(rc, 0);
+    stdout.read_to_string(&mut out).unwrap();
+    let status = child.wait().unwrap();
+    let err = err_thread.join().unwrap();
+    assert!(status.success(), "{out}\n{err}");
+    let header = "KEEL ENGINE STATUS";
+    assert!(out.matches(header).count() >= 2, "{out}\n{err}");
+    // The report on request comes before the end-of-run summary, and
+    // between interval lines.
+    let first = out.find(header).unwrap();
+    let summary = out.find("latency (ms): avg").unwrap();
+    assert!(first < summary, "{out}");
+    let after = &out[first..];
+    assert!(
+        after.contains("] thds: ") && after.find("] thds: ") < after.find("latency (ms): avg"),
+        "an interval line should follow the requested report:\n{out}"
+    );
+}
