@@ -20,7 +20,24 @@ fn eight_threads_on_overlapping_ranges() {
     // Each thread owns the keys k with k % 8 == id for writing, so the final
     // state is known, but all threads read, scan and write over the same
     // key range concurrently (splits and merges in shared nodes).
+    let done = std::sync::atomic::AtomicBool::new(false);
     let results: Vec<BTreeMap<u32, Option<Vec<u8>>>> = std::thread::scope(|s| {
+        // The free and data gauges must stay consistent while frames move
+        // between the free list and the LRU list under load.
+        let (db2, done) = (db.clone(), &done);
+        s.spawn(move || {
+            let m = db2.metrics();
+            let total = m.get("buffer_pool_pages_total").unwrap();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let free = m.get("buffer_pool_pages_free").unwrap();
+                let data = m.get("buffer_pool_pages_data").unwrap();
+                assert!(
+                    free <= total && data <= total,
+                    "gauges out of range: free {free} data {data} total {total}"
+                );
+                std::thread::yield_now();
+            }
+        });
         let hs: Vec<_> = (0..8u32)
             .map(|id| {
                 let t = t.clone();
@@ -64,7 +81,9 @@ fn eight_threads_on_overlapping_ranges() {
                 })
             })
             .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect()
+        let r = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        r
     });
     let mut model = BTreeMap::new();
     for m in results {

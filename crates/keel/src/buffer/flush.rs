@@ -238,6 +238,10 @@ impl BufferPool {
                     dirty.push(fid);
                 } else if let Some(g) = inst.try_evict(&mut lists, fid) {
                     drop(g);
+                    // Count the frame free before it is visible on the list,
+                    // so a taker's decrement can never precede this increment.
+                    Metrics::add(&self.metrics.buffer_pool_pages_free, 1);
+                    Metrics::sub(&self.metrics.buffer_pool_pages_data, 1);
                     lists.free.push(fid);
                     evicted += 1;
                 }
@@ -252,6 +256,10 @@ impl BufferPool {
                 }
                 if let Some(g) = inst.try_evict(&mut lists, fid) {
                     drop(g);
+                    // Count the frame free before it is visible on the list,
+                    // so a taker's decrement can never precede this increment.
+                    Metrics::add(&self.metrics.buffer_pool_pages_free, 1);
+                    Metrics::sub(&self.metrics.buffer_pool_pages_data, 1);
                     lists.free.push(fid);
                     evicted += 1;
                 }
@@ -259,8 +267,6 @@ impl BufferPool {
         }
         let m = &self.metrics;
         Metrics::add(&m.buffer_LRU_batch_evict_total_pages, evicted as u64);
-        Metrics::add(&m.buffer_pool_pages_free, evicted as u64);
-        Metrics::sub(&m.buffer_pool_pages_data, evicted as u64);
         Ok((written, evicted))
     }
 

@@ -255,9 +255,9 @@ impl BufferPool {
             }
             let (fid, mut g) = self.get_free_frame(inst)?;
             if !inst.install(id, fid) {
-                inst.return_free(fid);
-                Metrics::add(&self.metrics.buffer_pool_pages_free, 1);
                 drop(g);
+                Metrics::add(&self.metrics.buffer_pool_pages_free, 1);
+                inst.return_free(fid);
                 continue; // another thread loaded it meanwhile
             }
             let frame = &inst.frames[fid as usize];
@@ -274,9 +274,9 @@ impl BufferPool {
                 inst.uninstall(id, fid);
                 frame.unfix();
                 drop(g);
-                inst.return_free(fid);
                 Metrics::sub(&self.metrics.buffer_pool_pages_data, 1);
                 Metrics::add(&self.metrics.buffer_pool_pages_free, 1);
+                inst.return_free(fid);
                 return Err(e);
             }
             return Ok(Fetched::Loaded(fid, g));
