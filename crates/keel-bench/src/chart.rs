@@ -239,14 +239,21 @@ fn series_svg(s: &Series, x_at: &dyn Fn(f64) -> f64, y: &YAxis) -> String {
 
 /// A legend for some series, as an HTML list.
 pub fn legend_html(series: &[Series]) -> String {
+    legend_entries_html(series.iter().map(|s| (s.label.as_str(), s.color, s.dash)))
+}
+
+/// A legend from (label, colour, dash pattern) entries, as an HTML list.
+pub fn legend_entries_html<'a>(
+    entries: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+) -> String {
     let mut out = String::from(r#"<ul class="legend">"#);
-    for s in series {
+    for (label, color, dash) in entries {
         let _ = write!(
             out,
             r#"<li><svg width="36" height="10"><line x1="0" x2="36" y1="5" y2="5" stroke="{}" stroke-width="2.5" stroke-dasharray="{}"/></svg> {}</li>"#,
-            s.color,
-            s.dash,
-            escape(&s.label)
+            color,
+            dash,
+            escape(label)
         );
     }
     out.push_str("</ul>");

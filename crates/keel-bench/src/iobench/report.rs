@@ -181,18 +181,7 @@ fn series_svg(
 }
 
 fn legend_html(series: &[Series]) -> String {
-    let mut out = String::from(r#"<ul class="legend">"#);
-    for s in series {
-        let _ = write!(
-            out,
-            r#"<li><svg width="36" height="10"><line x1="0" x2="36" y1="5" y2="5" stroke="{}" stroke-width="2.5" stroke-dasharray="{}"/></svg> {}</li>"#,
-            s.color,
-            s.dash,
-            escape(&s.label)
-        );
-    }
-    out.push_str("</ul>");
-    out
+    crate::chart::legend_entries_html(series.iter().map(|s| (s.label.as_str(), s.color, s.dash)))
 }
 
 fn mode_section(mode: Mode, cases: &[&CaseResult], xs: &[usize]) -> String {
