@@ -45,6 +45,8 @@ fn plan(dir: &Path, params: OltpParams, vary: Vec<VaryAxis>) -> Plan {
         vary,
         datadir: dir.join("db"),
         reuse_data: false,
+        prepare_sets: vec![],
+        preset: None,
     }
 }
 
@@ -154,13 +156,23 @@ const INTERVAL_FIELDS: &[&str] = &[
     "log_bytes",
     "sync_flush_waits",
     "throttle_delay_ms",
+    "flush_mode",
+    "free_check_waits",
+    "free_check_wait_ms",
 ];
 
 fn check_json(report: &OltpReport) {
     let v: serde_json::Value = serde_json::to_value(report).unwrap();
     assert_eq!(v["version"], 1);
     for run in v["runs"].as_array().unwrap() {
-        for k in ["label", "options", "workload", "summary", "intervals"] {
+        for k in [
+            "label",
+            "options",
+            "io_capacity_max",
+            "workload",
+            "summary",
+            "intervals",
+        ] {
             assert!(run.get(k).is_some(), "run lacks `{k}`");
         }
         for k in [
@@ -196,9 +208,27 @@ fn check_json(report: &OltpReport) {
             for k in INTERVAL_FIELDS {
                 assert!(iv.get(k).is_some(), "interval lacks `{k}`");
             }
-            for k in ["list", "lru", "sync", "single", "neighbors"] {
-                assert!(iv["pages_flushed"][k].is_u64(), "pages_flushed lacks `{k}`");
+            let f = &iv["pages_flushed"];
+            for k in [
+                "list",
+                "adaptive",
+                "background",
+                "lru",
+                "sync",
+                "single",
+                "neighbors",
+            ] {
+                assert!(f[k].is_u64(), "pages_flushed lacks `{k}`");
             }
+            assert_eq!(
+                f["list"].as_u64(),
+                Some(f["adaptive"].as_u64().unwrap() + f["background"].as_u64().unwrap())
+            );
+            let mode = iv["flush_mode"].as_str().unwrap();
+            assert!(
+                ["idle", "adaptive", "async", "sync"].contains(&mode),
+                "{mode}"
+            );
             assert!(iv["log_capacity"].as_u64().unwrap() > 0);
             assert!(iv["total_pages"].as_u64().unwrap() > 0);
         }
@@ -218,6 +248,7 @@ fn check_json(report: &OltpReport) {
             "intervals {sum} vs summary {total}"
         );
         assert_eq!(s["throttle_delay_ms_total"], 0.0);
+        assert_eq!(run["options"]["flush_policy"], "classic");
     }
 }
 
@@ -247,6 +278,55 @@ fn json_has_every_field_and_counts_agree_and_vary_gives_one_run_per_value() {
     assert_eq!(rows.len(), 1 + n_iv);
     assert!(rows[0].starts_with("label,t_s,"));
     assert!(rows[1].starts_with("buffer_pool_size=1MiB,"));
+}
+
+#[test]
+fn a_preset_plan_prepares_with_its_own_options_and_the_report_names_the_preset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut params = small_params(Workload::ReadWrite);
+    params.time_s = 0.4;
+    // Few transactions: whatever the flushing policy does, the two runs'
+    // redo stays far below the 2 MiB log's free-check limit.
+    params.rate = 250.0;
+    let mut p = plan(dir.path(), params, vec![]);
+    p.preset = Some((&oltp::DISASTER_55, vec!["tables".into()]));
+    // A creation option cannot differ between prepare and run: refused
+    // before any work.
+    p.prepare_sets = vec!["log_file_size=2MiB".into()];
+    let e = oltp::run_plan(&p, &mut quiet).unwrap_err().to_string();
+    assert!(e.contains("log_file_size"), "{e}");
+    assert!(!dir.path().join("db").exists(), "work started");
+    p.prepare_sets = vec!["buffer_pool_size=8MiB".into(), "device=unlimited".into()];
+    let mut prepared = false;
+    let report = oltp::run_plan(&p, &mut |e| {
+        if let Event::Prepare { .. } = e {
+            prepared = true;
+        }
+    })
+    .unwrap();
+    assert!(prepared);
+    assert_eq!(report.preset.as_deref(), Some("disaster-55"));
+    let settings = report.preset_settings.as_ref().unwrap();
+    assert_eq!(settings.seed, 1);
+    assert_eq!(settings.overridden, ["tables"]);
+    // The run used its own options, not prepare's.
+    assert_eq!(report.runs[0].options["buffer_pool_size"], 2 << 20);
+    assert!(report.runs[0].summary.transactions > 0);
+    let v = serde_json::to_value(&report).unwrap();
+    assert_eq!(v["preset"], "disaster-55");
+    assert_eq!(v["preset_settings"]["options"]["io_capacity"], 100);
+    assert_eq!(v["prepare_sets"][0], "buffer_pool_size=8MiB");
+    let page = oltp::render_html(&report);
+    assert!(page.contains("preset disaster-55</h1>"), "{page}");
+    assert!(page.contains("Disaster: MySQL 5.5 flushing"));
+    assert!(page.contains("Flush policy: classic"));
+    // Without a preset the JSON has no preset keys.
+    p.preset = None;
+    p.prepare_sets = vec![];
+    p.reuse_data = true;
+    let report = oltp::run_plan(&p, &mut quiet).unwrap();
+    let v = serde_json::to_value(&report).unwrap();
+    assert!(v.get("preset").is_none() && v.get("prepare_sets").is_none());
 }
 
 #[test]

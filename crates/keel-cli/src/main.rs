@@ -58,7 +58,7 @@ enum Bench {
     /// Write until N bytes of redo lie beyond the checkpoint, crash, and time the recovery.
     Recovery(RecoveryArgs),
     /// sysbench's OLTP workloads (oltp_read_write by default) with per-interval lines, JSON, CSV and an HTML report.
-    Oltp(oltp::OltpArgs),
+    Oltp(Box<oltp::OltpArgs>),
 }
 
 #[derive(Args)]
@@ -166,7 +166,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(Bench::Basic(a)) => bench_basic(a),
         Command::Bench(Bench::Commit(a)) => bench_commit(a),
         Command::Bench(Bench::Recovery(a)) => bench_recovery(a),
-        Command::Bench(Bench::Oltp(a)) => oltp::run(a),
+        Command::Bench(Bench::Oltp(a)) => oltp::run(*a),
         Command::Iobench(a) => iobench::run(a),
         Command::Crashtest(a) => crashtest::run(a),
         Command::CrashtestChild(a) => crashtest::child(a),

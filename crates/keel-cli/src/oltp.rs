@@ -7,70 +7,77 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
+use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::Args;
 use keel::Options;
-use keel_bench::oltp::{
-    self, Event, OltpParams, OltpReport, Plan, RandType, RunResult, VaryAxis, Workload,
-};
+use keel_bench::oltp::{self, Event, OltpParams, OltpReport, Plan, RandType, RunResult, Workload};
+
+mod resolve;
+
+use resolve::{resolve, Resolved};
 
 /// Run sysbench's oltp_read_write (or another OLTP workload) against Keel and
 /// watch throughput next to checkpoint age, dirty pages and flushing.
 #[derive(Args, Debug, Clone)]
-#[command(
-    after_help = "With no flags: 4 tables of 100000 rows (about 100 MB, three times the \
-                  32 MiB buffer pool) in a temporary directory here, 8 threads, 60 s, a line \
-                  per second, the report in ./keel-report/. Example: keel bench oltp \
-                  --vary buffer_pool_size=32MiB,64MiB --time 30 --json runs.json"
-)]
+#[command(after_help = after_help())]
 pub struct OltpArgs {
+    /// Scenario preset reproducing one field report (seed), or `list` to list
+    /// them. It fills only what the command line does not give: flags,
+    /// --config, --set (applied after the preset's options), --device and --vary win.
+    #[arg(long, value_name = "NAME", value_parser = preset_parser())]
+    pub preset: Option<String>,
     /// Transaction mix: read_write, read_only, write_only, update_index,
-    /// update_non_index, point_select, insert.
-    #[arg(long, value_name = "W", default_value = "read_write", value_parser = parse_workload)]
-    pub workload: Workload,
-    /// Tables sbtest1..N.
-    #[arg(long, value_name = "N", default_value_t = 4)]
-    pub tables: usize,
-    /// Rows per table.
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
-    pub table_size: u64,
-    /// Client threads.
-    #[arg(long, value_name = "N", default_value_t = 8)]
-    pub threads: usize,
-    /// Measured seconds (fractions allowed).
-    #[arg(long, value_name = "S", default_value_t = 60.0)]
-    pub time: f64,
-    /// Seconds per interval line (and per JSON/CSV interval).
-    #[arg(long, value_name = "S", default_value_t = 1.0)]
-    pub report_interval: f64,
-    /// Seconds run before the measurement starts (shown, not measured).
-    #[arg(long, value_name = "S", default_value_t = 0.0)]
-    pub warmup: f64,
-    /// Id distribution: uniform, special (sysbench's default), pareto, zipf.
-    #[arg(long, value_name = "T", default_value = "special", value_parser = parse_rand_type)]
-    pub rand_type: RandType,
-    /// Rows per range query.
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    pub range_size: u64,
+    /// update_non_index, point_select, insert [default: read_write].
+    #[arg(long, value_name = "W", value_parser = parse_workload)]
+    pub workload: Option<Workload>,
+    /// Tables sbtest1..N [default: 4].
+    #[arg(long, value_name = "N")]
+    pub tables: Option<usize>,
+    /// Rows per table [default: 100000].
+    #[arg(long, value_name = "N")]
+    pub table_size: Option<u64>,
+    /// Client threads [default: 8].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Measured seconds, fractions allowed [default: 60].
+    #[arg(long, value_name = "S")]
+    pub time: Option<f64>,
+    /// Seconds per interval line and per JSON/CSV interval [default: 1].
+    #[arg(long, value_name = "S")]
+    pub report_interval: Option<f64>,
+    /// Seconds run before the measurement starts, shown, not measured [default: 0].
+    #[arg(long, value_name = "S")]
+    pub warmup: Option<f64>,
+    /// Id distribution: uniform, special (sysbench's default), pareto, zipf [default: special].
+    #[arg(long, value_name = "T", value_parser = parse_rand_type)]
+    pub rand_type: Option<RandType>,
+    /// Rows per range query [default: 100].
+    #[arg(long, value_name = "N")]
+    pub range_size: Option<u64>,
     /// Target transactions per second over all threads (0 = as fast as possible);
-    /// latency counts from when a transaction was due.
-    #[arg(long, value_name = "TPS", default_value_t = 0.0)]
-    pub rate: f64,
-    /// Seed of the data and of the clients' choices.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub seed: u64,
+    /// latency counts from when a transaction was due [default: 0].
+    #[arg(long, value_name = "TPS")]
+    pub rate: Option<f64>,
+    /// Seed of the data and of the clients' choices [default: 1].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// Data directory (default: a temporary directory here, removed afterwards).
     #[arg(long, value_name = "DIR")]
     pub datadir: Option<PathBuf>,
     /// Skip prepare when --datadir already holds the tables.
     #[arg(long)]
     pub reuse_data: bool,
-    /// TOML file with engine options (keys it sets override the scenario's defaults).
+    /// TOML file with engine options (keys it sets override the scenario's and the preset's).
     #[arg(long, value_name = "FILE.toml")]
     pub config: Option<PathBuf>,
     /// Set one engine option, e.g. --set buffer_pool_size=64MiB (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+    /// Set one engine option only while the tables are prepared, e.g.
+    /// --prepare-set device=unlimited (repeatable; after the preset's).
+    #[arg(long = "prepare-set", value_name = "KEY=VALUE")]
+    pub prepare_sets: Vec<String>,
     /// Device model: unlimited, hdd-raid10, sata-ssd, nvme, or a spec like iops=1500,bw=120MiB,lat=100us,seek=4ms,qd=8.
     #[arg(long, value_name = "SPEC")]
     pub device: Option<String>,
@@ -89,6 +96,30 @@ pub struct OltpArgs {
     pub report: PathBuf,
 }
 
+fn after_help() -> String {
+    let names: Vec<&str> = oltp::PRESETS.iter().map(|p| p.name).collect();
+    format!(
+        "With no flags: 4 tables of 100000 rows (about 100 MB, three times the 32 MiB buffer \
+         pool) in a temporary directory here, 8 threads, 60 s, a line per second, the report in \
+         ./keel-report/. Example: keel bench oltp --vary buffer_pool_size=32MiB,64MiB --time 30 \
+         --json runs.json\n\nScenario presets ({}): each reproduces one seed in 2-5 minutes, \
+         e.g. keel bench oltp --preset disaster-55; `--preset list` describes them, and any flag \
+         given wins over the preset's value.",
+        names.join(", ")
+    )
+}
+
+/// `--preset`: a preset's name or `list`, each with its one-line description
+/// (shown by --help; an unknown name is refused naming the known ones).
+fn preset_parser() -> PossibleValuesParser {
+    PossibleValuesParser::new(
+        oltp::PRESETS
+            .iter()
+            .map(|p| PossibleValue::new(p.name).help(p.about))
+            .chain([PossibleValue::new("list").help("list the presets and exit")]),
+    )
+}
+
 fn parse_workload(s: &str) -> std::result::Result<Workload, String> {
     s.parse()
 }
@@ -97,63 +128,19 @@ fn parse_rand_type(s: &str) -> std::result::Result<RandType, String> {
     s.parse()
 }
 
-/// The default scenario's engine options: a pool smaller than the data.
-const SCENARIO: &[(&str, &str)] = &[("buffer_pool_size", "32MiB")];
-
-/// Scenario defaults, then the keys the TOML file sets, then --set, then --device.
-fn engine_options(a: &OltpArgs) -> Result<Options> {
-    let mut o = Options::default();
-    for (k, v) in SCENARIO {
-        o.set(k, v)?;
-    }
-    if let Some(path) = &a.config {
-        let file = Options::from_toml_file(path)?;
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let given: Vec<&str> = text
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, _)| k.trim())
-            .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-            .collect();
-        for (k, v) in file.entries() {
-            if given.contains(&k.as_str()) {
-                o.set(&k, &v)?;
-            }
-        }
-    }
-    o.apply_sets(a.sets.iter().map(String::as_str))?;
-    if let Some(d) = &a.device {
-        o.set("device", d)?;
-    }
-    o.validate()?;
-    Ok(o)
-}
-
-fn params(a: &OltpArgs) -> OltpParams {
-    OltpParams {
-        workload: a.workload,
-        tables: a.tables,
-        table_size: a.table_size,
-        threads: a.threads,
-        time_s: a.time,
-        report_interval_s: a.report_interval,
-        warmup_s: a.warmup,
-        rand_type: a.rand_type,
-        range_size: a.range_size,
-        rate: a.rate,
-        seed: a.seed,
-    }
-}
-
 /// Run `keel bench oltp`.
 pub fn run(a: OltpArgs) -> Result<()> {
-    let options = engine_options(&a)?;
-    let vary = a
-        .vary
-        .iter()
-        .map(|v| v.parse::<VaryAxis>())
-        .collect::<std::result::Result<Vec<_>, _>>()?;
+    if a.preset.as_deref() == Some("list") {
+        print!("{}", oltp::presets_text());
+        return Ok(());
+    }
+    let Resolved {
+        params,
+        options,
+        vary,
+        prepare_sets,
+        preset,
+    } = resolve(&a)?;
     let tmp;
     let datadir = match &a.datadir {
         Some(d) => d.clone(),
@@ -165,13 +152,29 @@ pub fn run(a: OltpArgs) -> Result<()> {
         }
     };
     let plan = Plan {
-        params: params(&a),
+        params,
         options,
         vary,
         datadir,
         reuse_data: a.reuse_data,
+        prepare_sets,
+        preset,
     };
     plan.runs()?;
+    if let Some((p, given)) = &plan.preset {
+        println!(
+            "preset {}: seed {} \"{}\": {}{}",
+            p.name,
+            p.seed,
+            p.seed_title,
+            p.about,
+            if given.is_empty() {
+                String::new()
+            } else {
+                format!(" (given on the command line: {})", given.join(", "))
+            }
+        );
+    }
     let mut progress = Progress::new();
     let report = oltp::run_plan(&plan, &mut |e| on_event(e, &mut progress))?;
     write_outputs(&a, &report)
@@ -268,22 +271,35 @@ fn print_header(index: usize, count: usize, label: &str, p: &OltpParams, o: &Opt
     };
     println!(
         "\n{run}keel bench oltp {}: {} tables × {} rows, {} threads, {} s{}, rand {}, range {}{}; \
-         buffer pool {} MiB, page {} B, redo {} × {} MiB, device {}, flush_method {}, flush policy interim",
+         buffer pool {} MiB, page {} B, redo {} × {} MiB, device {}, flush_method {}, \
+         flush policy {} (io_capacity {}, io_capacity_max {}, flush_neighbors {})",
         p.workload,
         p.tables,
         p.table_size,
         p.threads,
         p.time_s,
-        if p.warmup_s > 0.0 { format!(" after {} s warm-up", p.warmup_s) } else { String::new() },
+        if p.warmup_s > 0.0 {
+            format!(" after {} s warm-up", p.warmup_s)
+        } else {
+            String::new()
+        },
         p.rand_type,
         p.range_size,
-        if p.rate > 0.0 { format!(", rate {} tps", p.rate) } else { String::new() },
+        if p.rate > 0.0 {
+            format!(", rate {} tps", p.rate)
+        } else {
+            String::new()
+        },
         o.buffer_pool_size >> 20,
         o.page_size,
         o.log_files_in_group,
         o.log_file_size >> 20,
         o.device,
         o.flush_method,
+        o.flush_policy.as_str(),
+        o.io_capacity,
+        o.effective_io_capacity_max(),
+        o.flush_neighbors,
     );
 }
 

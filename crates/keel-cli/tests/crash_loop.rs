@@ -5,7 +5,8 @@
 //! acknowledged transfer is present. A 64-page pool (smaller than the
 //! tables after a few cycles), eager page cleaning and a 2 MiB log make
 //! page eviction, doublewrite batches cut by the kill, checkpoints during
-//! the child's run and log wrap-around happen within the 20 cycles.
+//! the child's run and log wrap-around happen within the 20 cycles; four
+//! instances with four page cleaners flush in parallel.
 
 use std::process::Command;
 
@@ -22,6 +23,10 @@ fn sigkilled_bank_transfers_keep_total_and_every_acknowledged_commit() {
         .args(["--set", "buffer_pool_size=256KiB"])
         .args(["--set", "log_file_size=1MiB"])
         .args(["--set", "max_dirty_pages_pct=10"])
+        // Four instances, each with its own page cleaner flushing in
+        // parallel with the others and with the writers.
+        .args(["--set", "buffer_pool_instances=4"])
+        .args(["--set", "page_cleaners=4"])
         .output()
         .unwrap();
     let text = format!(

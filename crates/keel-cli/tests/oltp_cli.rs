@@ -63,7 +63,8 @@ fn bench_oltp_prints_interval_lines_status_and_writes_json_csv_and_report() {
     let json = std::fs::read_to_string(dir.path().join("out.json")).unwrap();
     assert!(json.contains("\"version\": 1"), "{json}");
     assert!(json.contains("\"buffer_pool_size\": 1048576"), "{json}");
-    assert!(json.contains("\"flush_policy\": \"interim\""), "{json}");
+    assert!(json.contains("\"flush_policy\": \"classic\""), "{json}");
+    assert!(!json.contains("\"preset\""), "{json}");
     assert!(
         json.contains("\"intervals\": [") && json.contains("\"tps_p01\""),
         "{json}"
@@ -91,6 +92,8 @@ fn bench_oltp_rejects_bad_options_before_any_work() {
         (vec!["--device", "iops=fast"], "device"),
         (vec!["--workload", "oltp_bogus"], "bogus"),
         (vec!["--threads", "0"], "threads"),
+        (vec!["--preset", "disaster-56"], "disaster-55"),
+        (vec!["--prepare-set", "page_size=8192"], "page_size"),
     ] {
         let mut args = vec!["bench", "oltp", "--report", "rep"];
         args.extend(SMALL);
@@ -100,4 +103,130 @@ fn bench_oltp_rejects_bad_options_before_any_work() {
         assert!(out.contains(needle), "{extra:?}: {out}");
         assert!(!out.contains("prepare"), "{extra:?}: work started: {out}");
     }
+}
+
+#[test]
+fn preset_list_and_help_describe_every_preset() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, list) = keel(&["bench", "oltp", "--preset", "list"], dir.path());
+    assert!(ok, "{list}");
+    let (ok, help) = keel(&["bench", "oltp", "--help"], dir.path());
+    assert!(ok, "{help}");
+    for name in [
+        "disaster-55",
+        "neighbors",
+        "waves-80",
+        "waves-80-fix",
+        "waves-80-sweep",
+        "lru-scan-depth",
+    ] {
+        let line = list
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("`{name}` not listed:\n{list}"));
+        assert!(line.contains("seed "), "{line}");
+        assert!(
+            help.lines()
+                .any(|l| l.trim_start().starts_with(&format!("- {name}:"))),
+            "`{name}` not in --help:\n{help}"
+        );
+    }
+    assert!(!list.contains("prepare"), "work started: {list}");
+    let (ok, out) = keel(&["bench", "oltp", "--preset", "nope"], dir.path());
+    assert!(
+        !ok && out.contains("nope") && out.contains("lru-scan-depth"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_preset_runs_end_to_end_and_flags_and_sets_win_over_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let (ok, out) = keel(
+        &[
+            "bench",
+            "oltp",
+            "--preset",
+            "disaster-55",
+            "--time",
+            "2",
+            "--table-size",
+            "2000",
+            "--tables",
+            "1",
+            "--threads",
+            "4",
+            "--device",
+            "unlimited",
+            // At most 2,000 transactions (about 8 MiB of redo) in a log
+            // large enough that they never reach the free-check limit,
+            // whatever the flushing policy does: the test stays fast and
+            // shows that --set wins over the preset's log_file_size.
+            "--rate",
+            "1000",
+            "--set",
+            "log_file_size=8MiB",
+            "--set",
+            "flush_method=nosync",
+            "--json",
+            "out.json",
+            "--csv",
+            "out.csv",
+            "--report",
+            "rep",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{out}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(out.contains("preset disaster-55: seed 1"), "{out}");
+    assert!(
+        out.contains("flush policy classic (io_capacity 100, io_capacity_max 200"),
+        "{out}"
+    );
+    assert!(
+        out.contains("] thds: 4 tps: ") && out.contains(" mode "),
+        "{out}"
+    );
+    assert!(
+        out.contains("Mode ") && out.contains("free-check limit"),
+        "{out}"
+    );
+    let text = std::fs::read_to_string(dir.path().join("out.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["preset"], "disaster-55");
+    assert_eq!(v["preset_settings"]["seed"], 1);
+    assert_eq!(v["preset_settings"]["options"]["log_file_size"], "2MiB");
+    let run = &v["runs"][0];
+    // Given on the command line: the user's values.
+    assert_eq!(run["workload"]["threads"], 4);
+    assert_eq!(run["workload"]["tables"], 1);
+    assert_eq!(run["options"]["device"], "unlimited");
+    assert_eq!(run["options"]["log_file_size"], 8 << 20);
+    // Not given: the preset's.
+    assert_eq!(run["options"]["io_capacity"], 100);
+    assert_eq!(run["options"]["flush_neighbors"], 2);
+    assert_eq!(run["options"]["flush_log_at_trx_commit"], 2);
+    assert_eq!(run["options"]["buffer_pool_size"], 32 << 20);
+    assert_eq!(run["workload"]["workload"], "read_write");
+    assert_eq!(run["io_capacity_max"], 200);
+    assert!(run["summary"]["transactions"].as_u64().unwrap() > 0);
+    let overridden = v["preset_settings"]["overridden"].as_array().unwrap();
+    for k in ["time", "threads", "device", "log_file_size"] {
+        assert!(overridden.iter().any(|o| o == k), "{overridden:?}");
+    }
+    let csv = std::fs::read_to_string(dir.path().join("out.csv")).unwrap();
+    assert!(csv
+        .lines()
+        .next()
+        .unwrap()
+        .ends_with("flush_mode,free_check_waits,free_check_wait_ms"));
+    let page = std::fs::read_to_string(dir.path().join("rep/index.html")).unwrap();
+    assert!(page.contains("preset disaster-55</h1>"), "{page}");
+    assert!(page.contains("Disaster: MySQL 5.5 flushing"));
 }

@@ -37,12 +37,40 @@ pub struct Options {
     /// Device model: `unlimited` (the real disk as it is), a preset
     /// (`hdd-raid10`, `sata-ssd`, `nvme`) or a spec such as `iops=1500,bw=120MiB,lat=100us,seek=4ms,qd=8`.
     pub device: String,
-    /// Number of page-cleaner threads.
+    /// Flushing policy: `classic` (InnoDB 8.0's adaptive flushing, with its
+    /// knobs below).
+    pub flush_policy: FlushPolicyName,
+    /// Number of page-cleaner threads (at most `buffer_pool_instances`; more
+    /// are reduced to that, as in InnoDB).
     pub page_cleaners: usize,
-    /// Free frames each instance's LRU flushing tries to keep available.
+    /// Free frames each instance's LRU flushing tries to keep available per
+    /// cleaner round; also how deep it scans the LRU tail.
     pub lru_scan_depth: usize,
-    /// Dirty-page percentage above which the cleaner flushes from the flush list.
+    /// Dirty-page percentage the classic policy aims to stay under.
     pub max_dirty_pages_pct: f64,
+    /// Dirty-page percentage at which the classic policy starts
+    /// pre-flushing for dirtiness (0 = only at `max_dirty_pages_pct`).
+    pub max_dirty_pages_pct_lwm: f64,
+    /// Classic: background page writes per second the device is assumed to
+    /// sustain (InnoDB's `innodb_io_capacity`).
+    pub io_capacity: u64,
+    /// Classic: most flush-list page writes per second in adaptive flushing.
+    /// 0 = automatic: max(2 × `io_capacity`, 2000), InnoDB's default.
+    pub io_capacity_max: u64,
+    /// Classic: flush in proportion to the checkpoint age (adaptive flushing).
+    /// Off: flush for age only past the async mark.
+    pub adaptive_flushing: bool,
+    /// Classic: percentage of the log capacity below which adaptive
+    /// flushing for age is off.
+    pub adaptive_flushing_lwm: f64,
+    /// Classic: seconds over which the page and LSN rates are averaged.
+    pub flushing_avg_loops: u64,
+    /// Classic: past the sync mark, cleaner rounds run back to back and
+    /// ignore `io_capacity`.
+    pub flush_sync: bool,
+    /// Also write dirty neighbors of a flushed page: 0 = none, 1 = the
+    /// contiguous dirty run around it, 2 = every dirty page of its area.
+    pub flush_neighbors: u8,
     /// Threads that write one flush batch in parallel (one stream per data file at most).
     pub write_io_threads: usize,
     /// Size of each redo log file in bytes.
@@ -77,9 +105,18 @@ impl Default for Options {
             data_files: 4,
             flush_method: FlushMethod::default(),
             device: "unlimited".to_string(),
-            page_cleaners: 1,
+            flush_policy: FlushPolicyName::Classic,
+            page_cleaners: 4,
             lru_scan_depth: 1024,
             max_dirty_pages_pct: 90.0,
+            max_dirty_pages_pct_lwm: 10.0,
+            io_capacity: 200,
+            io_capacity_max: 0,
+            adaptive_flushing: true,
+            adaptive_flushing_lwm: 10.0,
+            flushing_avg_loops: 30,
+            flush_sync: true,
+            flush_neighbors: 0,
             write_io_threads: 4,
             log_file_size: 48 << 20,
             log_files_in_group: 2,
@@ -200,6 +237,47 @@ impl Options {
                 "must be between 0 and 99.99",
             ));
         }
+        if !(0.0..=99.99).contains(&self.max_dirty_pages_pct_lwm)
+            || self.max_dirty_pages_pct_lwm > self.max_dirty_pages_pct
+        {
+            return Err(Error::config(
+                "max_dirty_pages_pct_lwm",
+                "must be between 0 and max_dirty_pages_pct",
+            ));
+        }
+        if !(100..=u32::MAX as u64).contains(&self.io_capacity) {
+            return Err(Error::config(
+                "io_capacity",
+                format!("{} is below InnoDB's minimum of 100", self.io_capacity),
+            ));
+        }
+        if self.io_capacity_max != 0 && self.io_capacity_max < self.io_capacity {
+            return Err(Error::config(
+                "io_capacity_max",
+                format!(
+                    "{} is below io_capacity ({}); use 0 for the automatic value",
+                    self.io_capacity_max, self.io_capacity
+                ),
+            ));
+        }
+        if !(0.0..=70.0).contains(&self.adaptive_flushing_lwm) {
+            return Err(Error::config(
+                "adaptive_flushing_lwm",
+                "must be between 0 and 70 (percent of the log capacity)",
+            ));
+        }
+        if !(1..=1000).contains(&self.flushing_avg_loops) {
+            return Err(Error::config(
+                "flushing_avg_loops",
+                "must be between 1 and 1000 seconds",
+            ));
+        }
+        if self.flush_neighbors > 2 {
+            return Err(Error::config(
+                "flush_neighbors",
+                "must be 0 (none), 1 (contiguous run) or 2 (whole area)",
+            ));
+        }
         if self.write_io_threads == 0 || self.write_io_threads > 64 {
             return Err(Error::config(
                 "write_io_threads",
@@ -255,9 +333,40 @@ impl Options {
         }
     }
 
+    /// `io_capacity_max` after applying the automatic rule.
+    pub fn effective_io_capacity_max(&self) -> u64 {
+        match self.io_capacity_max {
+            0 => (2 * self.io_capacity).max(2000),
+            n => n,
+        }
+    }
+
+    /// Page cleaners actually started: at most one per instance.
+    pub fn effective_page_cleaners(&self) -> usize {
+        self.page_cleaners.min(self.effective_instances()).max(1)
+    }
+
     /// The parsed `device` option.
     pub fn device_spec(&self) -> Result<ThrottleSpec> {
         ThrottleSpec::from_str(&self.device).map_err(|e| Error::config("device", e.to_string()))
+    }
+}
+
+/// The flushing policies (`flush_policy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlushPolicyName {
+    /// InnoDB 8.0's adaptive flushing, with every knob.
+    #[default]
+    Classic,
+}
+
+impl FlushPolicyName {
+    /// The name as written in options and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlushPolicyName::Classic => "classic",
+        }
     }
 }
 

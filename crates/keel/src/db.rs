@@ -11,7 +11,7 @@ use crate::btree::{BTree, Cursor, TreeStats};
 use crate::config::Options;
 use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
-use crate::flush::{Cleaners, Interim};
+use crate::flush::{Classic, ClassicConfig, Cleaners, Decision, FlushPolicy};
 use crate::io::FileSystem;
 use crate::metrics::Metrics;
 use crate::mtr::Mtr;
@@ -73,12 +73,13 @@ impl Db {
                 log::warn!("recovery of {}: {report}", dir.display());
             }
         }
-        let n = engine
-            .opts
-            .page_cleaners
-            .min(engine.pool.instances.len())
-            .max(1);
-        let cleaners = Cleaners::start(engine.clone(), n, || Box::new(Interim))
+        let n = engine.opts.effective_page_cleaners();
+        let policy: Box<dyn FlushPolicy> = match engine.opts.flush_policy {
+            crate::config::FlushPolicyName::Classic => {
+                Box::new(Classic::new(ClassicConfig::from_options(&engine.opts)))
+            }
+        };
+        let cleaners = Cleaners::start(engine.clone(), n, policy)
             .map_err(|e| Error::io(&dir, "start page cleaner thread", e))?;
         log::info!(
             "{} database in {} ({} frames of {} bytes, {} instances, {} data files)",
@@ -106,6 +107,12 @@ impl Db {
                 trx_sys: crate::txn::TrxSys::default(),
             }),
         })
+    }
+
+    /// The flushing policy's last decision: its mode, the figures behind it
+    /// and why it flushed what it flushed (for status reports).
+    pub fn flush_decision(&self) -> Decision {
+        self.inner.engine.pool.last_decision.lock().clone()
     }
 
     /// The directory the database lives in.

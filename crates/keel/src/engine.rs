@@ -6,11 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::buffer::flush::FlushKind;
 use crate::buffer::{BufferPool, PoolConfig, Wal};
 use crate::config::Options;
 use crate::error::{Error, Result};
-use crate::flush::cleaner::CleanerHost;
+use crate::flush::cleaner::{CleanerHost, LogView};
 use crate::flush::doublewrite::{Doublewrite, Geometry};
 use crate::io::{FileSystem, FlushMethod, OsFileSystem, ThrottledFileSystem};
 use crate::metrics::Metrics;
@@ -35,6 +34,32 @@ pub(crate) mod space_header {
 
 /// How long a writer may wait for log space before it gets `LogOverloaded`.
 const LOG_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often a writer in the free check looks at the checkpoint age.
+const FREE_CHECK_POLL: Duration = Duration::from_micros(100);
+
+/// A writer waiting in the free check, counted while it waits so the
+/// cleaners' sync flush makes room for it.
+struct Waiting<'a> {
+    engine: &'a Engine,
+    need: u64,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(engine: &'a Engine, need: u64) -> Waiting<'a> {
+        engine.waiting_need.fetch_add(need, Ordering::AcqRel);
+        engine.waiters.fetch_add(1, Ordering::AcqRel);
+        Waiting { engine, need }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.engine
+            .waiting_need
+            .fetch_sub(self.need, Ordering::AcqRel);
+        self.engine.waiters.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 pub(crate) struct Engine {
     pub opts: Options,
@@ -56,6 +81,9 @@ pub(crate) struct Engine {
     /// not finished applying: admission counts them, so concurrent large
     /// commits cannot overrun the log together.
     reserved: AtomicU64,
+    /// Redo bytes writers waiting in the free check need, and how many wait.
+    waiting_need: AtomicU64,
+    waiters: std::sync::atomic::AtomicUsize,
     last_log_flush_ms: AtomicU64,
     started: Instant,
 }
@@ -134,6 +162,8 @@ impl Engine {
             torn_pages_repaired,
             poisoned: std::sync::atomic::AtomicBool::new(false),
             reserved: AtomicU64::new(0),
+            waiting_need: AtomicU64::new(0),
+            waiters: std::sync::atomic::AtomicUsize::new(0),
             last_log_flush_ms: AtomicU64::new(0),
             started: Instant::now(),
         };
@@ -181,9 +211,11 @@ impl Engine {
     }
 
     /// The free check: called by a writer holding no latch before it adds
-    /// `need` bytes of redo. Past the free-check limit the writer flushes
-    /// the oldest pages itself until the checkpoint can advance: InnoDB's
-    /// "sync flush", the stall the seeds describe.
+    /// `need` bytes of redo. Past the free-check limit the writer stops and
+    /// polls (about every 100 µs, as InnoDB's `log_free_check` does) until
+    /// the page cleaners' sync flushing has moved the checkpoint: the stop
+    /// the seeds describe. The wait is counted in `log_free_check_waits`
+    /// and `buffer_flush_sync_waits`.
     pub fn free_check(&self, need: u64) -> Result<()> {
         if need > self.free_limit / 2 {
             return Err(Error::LogOverloaded(format!(
@@ -197,37 +229,31 @@ impl Engine {
         }
         let started = Instant::now();
         Metrics::add(&self.metrics.buffer_flush_sync_waits, 1);
+        Metrics::add(&self.metrics.log_free_check_waits, 1);
+        let _waiting = Waiting::new(self, need);
+        let mut polls = 0u64;
         while !self.try_reserve(need) {
             if started.elapsed() > LOG_WAIT_TIMEOUT {
                 return Err(Error::LogOverloaded(format!(
-                    "checkpoint age {} bytes (+{} reserved) stayed above the limit of {} for {:?}",
+                    "checkpoint age {} bytes (+{} reserved) stayed above the limit of {} for {:?}; \
+                     the page cleaners cannot write pages back fast enough",
                     self.checkpoint_age(),
                     self.reserved.load(Ordering::Acquire),
                     self.free_limit,
                     LOG_WAIT_TIMEOUT
                 )));
             }
-            // Flush until the age leaves room for this writer and those
-            // already admitted, and at least down to the async mark.
-            let room = self
-                .free_limit
-                .saturating_sub(need + self.reserved.load(Ordering::Acquire));
-            let target_age = room.min(self.max_modified_age_async);
-            let lsn_limit = self.log.lsn().saturating_sub(target_age);
-            let mut written = 0;
-            for i in 0..self.pool.instances.len() {
-                written += self
-                    .pool
-                    .flush_list_batch(i, 1024, lsn_limit, FlushKind::Sync)?;
+            // Ask the cleaners for a sync flush (again every ~1 ms, in case
+            // a round started just before this writer began to wait).
+            if polls.is_multiple_of(10) {
+                self.pool.wake_cleaners();
             }
-            // Redo must be durable before a checkpoint can name it.
-            self.log.write_up_to(self.log.lsn(), true)?;
-            if !self.checkpoint()? && written == 0 {
-                std::thread::sleep(Duration::from_micros(200));
-            }
+            polls += 1;
+            std::thread::sleep(FREE_CHECK_POLL);
         }
         let us = started.elapsed().as_micros() as u64;
         Metrics::add(&self.metrics.buffer_flush_sync_wait_us_total, us);
+        Metrics::add(&self.metrics.log_free_check_wait_us_total, us);
         self.metrics
             .buffer_flush_sync_wait_us_max
             .fetch_max(us, Ordering::Relaxed);
@@ -391,7 +417,7 @@ fn open_doublewrite(
     let geometry = Geometry {
         files: opts.doublewrite_files,
         // One area per cleaner and per foreground flusher that may run at once.
-        areas: 2 * opts.page_cleaners + 2,
+        areas: 2 * opts.effective_page_cleaners() + 2,
         pages_per_area: opts.doublewrite_pages,
         page_size: opts.page_size,
     };
@@ -426,16 +452,30 @@ impl CleanerHost for Engine {
     fn pool(&self) -> &BufferPool {
         &self.pool
     }
-    fn current_lsn(&self) -> Lsn {
-        self.log.lsn()
+    fn log_view(&self) -> LogView {
+        LogView {
+            current_lsn: self.log.lsn(),
+            checkpoint_lsn: self.log.checkpoint_lsn(),
+            flushed_lsn: self.log.flushed_lsn(),
+            capacity: self.log.capacity(),
+            free_check_limit: self.free_limit,
+            max_modified_age_async: self.max_modified_age_async,
+            max_modified_age_sync: self.max_modified_age_sync,
+            redo_reserved: self.reserved.load(Ordering::Acquire)
+                + self.waiting_need.load(Ordering::Acquire),
+            free_check_waiters: self.waiters.load(Ordering::Acquire),
+        }
     }
-    fn lru_scan_depth(&self) -> usize {
-        self.opts.lru_scan_depth
+    fn flush_list_sample(&self) -> usize {
+        // The classic policy caps pages_for_lsn at 2 × io_capacity_max after
+        // dividing the count by 3: it never needs more entries than this.
+        (6 * self.opts.effective_io_capacity_max() as usize).clamp(1024, 1 << 16)
     }
-    fn max_dirty_pages_pct(&self) -> f64 {
-        self.opts.max_dirty_pages_pct
-    }
-    fn tick(&self) -> Result<()> {
+    fn tick(&self, urgent: bool) -> Result<()> {
+        if urgent {
+            // Redo must be durable before a checkpoint can name it.
+            self.log.write_up_to(self.log.lsn(), true)?;
+        }
         self.background_tick()
     }
 }

@@ -44,9 +44,10 @@ pub mod space;
 mod txn;
 
 pub use btree::TreeStats;
-pub use config::Options;
+pub use config::{FlushPolicyName, Options};
 pub use db::{Db, Range, Table};
 pub use error::{Error, Result};
+pub use flush::{Decision, FlushMode};
 pub use metrics::Metrics;
 pub use txn::{Scan, Txn};
 

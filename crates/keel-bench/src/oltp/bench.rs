@@ -1,6 +1,8 @@
 //! A plan of one or more runs (`--vary` makes several) on identical data:
 //! prepare (or reuse) the tables once, copy them for each run, run, and
-//! collect every run into one report.
+//! collect every run into one report. A plan may come from a scenario
+//! preset (`--preset`), which the report names, and may prepare the tables
+//! with other engine options than the runs use (`prepare_sets`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -8,7 +10,8 @@ use std::time::Instant;
 use keel::{Db, Options};
 use serde::Serialize;
 
-use super::params::{apply, same_data};
+use super::params::{apply, same_data, CREATION_OPTIONS};
+use super::presets::{Preset, PresetSettings};
 use super::{
     has_tables, options_json, prepare, run, status_report, Interval, OltpError, OltpParams,
     Summary, VaryAxis,
@@ -28,6 +31,17 @@ pub struct Plan {
     pub datadir: PathBuf,
     /// Skip prepare when `datadir` already holds the tables.
     pub reuse_data: bool,
+    /// Engine options (`key=value`) applied on top of a run's options
+    /// while its tables are prepared, e.g. `device=unlimited` to load fast
+    /// before measuring on a slow device model. Creation options
+    /// (`page_size`, `data_files`, `log_file_size`, `log_files_in_group`)
+    /// cannot differ between prepare and run. When non-empty, the run
+    /// reopens the directory with its own options after prepare (its pool
+    /// starts cold, as every run of a `--vary` plan does).
+    pub prepare_sets: Vec<String>,
+    /// The scenario preset the plan comes from, if any, and the keys the
+    /// command line gave over it (for the report).
+    pub preset: Option<(&'static Preset, Vec<String>)>,
 }
 
 /// One run as it goes into the JSON file.
@@ -37,6 +51,8 @@ pub struct RunResult {
     pub label: String,
     /// Every effective engine option.
     pub options: serde_json::Map<String, serde_json::Value>,
+    /// `io_capacity_max` after the automatic rule (`options` may say 0).
+    pub io_capacity_max: u64,
     /// Every workload parameter.
     pub workload: OltpParams,
     /// The run's figures.
@@ -53,8 +69,31 @@ pub struct RunResult {
 pub struct OltpReport {
     /// Format version of this JSON (1).
     pub version: u32,
+    /// The scenario preset's name (`--preset`), absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// What the preset sets, the seed it reproduces and every key the
+    /// command line gave over it; absent without a preset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset_settings: Option<PresetSettings>,
+    /// Engine options used only while preparing the tables (`key=value`);
+    /// absent when prepare used the runs' options.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prepare_sets: Vec<String>,
     /// The runs, in the order they ran.
     pub runs: Vec<RunResult>,
+}
+
+impl OltpReport {
+    fn new(plan: &Plan, runs: Vec<RunResult>) -> OltpReport {
+        OltpReport {
+            version: 1,
+            preset: plan.preset.as_ref().map(|(p, _)| p.name.to_string()),
+            preset_settings: plan.preset.as_ref().map(|(p, o)| p.settings(o)),
+            prepare_sets: plan.prepare_sets.clone(),
+            runs,
+        }
+    }
 }
 
 /// Progress of a plan, for the command line.
@@ -129,11 +168,30 @@ impl Plan {
         for (label, p, o) in &mut runs {
             p.validate()?;
             o.validate()?;
+            self.prepare_options(o)?.validate()?;
             if label.is_empty() {
                 *label = p.workload.to_string();
             }
         }
         Ok(runs)
+    }
+
+    /// The options a run with options `o` prepares its tables with.
+    fn prepare_options(&self, o: &Options) -> Result<Options, OltpError> {
+        let mut p = o.clone();
+        p.apply_sets(self.prepare_sets.iter().map(String::as_str))?;
+        let (pe, oe) = (p.entries(), o.entries());
+        let get = |e: &[(String, String)], k: &str| e.iter().find(|(n, _)| n == k).cloned();
+        for k in CREATION_OPTIONS {
+            if get(&pe, k) != get(&oe, k) {
+                return Err(OltpError::param(
+                    *k,
+                    "is fixed when the data directory is created: the tables cannot be loaded \
+                     with another value than the runs use",
+                ));
+            }
+        }
+        Ok(p)
     }
 }
 
@@ -152,16 +210,13 @@ pub fn run_plan(plan: &Plan, on_event: &mut dyn FnMut(Event<'_>)) -> Result<Oltp
     let mut results = Vec::with_capacity(count);
     if count == 1 {
         let (label, p, o) = &runs[0];
-        let db = open_prepared(&plan.datadir, p, o, plan.reuse_data, on_event)?;
+        let db = open_prepared(plan, &plan.datadir, p, o, plan.reuse_data, on_event)?;
         results.push(run_one(&db, (1, count), label, p, o, on_event)?);
         db.close()?;
-        return Ok(OltpReport {
-            version: 1,
-            runs: results,
-        });
+        return Ok(OltpReport::new(plan, results));
     }
     let (_, p0, o0) = &runs[0];
-    open_prepared(&plan.datadir, p0, o0, plan.reuse_data, on_event)?.close()?;
+    open_prepared(plan, &plan.datadir, p0, o0, plan.reuse_data, on_event)?.close()?;
     for (i, (label, p, o)) in runs.iter().enumerate() {
         let dir = run_dir(&plan.datadir, i + 1);
         remove_dir(&dir)?;
@@ -169,7 +224,7 @@ pub fn run_plan(plan: &Plan, on_event: &mut dyn FnMut(Event<'_>)) -> Result<Oltp
             copy_dir(&plan.datadir, &dir)?;
             Db::open(&dir, o.clone())?
         } else {
-            open_prepared(&dir, p, o, false, on_event)?
+            open_prepared(plan, &dir, p, o, false, on_event)?
         };
         let r = run_one(&db, (i + 1, count), label, p, o, on_event);
         let closed = db.close();
@@ -177,25 +232,31 @@ pub fn run_plan(plan: &Plan, on_event: &mut dyn FnMut(Event<'_>)) -> Result<Oltp
         results.push(r?);
         closed?;
     }
-    Ok(OltpReport {
-        version: 1,
-        runs: results,
-    })
+    Ok(OltpReport::new(plan, results))
 }
 
-/// Open `dir` and prepare the tables unless `reuse` finds them there.
+/// Open `dir` with the run's options `o`, preparing the tables first
+/// unless `reuse` finds them there. Prepare uses `o` plus the plan's
+/// `prepare_sets`; when those change anything, the directory is closed
+/// after prepare and reopened with `o`.
 fn open_prepared(
+    plan: &Plan,
     dir: &Path,
     p: &OltpParams,
     o: &Options,
     reuse: bool,
     on_event: &mut dyn FnMut(Event<'_>),
 ) -> Result<Db, OltpError> {
-    let db = Db::open(dir, o.clone())?;
-    if reuse && has_tables(&db, p)? {
-        on_event(Event::Reused { dir });
-        return Ok(db);
+    if reuse {
+        let db = Db::open(dir, o.clone())?;
+        if has_tables(&db, p)? {
+            on_event(Event::Reused { dir });
+            return Ok(db);
+        }
+        db.close()?;
     }
+    let prep = plan.prepare_options(o)?;
+    let db = Db::open(dir, prep.clone())?;
     let t0 = Instant::now();
     prepare(&db, p, &mut |rows_done, rows_total| {
         on_event(Event::Prepare {
@@ -208,7 +269,11 @@ fn open_prepared(
     // Start every run from a clean pool and a fresh checkpoint, as
     // sysbench's runs start after prepare's server has flushed.
     db.flush()?;
-    Ok(db)
+    if prep == *o {
+        return Ok(db);
+    }
+    db.close()?;
+    Ok(Db::open(dir, o.clone())?)
 }
 
 fn run_one(
@@ -239,6 +304,7 @@ fn run_one(
     let result = RunResult {
         label: label.to_string(),
         options: options_json(db.options()),
+        io_capacity_max: db.options().effective_io_capacity_max(),
         workload: params.clone(),
         summary,
         intervals,

@@ -16,6 +16,7 @@ mod keys;
 mod output;
 mod params;
 mod prepare;
+mod presets;
 mod report;
 mod rows;
 mod runner;
@@ -30,9 +31,13 @@ pub use keys::{KeyGen, RandType};
 pub use output::{csv_text, interval_line, write_csv, write_json};
 pub use params::{options_json, OltpParams, VaryAxis, Workload, WORKLOAD_KEYS};
 pub use prepare::{has_tables, prepare};
+pub use presets::{
+    find_preset, normalize_key, presets_text, Preset, PresetSettings, DISASTER_55, LRU_SCAN_DEPTH,
+    NEIGHBORS, PRESETS, WAVES_80, WAVES_80_FIX, WAVES_80_SWEEP,
+};
 pub use report::{render_html, write_html_report, CHART_TITLES};
 pub use rows::{index_key, index_name, table_name, Row, INDEX_SUFFIX};
 pub use runner::run;
 pub use sample::{Interval, PagesFlushed};
-pub use status::status_report;
+pub use status::{status_report, status_text, StatusInput};
 pub use summary::{LatencyMs, Summary};

@@ -15,8 +15,10 @@ fn pct(part: u64, whole: u64) -> f64 {
 
 /// The sysbench-style line of one interval, with the engine's flushing
 /// state appended: checkpoint age and its marks as % of the log capacity,
-/// dirty and free pages as % of the pool, pages flushed per second by kind,
-/// and the throttle's mean delay per transaction.
+/// the flushing mode at the interval's end, dirty and free pages as % of
+/// the pool, pages flushed per second by kind (adaptive, background, LRU,
+/// sync, single page, neighbors), and the throttle's mean delay per
+/// transaction.
 pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
     let t = if (iv.t_s - iv.t_s.round()).abs() < 0.05 {
         format!("{:.0}s", iv.t_s)
@@ -27,8 +29,9 @@ pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
     let f = &iv.pages_flushed;
     format!(
         "[ {t} ]{} thds: {threads} tps: {:.1} qps: {:.1} lat(ms,95%): {:.1} err/s: {:.1} \
-         | ckpt age {:.0}% (async {:.0}%, sync {:.0}%) dirty {:.0}% free {:.1}% \
-         | flushed/s list {:.0} lru {:.0} sync {:.0} single {:.0} | throttle {:.1} ms",
+         | ckpt age {:.0}% (async {:.0}%, sync {:.0}%) mode {} dirty {:.0}% free {:.1}% \
+         | flushed/s adapt {:.0} bg {:.0} lru {:.0} sync {:.0} single {:.0} nbr {:.0} \
+         | throttle {:.1} ms",
         if warmup { " (warmup)" } else { "" },
         iv.tps,
         iv.qps,
@@ -37,12 +40,19 @@ pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
         pct(iv.checkpoint_age, iv.log_capacity),
         pct(iv.async_mark, iv.log_capacity),
         pct(iv.sync_mark, iv.log_capacity),
+        if iv.flush_mode.is_empty() {
+            "-"
+        } else {
+            iv.flush_mode
+        },
         pct(iv.dirty_pages, iv.total_pages),
         pct(iv.free_pages, iv.total_pages),
-        per_s(f.list),
+        per_s(f.adaptive),
+        per_s(f.background),
         per_s(f.lru),
         per_s(f.sync),
         per_s(f.single),
+        per_s(f.neighbors),
         iv.throttle_delay_ms / iv.transactions.max(1) as f64,
     )
 }
@@ -55,11 +65,14 @@ pub fn write_json(report: &OltpReport, path: &Path) -> Result<(), OltpError> {
         .map_err(OltpError::io(format!("cannot write {}", path.display())))
 }
 
-/// The CSV columns, in order.
+/// The CSV columns, in order. Columns added later go at the end, so a
+/// reader of older files finds every old column where it was
+/// (`flushed_list` = `flushed_adaptive` + `flushed_background`).
 const CSV_HEADER: &str = "label,t_s,interval_s,transactions,queries,tps,qps,lat_p95_ms,lat_max_ms,\
 errors,checkpoint_age,log_capacity,async_mark,sync_mark,dirty_pages,free_pages,total_pages,\
 flushed_list,flushed_lru,flushed_sync,flushed_single,flushed_neighbors,os_data_reads,\
-os_data_writes,log_bytes,sync_flush_waits,sync_flush_wait_ms,throttle_delay_ms,pages_written";
+os_data_writes,log_bytes,sync_flush_waits,sync_flush_wait_ms,throttle_delay_ms,pages_written,\
+flushed_adaptive,flushed_background,flush_mode,free_check_waits,free_check_wait_ms";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -79,12 +92,13 @@ pub fn csv_text(report: &OltpReport) -> String {
             let f = &i.pages_flushed;
             let _ = writeln!(
                 out,
-                "{label},{:.3},{:.3},{},{},{:.2},{:.2},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{}",
+                "{label},{:.3},{:.3},{},{},{:.2},{:.2},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{},{},{},{},{},{:.3}",
                 i.t_s, i.interval_s, i.transactions, i.queries, i.tps, i.qps, i.lat_p95_ms,
                 i.lat_max_ms, i.errors, i.checkpoint_age, i.log_capacity, i.async_mark,
                 i.sync_mark, i.dirty_pages, i.free_pages, i.total_pages, f.list, f.lru, f.sync,
                 f.single, f.neighbors, i.os_data_reads, i.os_data_writes, i.log_bytes,
-                i.sync_flush_waits, i.sync_flush_wait_ms, i.throttle_delay_ms, i.pages_written
+                i.sync_flush_waits, i.sync_flush_wait_ms, i.throttle_delay_ms, i.pages_written,
+                f.adaptive, f.background, i.flush_mode, i.free_check_waits, i.free_check_wait_ms
             );
         }
     }
@@ -121,17 +135,64 @@ mod tests {
             total_pages: 1000,
             pages_flushed: PagesFlushed {
                 list: 610,
+                adaptive: 600,
+                background: 10,
                 lru: 40,
+                neighbors: 7,
                 ..PagesFlushed::default()
             },
+            flush_mode: "adaptive",
             ..Interval::default()
         };
         let line = interval_line(8, &iv, false);
         assert_eq!(
             line,
             "[ 12s ] thds: 8 tps: 812.0 qps: 16240.3 lat(ms,95%): 14.2 err/s: 0.0 \
-             | ckpt age 71% (async 88%, sync 94%) dirty 2% free 1.2% \
-             | flushed/s list 610 lru 40 sync 0 single 0 | throttle 0.0 ms"
+             | ckpt age 71% (async 88%, sync 94%) mode adaptive dirty 2% free 1.2% \
+             | flushed/s adapt 600 bg 10 lru 40 sync 0 single 0 nbr 7 | throttle 0.0 ms"
         );
+    }
+
+    #[test]
+    fn csv_rows_have_as_many_fields_as_the_header() {
+        let iv = Interval {
+            t_s: 1.0,
+            interval_s: 1.0,
+            flush_mode: "sync",
+            pages_flushed: PagesFlushed {
+                list: 5,
+                adaptive: 3,
+                background: 2,
+                ..PagesFlushed::default()
+            },
+            ..Interval::default()
+        };
+        let report = OltpReport {
+            version: 1,
+            preset: None,
+            preset_settings: None,
+            prepare_sets: Vec::new(),
+            runs: vec![crate::oltp::RunResult {
+                label: "a,b".into(),
+                options: serde_json::Map::new(),
+                io_capacity_max: 2000,
+                workload: crate::oltp::OltpParams::default(),
+                summary: crate::oltp::Summary::default(),
+                intervals: vec![iv],
+                status: String::new(),
+            }],
+        };
+        let text = csv_text(&report);
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+        let row = lines.next().unwrap_or_default();
+        assert!(row.starts_with("\"a,b\","), "{row}");
+        let fields: Vec<&str> = row["\"a,b\",".len()..].split(',').collect();
+        assert_eq!(fields.len() + 1, header.len(), "{row}");
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or(usize::MAX) - 1;
+        assert_eq!(fields[col("flushed_list")], "5");
+        assert_eq!(fields[col("flushed_adaptive")], "3");
+        assert_eq!(fields[col("flushed_background")], "2");
+        assert_eq!(fields[col("flush_mode")], "sync");
     }
 }

@@ -139,7 +139,7 @@ pub const WORKLOAD_KEYS: &[&str] = &[
 /// Engine options fixed when the data directory is created: runs that
 /// differ in them (or in tables, table_size, seed) cannot share one
 /// prepared directory.
-const CREATION_OPTIONS: &[&str] = &[
+pub(crate) const CREATION_OPTIONS: &[&str] = &[
     "page_size",
     "data_files",
     "log_file_size",
@@ -281,27 +281,13 @@ pub(crate) fn same_data(a: (&OltpParams, &Options), b: (&OltpParams, &Options)) 
     data_equal && CREATION_OPTIONS.iter().all(|k| opt(&ea, k) == opt(&eb, k))
 }
 
-/// Every effective engine option as JSON (numbers and booleans typed), plus
-/// the flushing policy while `Options` has no key for it.
+/// Every effective engine option as JSON (numbers and booleans typed),
+/// `flush_policy` among them.
 pub fn options_json(opts: &Options) -> serde_json::Map<String, serde_json::Value> {
-    use serde_json::Value;
     let mut m = serde_json::Map::new();
     for (k, v) in opts.entries() {
-        let typed = if let Ok(n) = v.parse::<i64>() {
-            Value::from(n)
-        } else if let Ok(b) = v.parse::<bool>() {
-            Value::from(b)
-        } else if let Some(f) = v.parse::<f64>().ok().filter(|f| f.is_finite()) {
-            Value::from(f)
-        } else {
-            Value::from(v)
-        };
-        m.insert(k, typed);
+        m.insert(k, super::presets::typed(&v));
     }
-    // The engine runs its interim cleaner until the classic and steady
-    // policies (and an option to choose them) exist.
-    m.entry("flush_policy")
-        .or_insert_with(|| Value::from("interim"));
     m
 }
 
@@ -332,7 +318,8 @@ mod tests {
         assert!(!v.is_workload());
         assert!("threads".parse::<VaryAxis>().is_err());
         let o = options_json(&Options::default());
-        assert_eq!(o["flush_policy"], "interim");
+        assert_eq!(o["flush_policy"], "classic");
+        assert_eq!(o["io_capacity"], 200);
         assert_eq!(o["page_size"], 16384);
         assert_eq!(o["doublewrite"], true);
     }

@@ -1,20 +1,22 @@
-//! The HTML report: every run's summary in one table, then charts that
-//! overlay the runs against time — throughput, p95 latency, checkpoint age
-//! against its marks, pages flushed by kind, dirty and free pages, throttle
-//! delay. One self-contained page: inline SVG and CSS, no script.
+//! The HTML report: the scenario preset (if any), every run's summary in
+//! one table, then charts that overlay the runs against time — throughput,
+//! p95 latency, checkpoint age against its marks, the flushing mode, pages
+//! flushed by kind (against `io_capacity_max`), dirty and free pages,
+//! throttle delay. One self-contained page: inline SVG and CSS, no script.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::chart::{escape, legend_html, line_chart, LineChart, Series, DASHES, PALETTE};
 
-use super::{Interval, OltpError, OltpReport, RunResult};
+use super::{Interval, OltpError, OltpReport, PresetSettings, RunResult};
 
 /// Titles of the charts, in page order (the report check counts them).
-pub const CHART_TITLES: [&str; 6] = [
+pub const CHART_TITLES: [&str; 7] = [
     "Throughput",
     "Latency, 95th percentile",
     "Checkpoint age and its marks",
+    "Flushing mode at the end of each interval",
     "Pages flushed per second, by kind",
     "Dirty and free pages",
     "Throttle delay",
@@ -78,11 +80,24 @@ fn checkpoint_series(runs: &[RunResult]) -> Vec<Series> {
     s
 }
 
-/// Pages flushed: colour by kind, dash by run.
+/// The flushing mode as a level: 0 idle, 1 adaptive, 2 async, 3 sync.
+fn mode_level(i: &Interval) -> f64 {
+    match i.flush_mode {
+        "adaptive" => 1.0,
+        "async" => 2.0,
+        "sync" => 3.0,
+        _ => 0.0,
+    }
+}
+
+/// Pages flushed: colour by kind, dash by run; then each run's
+/// `io_capacity_max` as a grey line (flush-list flushing outside sync mode
+/// stays under it; LRU flushing does not).
 fn flushed_series(runs: &[RunResult]) -> Vec<Series> {
     type Kind = (&'static str, fn(&Interval) -> f64);
-    let kinds: [Kind; 5] = [
-        ("flush list", |i| per_s(i.pages_flushed.list, i)),
+    let kinds: [Kind; 6] = [
+        ("adaptive", |i| per_s(i.pages_flushed.adaptive, i)),
+        ("background", |i| per_s(i.pages_flushed.background, i)),
         ("LRU", |i| per_s(i.pages_flushed.lru, i)),
         ("sync", |i| per_s(i.pages_flushed.sync, i)),
         ("single page", |i| per_s(i.pages_flushed.single, i)),
@@ -90,14 +105,22 @@ fn flushed_series(runs: &[RunResult]) -> Vec<Series> {
     ];
     let mut out = Vec::new();
     for (r, run) in runs.iter().enumerate() {
+        let dash = DASHES[r % DASHES.len()];
         for (k, (name, value)) in kinds.iter().enumerate() {
             out.push(Series {
                 label: format!("{}: {name}", run.label),
                 color: PALETTE[k],
-                dash: DASHES[r % DASHES.len()],
+                dash,
                 points: run.intervals.iter().map(|iv| (iv.t_s, value(iv))).collect(),
             });
         }
+        let cap = run.io_capacity_max as f64;
+        out.push(Series {
+            label: format!("{}: io_capacity_max ({})", run.label, run.io_capacity_max),
+            color: "#999999",
+            dash,
+            points: run.intervals.iter().map(|iv| (iv.t_s, cap)).collect(),
+        });
     }
     out
 }
@@ -105,7 +128,7 @@ fn flushed_series(runs: &[RunResult]) -> Vec<Series> {
 fn charts_html(runs: &[RunResult]) -> String {
     let mut pages = per_run(runs, DASHES[0], ": dirty", |i| i.dirty_pages as f64);
     pages.extend(per_run(runs, DASHES[1], ": free", |i| i.free_pages as f64));
-    let [t0, t1, t2, t3, t4, t5] = CHART_TITLES;
+    let [t0, t1, t2, t3, t4, t5, t6] = CHART_TITLES;
     [
         chart(
             t0,
@@ -120,10 +143,16 @@ fn charts_html(runs: &[RunResult]) -> String {
             &per_run(runs, "", "", |i| i.lat_p95_ms),
         ),
         chart(t2, "redo (MiB)", false, &checkpoint_series(runs)),
-        chart(t3, "pages/s", false, &flushed_series(runs)),
-        chart(t4, "buffer pool pages", false, &pages),
         chart(
-            t5,
+            t3,
+            "0 idle, 1 adaptive, 2 async, 3 sync",
+            false,
+            &per_run(runs, "", "", mode_level),
+        ),
+        chart(t4, "pages/s", false, &flushed_series(runs)),
+        chart(t5, "buffer pool pages", false, &pages),
+        chart(
+            t6,
             "delay (ms per s)",
             false,
             &per_run(runs, "", "", |i| {
@@ -199,24 +228,106 @@ svg text{font-size:12px;fill:#333}svg .title{font-size:14px;font-weight:bold;tex
 svg .ytick{text-anchor:end}svg .xtick,svg .axis{text-anchor:middle}\
 .legend{list-style:none;padding:0;margin:0;max-width:620px;columns:2;font-size:12px}\
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
-td:first-child{text-align:left}pre{font-size:12px;background:#f6f6f6;padding:1em;overflow-x:auto}";
+td:first-child{text-align:left}.preset{background:#f3f7fb;padding:0 1em;max-width:60em}pre{font-size:12px;background:#f6f6f6;padding:1em;overflow-x:auto}";
+
+/// The flushing policies the runs used, as the engine names them.
+fn policies(runs: &[RunResult]) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for r in runs {
+        let name = r
+            .options
+            .get("flush_policy")
+            .and_then(|v| v.as_str())
+            .unwrap_or("?")
+            .to_string();
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names.join(", ")
+}
+
+fn pairs_text(m: &serde_json::Map<String, serde_json::Value>) -> String {
+    m.iter()
+        .map(|(k, v)| match v.as_str() {
+            Some(s) => format!("{k}={s}"),
+            None => format!("{k}={v}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The preset paragraph: which seed, what it sets, what to look at.
+fn preset_html(p: &PresetSettings) -> String {
+    let mut out = format!(
+        "<div class=\"preset\"><p><b>Preset <code>{}</code></b>: seed {}, &ldquo;{}&rdquo;. {}.</p>\
+         <p><b>The seed's figure:</b> {}.</p><p><b>Look at:</b> {}.</p><ul>\
+         <li>workload: <code>{}</code></li><li>engine options: <code>{}</code></li>",
+        escape(&p.name),
+        p.seed,
+        escape(&p.seed_title),
+        escape(&p.about),
+        escape(&p.figure),
+        escape(&p.look_at),
+        escape(&pairs_text(&p.workload)),
+        escape(&pairs_text(&p.options)),
+    );
+    if !p.vary.is_empty() {
+        let _ = write!(
+            out,
+            "<li>vary: <code>{}</code></li>",
+            escape(&p.vary.join(" "))
+        );
+    }
+    if !p.prepare.is_empty() {
+        let _ = write!(
+            out,
+            "<li>prepared with: <code>{}</code> (then reopened with the options above)</li>",
+            escape(&pairs_text(&p.prepare))
+        );
+    }
+    if p.overridden.is_empty() {
+        out.push_str("<li>nothing overridden on the command line</li>");
+    } else {
+        let _ = write!(
+            out,
+            "<li><b>given on the command line (over the preset):</b> <code>{}</code> \
+             (the runs' settings below are what ran)</li>",
+            escape(&p.overridden.join(", "))
+        );
+    }
+    out.push_str("</ul></div>");
+    out
+}
 
 /// The report as one self-contained HTML page.
 pub fn render_html(report: &OltpReport) -> String {
     let first = report.runs.first();
     let workload = first.map_or_else(String::new, |r| r.workload.workload.to_string());
+    let policy = policies(&report.runs);
+    let (title_preset, preset) = match &report.preset_settings {
+        Some(p) => (format!(", preset {}", escape(&p.name)), preset_html(p)),
+        None => (String::new(), String::new()),
+    };
     format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>keel bench oltp</title><style>{STYLE}</style></head><body>\
-         <h1>keel bench oltp: {} ({} run{})</h1>\
-         <p>Each interval's counts are per second; gauges are read at the interval's end. \
-         A stall interval has under 10 % of the run's median tps. Flush policy: interim \
-         (no throttle and no neighbor flushing yet: their lines read 0).</p>\
+         <h1>keel bench oltp: {} ({} run{}){title_preset}</h1>{preset}\
+         <p>Each interval's counts are per second; gauges (checkpoint age, mode, pages) are read \
+         at the interval's end. A stall interval has under 10 % of the run's median tps. \
+         Flush policy: {}{}.</p>\
          <h2>Summary</h2>{}<h2>Charts</h2><div class=\"charts\">{}</div>\
          <h2>Settings</h2>{}</body></html>\n",
         escape(&workload),
         report.runs.len(),
         if report.runs.len() == 1 { "" } else { "s" },
+        escape(&policy),
+        if policy == "classic" {
+            " (InnoDB 8.0's adaptive flushing; it never throttles writers, so the throttle \
+             line reads 0)"
+        } else {
+            ""
+        },
         summary_table(&report.runs),
         charts_html(&report.runs),
         settings_html(&report.runs),

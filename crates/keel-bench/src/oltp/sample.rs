@@ -3,30 +3,39 @@
 
 use std::collections::BTreeMap;
 
+use keel::FlushMode;
 use serde::Serialize;
 
 /// The engine's metrics at one instant.
 pub(crate) type Snapshot = BTreeMap<&'static str, u64>;
 
-/// Neighbor flushing's page counter (InnoDB's name). The engine does not
-/// flush neighbors yet: the metric is absent and the figure reads 0.
+/// Pages written because they neighbored a flushed page (InnoDB's name;
+/// `flush_neighbors` 1 = the contiguous dirty run, 2 = the whole area).
 const NEIGHBOR_PAGES: &str = "buffer_flush_neighbor_total_pages";
-/// Microseconds writers were delayed by the dirtying throttle. No throttle
-/// exists yet: absent, so 0.
+/// Microseconds writers were delayed by a dirtying throttle. The classic
+/// policy never throttles writers (it stops them at the free-check limit
+/// instead), so under `classic` this stays 0.
 const THROTTLE_DELAY_US: &str = "buffer_flush_throttle_delay_us_total";
 
 /// Pages written in one interval, by the kind of flush that wrote them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct PagesFlushed {
-    /// By the page cleaners from the flush list (oldest modification first).
+    /// By the page cleaners from the flush list, for any reason:
+    /// `adaptive` + `background` (kept for readers of older files).
     pub list: u64,
+    /// Flush-list pages written by adaptive flushing, to keep the
+    /// checkpoint age in check (`buffer_flush_adaptive_total_pages`).
+    pub adaptive: u64,
+    /// Flush-list pages written for any other reason: idle flushing,
+    /// `max_dirty_pages_pct`, shutdown (`buffer_flush_background_total_pages`).
+    pub background: u64,
     /// By the page cleaners from the LRU tail, to make free pages.
     pub lru: u64,
-    /// By writers in sync flushing (the redo log was full).
+    /// By sync flushing (the checkpoint age passed the sync mark).
     pub sync: u64,
     /// By writers that found no free page (single-page flushes).
     pub single: u64,
-    /// Neighbors of flushed pages (0 while the engine has no neighbor flushing).
+    /// Neighbors of flushed pages, written with them (`flush_neighbors` 1 or 2).
     pub neighbors: u64,
 }
 
@@ -78,10 +87,18 @@ pub struct Interval {
     pub sync_flush_waits: u64,
     /// Milliseconds writers waited for sync flushes.
     pub sync_flush_wait_ms: f64,
-    /// Milliseconds writers were delayed by the throttle (0: no throttle yet).
+    /// Milliseconds writers were delayed by a throttle (always 0 under
+    /// `classic`, which has none).
     pub throttle_delay_ms: f64,
     /// Pages written to the data files by any flush.
     pub pages_written: u64,
+    /// Flushing mode of the page cleaners' last round at the interval's
+    /// end: `idle`, `adaptive`, `async` or `sync` (gauge `buffer_flush_mode`).
+    pub flush_mode: &'static str,
+    /// Writers that stopped at the free-check limit (`log_free_check_waits`).
+    pub free_check_waits: u64,
+    /// Milliseconds writers spent stopped at the free-check limit.
+    pub free_check_wait_ms: f64,
 }
 
 /// What the workers counted in one interval.
@@ -108,6 +125,8 @@ impl Interval {
     /// metrics at its start (`a`) and end (`b`).
     pub(crate) fn new(t_s: f64, interval_s: f64, c: Counts, a: &Snapshot, b: &Snapshot) -> Self {
         let secs = interval_s.max(1e-9);
+        let adaptive = delta(a, b, "buffer_flush_adaptive_total_pages");
+        let background = delta(a, b, "buffer_flush_background_total_pages");
         Interval {
             t_s,
             interval_s,
@@ -126,7 +145,9 @@ impl Interval {
             free_pages: val(b, "buffer_pool_pages_free"),
             total_pages: val(b, "buffer_pool_pages_total"),
             pages_flushed: PagesFlushed {
-                list: delta(a, b, "buffer_flush_background_total_pages"),
+                list: adaptive + background,
+                adaptive,
+                background,
                 lru: delta(a, b, "buffer_LRU_batch_flush_total_pages"),
                 sync: delta(a, b, "buffer_flush_sync_total_pages"),
                 single: delta(a, b, "buffer_LRU_single_flush_total_pages"),
@@ -139,11 +160,14 @@ impl Interval {
             sync_flush_wait_ms: delta(a, b, "buffer_flush_sync_wait_us_total") as f64 / 1000.0,
             throttle_delay_ms: delta(a, b, THROTTLE_DELAY_US) as f64 / 1000.0,
             pages_written: delta(a, b, "buffer_pages_written"),
+            flush_mode: FlushMode::from_code(val(b, "buffer_flush_mode")).as_str(),
+            free_check_waits: delta(a, b, "log_free_check_waits"),
+            free_check_wait_ms: delta(a, b, "log_free_check_wait_us_total") as f64 / 1000.0,
         }
     }
 }
 
-/// Throttle delay in ms between two snapshots (0 while no throttle exists).
+/// Throttle delay in ms between two snapshots (0 under `classic`).
 pub(crate) fn throttle_delay_ms(a: &Snapshot, b: &Snapshot) -> f64 {
     delta(a, b, THROTTLE_DELAY_US) as f64 / 1000.0
 }

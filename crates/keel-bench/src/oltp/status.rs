@@ -1,16 +1,35 @@
 //! The engine status report, in the spirit of InnoDB's
-//! `SHOW ENGINE INNODB STATUS`: log positions, checkpoint age against its
-//! marks, the buffer pool, flushing by kind, transactions.
+//! `SHOW ENGINE INNODB STATUS`: log positions and the checkpoint age
+//! against each of its marks, the buffer pool, flushing (the policy's mode,
+//! why its last round flushed what it flushed, the figures behind it, and
+//! pages flushed by kind), transactions. Printed at the end of every run
+//! and on SIGUSR1 during one.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
 
-use keel::Db;
+use keel::{Db, Decision, Options};
 
-use super::options_json;
+/// Everything the report is made of; [`status_text`] is a pure function
+/// of it, so the layout can be tested on hand-made figures.
+pub struct StatusInput<'a> {
+    /// The database directory (shown in the title).
+    pub dir: &'a Path,
+    /// The engine's options (policy name and knobs).
+    pub options: &'a Options,
+    /// Every metric now.
+    pub metrics: &'a BTreeMap<&'static str, u64>,
+    /// The flushing policy's last decision (`Db::flush_decision`).
+    pub decision: &'a Decision,
+    /// Metrics at an earlier instant and the seconds since: adds rates.
+    pub since: Option<(&'a BTreeMap<&'static str, u64>, f64)>,
+}
+
+const MIB: f64 = (1u64 << 20) as f64;
 
 fn mib(b: u64) -> String {
-    format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20))
+    format!("{:.1} MiB", b as f64 / MIB)
 }
 
 fn pct(part: u64, whole: u64) -> f64 {
@@ -26,39 +45,37 @@ fn section(out: &mut String, title: &str) {
     let _ = write!(out, "{rule}\n{title}\n{rule}\n");
 }
 
+/// The free-check limit: past it writers stop. The engine sets the sync
+/// mark to 15/16 of it (rounded down to a multiple of 15), so it is known
+/// from the sync mark to within 16 bytes.
+fn free_check_limit(sync_mark: u64) -> u64 {
+    sync_mark / 15 * 16
+}
+
 /// The status of `db` now. With `since` = (metrics at an earlier instant,
 /// seconds elapsed since), rates per second over that span are added.
 pub fn status_report(db: &Db, since: Option<(&BTreeMap<&'static str, u64>, f64)>) -> String {
-    let m = db.metrics().snapshot();
+    let metrics = db.metrics().snapshot();
+    let decision = db.flush_decision();
+    status_text(&StatusInput {
+        dir: db.dir(),
+        options: db.options(),
+        metrics: &metrics,
+        decision: &decision,
+        since,
+    })
+}
+
+/// The report's text for `s`.
+pub fn status_text(s: &StatusInput<'_>) -> String {
+    let m = s.metrics;
     let g = |n: &str| m.get(n).copied().unwrap_or(0);
-    let policy = options_json(db.options())
-        .get("flush_policy")
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
     let mut out = format!(
         "=====================================\nKEEL ENGINE STATUS ({})\n\
          =====================================\n",
-        db.dir().display()
+        s.dir.display()
     );
-    section(&mut out, "LOG");
-    let (age, cap) = (g("log_lsn_checkpoint_age"), g("log_capacity"));
-    let _ = write!(
-        out,
-        "Log sequence number {}\nLog flushed up to   {}\nLast checkpoint at  {}\n\
-         Checkpoint age      {age} bytes, {:.1}% of capacity {} (async mark {:.1}%, sync mark {:.1}%)\n\
-         {} log writes, {} bytes written, {} log syncs, {} checkpoints\n",
-        g("log_lsn_current"),
-        g("log_lsn_last_flush"),
-        g("log_lsn_last_checkpoint"),
-        pct(age, cap),
-        mib(cap),
-        pct(g("log_max_modified_age_async"), cap),
-        pct(g("log_max_modified_age_sync"), cap),
-        g("log_writes"),
-        g("log_bytes_written"),
-        g("os_log_fsyncs"),
-        g("log_checkpoints"),
-    );
+    log_section(&mut out, &g);
     section(&mut out, "BUFFER POOL AND MEMORY");
     let total = g("buffer_pool_pages_total");
     let _ = write!(
@@ -76,15 +93,19 @@ pub fn status_report(db: &Db, since: Option<(&BTreeMap<&'static str, u64>, f64)>
         g("space_pages_allocated"),
         g("buffer_pages_written"),
     );
-    if let Some((a, secs)) = since {
-        let rate =
-            |n: &str| (g(n).saturating_sub(a.get(n).copied().unwrap_or(0))) as f64 / secs.max(1e-9);
+    let rate = |n: &str| {
+        s.since.map(|(a, secs)| {
+            g(n).saturating_sub(a.get(n).copied().unwrap_or(0)) as f64 / secs.max(1e-9)
+        })
+    };
+    if let Some((_, secs)) = s.since {
+        let r = |n: &str| rate(n).unwrap_or(0.0);
         let _ = writeln!(
             out,
             "{:.2} reads/s, {:.2} creates/s, {:.2} writes/s (over the last {secs:.1} s)",
-            rate("buffer_pool_reads"),
-            rate("space_pages_allocated"),
-            rate("buffer_pages_written"),
+            r("buffer_pool_reads"),
+            r("space_pages_allocated"),
+            r("buffer_pages_written"),
         );
     }
     let requests = g("buffer_pool_read_requests");
@@ -93,29 +114,7 @@ pub fn status_report(db: &Db, since: Option<(&BTreeMap<&'static str, u64>, f64)>
         "Buffer pool hit rate {:.1}% of {requests} page requests",
         100.0 - pct(g("buffer_pool_reads"), requests)
     );
-    section(&mut out, "FLUSHING");
-    let _ = write!(
-        out,
-        "Flush policy        {policy}\n\
-         Pages flushed: flush list {}, LRU {}, sync {}, single page {}, neighbors {}\n\
-         Sync flush waits    {} ({:.1} ms in total, longest {:.1} ms)\n\
-         Throttle delay      {:.1} ms in total\n\
-         Cleaner rounds {}, batches {}; doublewrite batches {}, pages {}; data file syncs {}\n",
-        g("buffer_flush_background_total_pages"),
-        g("buffer_LRU_batch_flush_total_pages"),
-        g("buffer_flush_sync_total_pages"),
-        g("buffer_LRU_single_flush_total_pages"),
-        g("buffer_flush_neighbor_total_pages"),
-        g("buffer_flush_sync_waits"),
-        g("buffer_flush_sync_wait_us_total") as f64 / 1000.0,
-        g("buffer_flush_sync_wait_us_max") as f64 / 1000.0,
-        g("buffer_flush_throttle_delay_us_total") as f64 / 1000.0,
-        g("buffer_flush_cleaner_rounds"),
-        g("buffer_flush_batches"),
-        g("dblwr_writes"),
-        g("dblwr_pages_written"),
-        g("os_data_fsyncs"),
-    );
+    flushing_section(&mut out, s, &g, &rate);
     section(&mut out, "TRANSACTIONS");
     let _ = writeln!(
         out,
@@ -129,4 +128,311 @@ pub fn status_report(db: &Db, since: Option<(&BTreeMap<&'static str, u64>, f64)>
     );
     out.push_str("----------------------------\nEND OF KEEL ENGINE STATUS\n");
     out
+}
+
+/// LOG: positions, then the checkpoint age against every mark, in bytes
+/// and as a share of each mark, and which marks it has passed.
+fn log_section(out: &mut String, g: &dyn Fn(&str) -> u64) {
+    section(out, "LOG");
+    let (age, cap) = (g("log_lsn_checkpoint_age"), g("log_capacity"));
+    let (async_mark, sync_mark) = (
+        g("log_max_modified_age_async"),
+        g("log_max_modified_age_sync"),
+    );
+    let limit = free_check_limit(sync_mark);
+    let _ = write!(
+        out,
+        "Log sequence number {}\nLog flushed up to   {}\nLast checkpoint at  {}\n\
+         Checkpoint age      {age} bytes ({}), {:.1}% of the log capacity\n",
+        g("log_lsn_current"),
+        g("log_lsn_last_flush"),
+        g("log_lsn_last_checkpoint"),
+        mib(age),
+        pct(age, cap),
+    );
+    let _ = writeln!(
+        out,
+        "  {:<34} {:>12} {:>10} {:>8} {:>9}",
+        "mark", "bytes", "MiB", "% of log", "age/mark"
+    );
+    let marks = [
+        ("async (max_modified_age_async)", async_mark),
+        ("sync (max_modified_age_sync)", sync_mark),
+        ("free-check limit (writers stop)", limit),
+        ("log capacity", cap),
+    ];
+    for (name, mark) in marks {
+        let _ = writeln!(
+            out,
+            "  {name:<34} {mark:>12} {:>10.1} {:>7.1}% {:>8.1}%",
+            mark as f64 / MIB,
+            pct(mark, cap),
+            pct(age, mark),
+        );
+    }
+    let state = if sync_mark == 0 {
+        "unknown (no marks yet)"
+    } else if age >= limit {
+        "past the free-check limit: writers stop until the checkpoint advances"
+    } else if age >= sync_mark {
+        "past the sync mark: sync flushing"
+    } else if age >= async_mark {
+        "past the async mark: async flushing"
+    } else {
+        "below the async mark"
+    };
+    let _ = write!(
+        out,
+        "Checkpoint age is {state}\n\
+         {} log writes, {} bytes written, {} log syncs, {} checkpoints\n",
+        g("log_writes"),
+        g("log_bytes_written"),
+        g("os_log_fsyncs"),
+        g("log_checkpoints"),
+    );
+}
+
+/// FLUSHING: the policy and its knobs, the mode and the reason of the last
+/// round, the classic figures; then [`flushing_pages`].
+fn flushing_section(
+    out: &mut String,
+    s: &StatusInput<'_>,
+    g: &dyn Fn(&str) -> u64,
+    rate: &dyn Fn(&str) -> Option<f64>,
+) {
+    section(out, "FLUSHING");
+    let o = s.options;
+    let d = s.decision;
+    let reason = if d.reason.is_empty() {
+        "(no round yet)"
+    } else {
+        d.reason.as_str()
+    };
+    let _ = write!(
+        out,
+        "Flush policy        {} (io_capacity {}, io_capacity_max {}, lru_scan_depth {}, \
+         flush_neighbors {}, max_dirty_pages_pct {}, lwm {}, adaptive_flushing {}, flush_sync {})\n\
+         Mode                {}\n\
+         Last round          {reason}\n\
+         Last full round     n_to_flush {} pages requested, {} of them by age; \
+         pct_for_dirty {}%, pct_for_lsn {}%\n\
+         Averages            page rate {} pages/s, redo rate {} bytes/s ({:.2} MiB/s)\n",
+        o.flush_policy.as_str(),
+        o.io_capacity,
+        o.effective_io_capacity_max(),
+        o.lru_scan_depth,
+        o.flush_neighbors,
+        o.max_dirty_pages_pct,
+        o.max_dirty_pages_pct_lwm,
+        o.adaptive_flushing,
+        o.flush_sync,
+        d.mode.as_str(),
+        g("buffer_flush_n_to_flush_requested"),
+        g("buffer_flush_n_to_flush_by_age"),
+        g("buffer_flush_pct_for_dirty"),
+        g("buffer_flush_pct_for_lsn"),
+        g("buffer_flush_avg_page_rate"),
+        g("buffer_flush_lsn_avg_rate"),
+        g("buffer_flush_lsn_avg_rate") as f64 / MIB,
+    );
+    flushing_pages(out, s, g, rate);
+}
+
+/// The rest of FLUSHING: pages flushed by kind (totals and rates), waits,
+/// the throttle, cleaner rounds and doublewrite.
+fn flushing_pages(
+    out: &mut String,
+    s: &StatusInput<'_>,
+    g: &dyn Fn(&str) -> u64,
+    rate: &dyn Fn(&str) -> Option<f64>,
+) {
+    let o = s.options;
+    let kinds = [
+        ("adaptive", "buffer_flush_adaptive_total_pages"),
+        ("background", "buffer_flush_background_total_pages"),
+        ("LRU", "buffer_LRU_batch_flush_total_pages"),
+        ("sync", "buffer_flush_sync_total_pages"),
+        ("single page", "buffer_LRU_single_flush_total_pages"),
+        ("neighbors", "buffer_flush_neighbor_total_pages"),
+    ];
+    let totals: Vec<String> = kinds
+        .iter()
+        .map(|(name, metric)| format!("{name} {}", g(metric)))
+        .collect();
+    let _ = writeln!(out, "Pages flushed       {}", totals.join(", "));
+    if let Some((_, secs)) = s.since {
+        let rates: Vec<String> = kinds
+            .iter()
+            .map(|(name, metric)| format!("{name} {:.1}", rate(metric).unwrap_or(0.0)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "Pages flushed/s     {} (over the last {secs:.1} s)",
+            rates.join(", ")
+        );
+    }
+    let _ = write!(
+        out,
+        "Sync flush waits    {} ({:.1} ms in total, longest {:.1} ms)\n\
+         Free-check waits    {} ({:.1} ms in total)\n\
+         LRU                 {} single-page flush scans, {} free-frame waits\n\
+         Throttle delay      {:.1} ms in total{}\n\
+         Cleaner rounds {}, batches {}, last round {:.1} ms; doublewrite batches {}, pages {}; \
+         data file syncs {}\n",
+        g("buffer_flush_sync_waits"),
+        g("buffer_flush_sync_wait_us_total") as f64 / 1000.0,
+        g("buffer_flush_sync_wait_us_max") as f64 / 1000.0,
+        g("log_free_check_waits"),
+        g("log_free_check_wait_us_total") as f64 / 1000.0,
+        g("buffer_LRU_single_flush_num_scan"),
+        g("buffer_LRU_get_free_waits"),
+        g("buffer_flush_throttle_delay_us_total") as f64 / 1000.0,
+        if o.flush_policy.as_str() == "classic" {
+            " (classic never throttles writers: it stops them at the free-check limit)"
+        } else {
+            ""
+        },
+        g("buffer_flush_cleaner_rounds"),
+        g("buffer_flush_batches"),
+        g("buffer_flush_round_us") as f64 / 1000.0,
+        g("dblwr_writes"),
+        g("dblwr_pages_written"),
+        g("os_data_fsyncs"),
+    );
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use keel::FlushMode;
+
+    fn metrics() -> BTreeMap<&'static str, u64> {
+        // A log of 1 MiB (1,048,576 bytes) whose marks are placed as the
+        // engine places them for a free-check limit of 960,000 bytes.
+        [
+            ("log_lsn_current", 5_000_000),
+            ("log_lsn_last_flush", 4_990_000),
+            ("log_lsn_last_checkpoint", 4_100_000),
+            ("log_lsn_checkpoint_age", 900_000),
+            ("log_capacity", 1_048_576),
+            ("log_max_modified_age_async", 840_000),
+            ("log_max_modified_age_sync", 900_000),
+            ("buffer_pool_pages_total", 2048),
+            ("buffer_pool_pages_dirty", 1024),
+            ("buffer_flush_adaptive_total_pages", 700),
+            ("buffer_flush_background_total_pages", 30),
+            ("buffer_LRU_batch_flush_total_pages", 1178),
+            ("buffer_flush_sync_total_pages", 122),
+            ("buffer_LRU_single_flush_total_pages", 4),
+            ("buffer_flush_neighbor_total_pages", 55),
+            ("buffer_flush_n_to_flush_requested", 400),
+            ("buffer_flush_n_to_flush_by_age", 350),
+            ("buffer_flush_pct_for_dirty", 12),
+            ("buffer_flush_pct_for_lsn", 97),
+            ("buffer_flush_avg_page_rate", 180),
+            ("buffer_flush_lsn_avg_rate", 2_097_152),
+            ("buffer_flush_sync_waits", 9),
+            ("buffer_flush_sync_wait_us_total", 4_500_000),
+            ("buffer_flush_sync_wait_us_max", 800_000),
+            ("log_free_check_waits", 7),
+            ("log_free_check_wait_us_total", 3_250_000),
+            ("buffer_flush_round_us", 2_500),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    fn line<'a>(text: &'a str, start: &str) -> &'a str {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("no line starting with `{start}` in:\n{text}"))
+    }
+
+    #[test]
+    fn status_shows_mode_reason_marks_figures_and_pages_by_kind() {
+        let m = metrics();
+        let mut before = m.clone();
+        before.insert("buffer_LRU_batch_flush_total_pages", 178);
+        let mut o = Options::default();
+        o.set("io_capacity_max", "400").unwrap();
+        let d = Decision {
+            mode: FlushMode::Sync,
+            reason: "age 900000 past the sync mark 900000: flush up to lsn 4200000".into(),
+            ..Decision::default()
+        };
+        let text = status_text(&StatusInput {
+            dir: Path::new("/data/db"),
+            options: &o,
+            metrics: &m,
+            decision: &d,
+            since: Some((&before, 2.0)),
+        });
+        assert!(text.contains("KEEL ENGINE STATUS (/data/db)"), "{text}");
+        assert!(
+            line(&text, "Checkpoint age ").contains("900000 bytes (0.9 MiB), 85.8% of the log"),
+            "{text}"
+        );
+        // Age against each mark: bytes, share of the log, age as % of the mark.
+        let a = line(&text, "async (max_modified_age_async)");
+        assert!(a.contains("840000") && a.ends_with("107.1%"), "{a}");
+        assert!(line(&text, "sync (max_modified_age_sync)").ends_with("100.0%"));
+        let f = line(&text, "free-check limit");
+        assert!(f.contains("960000") && f.ends_with("93.8%"), "{f}");
+        assert!(line(&text, "log capacity").contains("1048576"));
+        assert!(line(&text, "Checkpoint age is").contains("past the sync mark"));
+        assert!(line(&text, "Flush policy").starts_with(
+            "Flush policy        classic (io_capacity 200, io_capacity_max 400, lru_scan_depth 1024"
+        ));
+        assert_eq!(line(&text, "Mode "), "Mode                sync");
+        assert!(line(&text, "Last round").ends_with("flush up to lsn 4200000"));
+        assert_eq!(
+            line(&text, "Last full round"),
+            "Last full round     n_to_flush 400 pages requested, 350 of them by age; \
+             pct_for_dirty 12%, pct_for_lsn 97%"
+        );
+        assert_eq!(
+            line(&text, "Averages"),
+            "Averages            page rate 180 pages/s, redo rate 2097152 bytes/s (2.00 MiB/s)"
+        );
+        assert_eq!(
+            line(&text, "Pages flushed  "),
+            "Pages flushed       adaptive 700, background 30, LRU 1178, sync 122, \
+             single page 4, neighbors 55"
+        );
+        assert!(
+            line(&text, "Pages flushed/s").contains("LRU 500.0,"),
+            "{text}"
+        );
+        assert_eq!(
+            line(&text, "Sync flush waits"),
+            "Sync flush waits    9 (4500.0 ms in total, longest 800.0 ms)"
+        );
+        assert_eq!(
+            line(&text, "Free-check waits"),
+            "Free-check waits    7 (3250.0 ms in total)"
+        );
+        assert!(line(&text, "Throttle delay").contains("classic never throttles"));
+        assert!(line(&text, "Cleaner rounds").contains("last round 2.5 ms"));
+    }
+
+    #[test]
+    fn status_before_any_round_says_so() {
+        let m = BTreeMap::new();
+        let text = status_text(&StatusInput {
+            dir: Path::new("x"),
+            options: &Options::default(),
+            metrics: &m,
+            decision: &Decision::default(),
+            since: None,
+        });
+        assert_eq!(line(&text, "Mode "), "Mode                idle");
+        assert_eq!(
+            line(&text, "Last round"),
+            "Last round          (no round yet)"
+        );
+        assert!(line(&text, "Checkpoint age is").contains("unknown"));
+        assert!(!text.contains("Pages flushed/s"));
+        assert!(line(&text, "Flush policy").contains("io_capacity_max 2000"));
+    }
 }

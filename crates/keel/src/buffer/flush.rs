@@ -24,13 +24,17 @@ use crate::page::{page_lsn, stamp_checksum, PageId};
 pub enum FlushKind {
     /// LRU batch flushing by a page cleaner.
     Lru,
-    /// Flush-list flushing by a page cleaner.
-    List,
+    /// Flush-list flushing by a page cleaner for the checkpoint age
+    /// (adaptive flushing).
+    Adaptive,
+    /// Flush-list flushing by a page cleaner for any other reason (idle
+    /// flushing, dirty-page percentage).
+    Background,
     /// A user thread writing one page to free a frame.
     Single,
     /// Shutdown or an explicit checkpoint.
     All,
-    /// A writer found the redo log full and flushes the oldest pages.
+    /// Sync flushing: the checkpoint age passed the sync mark.
     Sync,
 }
 
@@ -94,7 +98,8 @@ impl BufferPool {
         Metrics::add(&m.buffer_flush_batches, 1);
         let counter = match kind {
             FlushKind::Lru => &m.buffer_LRU_batch_flush_total_pages,
-            FlushKind::List | FlushKind::All => &m.buffer_flush_background_total_pages,
+            FlushKind::Adaptive => &m.buffer_flush_adaptive_total_pages,
+            FlushKind::Background | FlushKind::All => &m.buffer_flush_background_total_pages,
             FlushKind::Single => &m.buffer_LRU_single_flush_total_pages,
             FlushKind::Sync => &m.buffer_flush_sync_total_pages,
         };

@@ -185,6 +185,11 @@ impl Instance {
         Victim::None
     }
 
+    /// Oldest modifications of the first `n` pages of the flush list.
+    pub fn oldest_sample(&self, n: usize) -> Vec<Lsn> {
+        self.flush_list.lock().iter().take(n).map(|e| e.0).collect()
+    }
+
     /// Counts for the cleaner's snapshot.
     pub fn state(&self) -> (usize, usize, usize, Option<Lsn>) {
         let (free, lru) = {

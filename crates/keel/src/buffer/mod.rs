@@ -65,6 +65,8 @@ pub struct BufferPool {
     epoch: Instant,
     /// Signalled when a thread wants free frames or dirty pages written.
     pub(crate) cleaner_wakeup: (Mutex<u64>, Condvar),
+    /// The policy's last decision, for the status report.
+    pub(crate) last_decision: Mutex<crate::flush::Decision>,
 }
 
 impl BufferPool {
@@ -92,6 +94,7 @@ impl BufferPool {
             dblwr,
             epoch: Instant::now(),
             cleaner_wakeup: (Mutex::new(0), Condvar::new()),
+            last_decision: Mutex::new(crate::flush::Decision::default()),
         }
     }
 

@@ -1,64 +1,132 @@
-//! Page-cleaner threads. Cleaner `c` serves the instances `i` with
-//! `i % page_cleaners == c`, so instances are flushed in parallel rather than
-//! one after another (the seeds show sequential instance flushing leaving the
-//! globally oldest page unflushed).
+//! Page-cleaner threads, organised as InnoDB 8.0 organises them: cleaner 0
+//! is the coordinator. Each round it takes a [`Snapshot`], asks the policy
+//! for [`FlushTargets`], hands the round to every cleaner (cleaner `c`
+//! serves the instances `i` with `i % page_cleaners == c`, so instances are
+//! flushed in parallel — the seeds show sequential instance flushing leaving
+//! the globally oldest page unflushed), does its own share, waits for the
+//! slowest cleaner (the barrier), then flushes the log and checkpoints, and
+//! sleeps until the next round is due. Writers short of free frames or of
+//! log space wake it early; the policy decides what such a round does.
+//!
+//! Within an instance a round does LRU flushing first, then its share of
+//! flush-list flushing, in batches of at most [`LIST_BATCH`] pages.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::policy::{FlushPolicy, InstanceSnapshot, Snapshot};
-use crate::buffer::flush::FlushKind;
+use parking_lot::{Condvar, Mutex};
+
+use super::policy::{FlushPolicy, FlushTargets, InstanceSnapshot, InstanceTarget, Snapshot};
 use crate::buffer::BufferPool;
 use crate::metrics::Metrics;
+use crate::Lsn;
+
+/// Most pages one flush-list batch writes (and holds latched while it
+/// does); a round's share is written in as many batches as it needs.
+pub const LIST_BATCH: usize = 256;
+
+/// The redo log's state as the policy sees it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LogView {
+    /// Current LSN.
+    pub current_lsn: Lsn,
+    /// Last checkpoint.
+    pub checkpoint_lsn: Lsn,
+    /// End of the durable log.
+    pub flushed_lsn: Lsn,
+    /// Usable capacity in bytes.
+    pub capacity: u64,
+    /// Free-check limit (bytes of age).
+    pub free_check_limit: u64,
+    /// InnoDB's async mark.
+    pub max_modified_age_async: u64,
+    /// InnoDB's sync mark.
+    pub max_modified_age_sync: u64,
+    /// Bytes reserved by admitted writers plus bytes waiting writers need.
+    pub redo_reserved: u64,
+    /// Writers waiting in the free check.
+    pub free_check_waiters: usize,
+}
 
 /// What a cleaner needs from the engine.
 pub trait CleanerHost: Send + Sync + 'static {
     /// The buffer pool to flush.
     fn pool(&self) -> &BufferPool;
-    /// The current LSN.
-    fn current_lsn(&self) -> crate::Lsn;
-    /// Option values the policy reads.
-    fn lru_scan_depth(&self) -> usize;
-    /// Option `max_dirty_pages_pct`.
-    fn max_dirty_pages_pct(&self) -> f64;
-    /// Periodic engine work done by the first cleaner after each round
-    /// (background log flush, checkpoint).
-    fn tick(&self) -> crate::error::Result<()>;
+    /// The redo log's state.
+    fn log_view(&self) -> LogView;
+    /// How many flush-list entries per instance the snapshot samples.
+    fn flush_list_sample(&self) -> usize;
+    /// Engine work done by the coordinator after each round: the once-a-
+    /// second log flush and the checkpoint. `urgent` (after a sync round)
+    /// makes the log durable first so the checkpoint can move at once.
+    fn tick(&self, urgent: bool) -> crate::error::Result<()>;
+}
+
+struct Round {
+    seq: u64,
+    targets: Arc<FlushTargets>,
+    pending: usize,
+}
+
+struct Shared {
+    stop: AtomicBool,
+    round: Mutex<Round>,
+    start: Condvar,
+    done: Condvar,
 }
 
 /// The running cleaner threads.
 pub struct Cleaners {
-    stop: Arc<AtomicBool>,
+    shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Cleaners {
-    /// Start `n` cleaners, each with its own policy instance.
+    /// Start `n` cleaners; the first one coordinates with `policy`.
     pub fn start<H: CleanerHost>(
         host: Arc<H>,
         n: usize,
-        make_policy: impl Fn() -> Box<dyn FlushPolicy>,
+        policy: Box<dyn FlushPolicy>,
     ) -> std::io::Result<Cleaners> {
-        let stop = Arc::new(AtomicBool::new(false));
+        let n = n.max(1);
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            round: Mutex::new(Round {
+                seq: 0,
+                targets: Arc::new(FlushTargets::default()),
+                pending: 0,
+            }),
+            start: Condvar::new(),
+            done: Condvar::new(),
+        });
         let started = Instant::now();
         let mut threads = Vec::with_capacity(n);
+        let mut policy = Some(policy);
         for c in 0..n {
             let host = host.clone();
-            let stop = stop.clone();
-            let mut policy = make_policy();
-            let t = std::thread::Builder::new()
-                .name(format!("keel-cleaner-{c}"))
-                .spawn(move || run(&*host, c, n, &mut *policy, &stop, started))?;
+            let sh = shared.clone();
+            let b = std::thread::Builder::new().name(format!("keel-cleaner-{c}"));
+            let t = if c == 0 {
+                let mut p = policy.take().expect("one coordinator");
+                b.spawn(move || coordinate(&*host, n, &mut *p, &sh, started))?
+            } else {
+                b.spawn(move || serve(&*host, c, n, &sh))?
+            };
             threads.push(t);
         }
-        Ok(Cleaners { stop, threads })
+        Ok(Cleaners { shared, threads })
     }
 
     /// Stop and join every cleaner.
     pub fn stop(&mut self, pool: &BufferPool) {
-        self.stop.store(true, Ordering::Release);
+        self.shared.stop.store(true, Ordering::Release);
+        {
+            let _g = self.shared.round.lock();
+            self.shared.start.notify_all();
+            self.shared.done.notify_all();
+        }
         pool.wake_cleaners();
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -69,6 +137,7 @@ impl Cleaners {
 /// Take a snapshot of the whole engine.
 pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot {
     let pool = host.pool();
+    let sample = host.flush_list_sample();
     let instances = pool
         .instances
         .iter()
@@ -80,69 +149,166 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
                 lru_len,
                 dirty,
                 oldest_modification: oldest,
+                oldest_lsns: i.oldest_sample(sample),
             }
         })
         .collect();
+    let log = host.log_view();
+    let m = &pool.metrics;
+    let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     Snapshot {
         now: started.elapsed(),
-        current_lsn: host.current_lsn(),
+        current_lsn: log.current_lsn,
+        checkpoint_lsn: log.checkpoint_lsn,
+        flushed_lsn: log.flushed_lsn,
+        log_capacity: log.capacity,
+        free_check_limit: log.free_check_limit,
+        max_modified_age_async: log.max_modified_age_async,
+        max_modified_age_sync: log.max_modified_age_sync,
+        redo_reserved: log.redo_reserved,
+        free_check_waiters: log.free_check_waiters,
+        list_pages_flushed: get(&m.buffer_flush_adaptive_total_pages)
+            + get(&m.buffer_flush_background_total_pages)
+            + get(&m.buffer_flush_sync_total_pages),
+        lru_pages_flushed: get(&m.buffer_LRU_batch_flush_total_pages)
+            + get(&m.buffer_LRU_single_flush_total_pages),
+        free_frame_misses: get(&m.buffer_LRU_single_flush_num_scan)
+            + get(&m.buffer_LRU_get_free_waits),
+        flush_list_sample: sample,
         instances,
-        lru_scan_depth: host.lru_scan_depth(),
-        max_dirty_pages_pct: host.max_dirty_pages_pct(),
     }
 }
 
-fn run<H: CleanerHost + ?Sized>(
+fn publish(m: &Metrics, t: &FlushTargets) {
+    let d = &t.decision;
+    Metrics::set(&m.buffer_flush_mode, d.mode.code());
+    if t.full_round {
+        Metrics::set(&m.buffer_flush_n_to_flush_requested, d.n_requested);
+        Metrics::set(&m.buffer_flush_n_to_flush_by_age, d.n_by_age);
+        Metrics::set(
+            &m.buffer_flush_avg_page_rate,
+            d.avg_page_rate.round() as u64,
+        );
+        Metrics::set(&m.buffer_flush_lsn_avg_rate, d.lsn_avg_rate.round() as u64);
+        Metrics::set(
+            &m.buffer_flush_pct_for_dirty,
+            d.pct_for_dirty.round() as u64,
+        );
+        Metrics::set(&m.buffer_flush_pct_for_lsn, d.pct_for_lsn.round() as u64);
+    }
+}
+
+fn coordinate<H: CleanerHost + ?Sized>(
     host: &H,
-    me: usize,
     n: usize,
     policy: &mut dyn FlushPolicy,
-    stop: &AtomicBool,
+    sh: &Shared,
     started: Instant,
 ) {
     let pool = host.pool();
     let mut backoff = Duration::ZERO;
-    while !stop.load(Ordering::Acquire) {
+    while !sh.stop.load(Ordering::Acquire) {
+        let wakeups = *pool.cleaner_wakeup.0.lock();
+        let round_start = Instant::now();
         let snap = snapshot(host, started);
-        let targets = policy.decide(&snap);
+        let targets = Arc::new(policy.decide(&snap));
+        publish(&pool.metrics, &targets);
+        *pool.last_decision.lock() = targets.decision.clone();
         Metrics::add(&pool.metrics.buffer_flush_cleaner_rounds, 1);
-        let mut failed = false;
-        for (i, t) in targets.instances.iter().enumerate() {
-            if i % n != me {
-                continue;
-            }
-            if t.lru_want_free > 0 {
-                if let Err(e) = pool.lru_flush(i, t.lru_scan, t.lru_want_free) {
-                    log::error!("page cleaner {me}: LRU flush of instance {i} failed: {e}");
-                    failed = true;
-                }
-            }
-            if t.list_pages > 0 {
-                if let Err(e) =
-                    pool.flush_list_batch(i, t.list_pages, t.list_lsn_limit, FlushKind::List)
-                {
-                    log::error!("page cleaner {me}: flush-list batch of instance {i} failed: {e}");
-                    failed = true;
-                }
+        if n > 1 {
+            let mut r = sh.round.lock();
+            r.seq += 1;
+            r.targets = targets.clone();
+            r.pending = n - 1;
+            sh.start.notify_all();
+        }
+        let written_before = pool.metrics.buffer_pages_written.load(Ordering::Relaxed);
+        let mut failed = do_share(pool, 0, n, &targets.instances);
+        if n > 1 {
+            // The barrier: the next round starts after the slowest cleaner.
+            let mut r = sh.round.lock();
+            while r.pending > 0 && !sh.stop.load(Ordering::Acquire) {
+                sh.done.wait_for(&mut r, Duration::from_millis(100));
             }
         }
-        if me == 0 {
-            if let Err(e) = host.tick() {
-                log::error!("page cleaner {me}: log flush or checkpoint failed: {e}");
-                failed = true;
-            }
+        let wrote = pool.metrics.buffer_pages_written.load(Ordering::Relaxed) != written_before;
+        let urgent = targets.decision.mode == super::FlushMode::Sync;
+        if let Err(e) = host.tick(urgent) {
+            log::error!("page cleaner coordinator: log flush or checkpoint failed: {e}");
+            failed = true;
         }
+        let took = round_start.elapsed();
+        Metrics::set(&pool.metrics.buffer_flush_round_us, took.as_micros() as u64);
         // After an I/O error, retry with a growing pause rather than spin.
         backoff = if failed {
             (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1))
         } else {
             Duration::ZERO
         };
-        let sleep = targets.sleep.max(backoff);
+        // Rounds that find nothing to write (say, the checkpoint waits for a
+        // commit still being applied) pause briefly rather than spin, even
+        // when writers keep waking the coordinator.
+        if !wrote && !sh.stop.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let sleep = targets.sleep.saturating_sub(took).max(backoff);
         let (m, c) = &pool.cleaner_wakeup;
         let mut g = m.lock();
-        if !stop.load(Ordering::Acquire) {
+        // A wake-up that came during the round counts: do not sleep then.
+        if !sh.stop.load(Ordering::Acquire) && *g == wakeups && !sleep.is_zero() {
             c.wait_for(&mut g, sleep);
         }
     }
+}
+
+fn serve<H: CleanerHost + ?Sized>(host: &H, me: usize, n: usize, sh: &Shared) {
+    let pool = host.pool();
+    let mut seen = 0;
+    loop {
+        let targets = {
+            let mut r = sh.round.lock();
+            while r.seq == seen && !sh.stop.load(Ordering::Acquire) {
+                sh.start.wait(&mut r);
+            }
+            if sh.stop.load(Ordering::Acquire) {
+                return;
+            }
+            seen = r.seq;
+            r.targets.clone()
+        };
+        do_share(pool, me, n, &targets.instances);
+        let mut r = sh.round.lock();
+        r.pending = r.pending.saturating_sub(1);
+        sh.done.notify_all();
+    }
+}
+
+/// Carry out the targets of the instances cleaner `me` serves; true if an
+/// I/O error occurred (logged here).
+fn do_share(pool: &BufferPool, me: usize, n: usize, targets: &[InstanceTarget]) -> bool {
+    let mut failed = false;
+    for (i, t) in targets.iter().enumerate() {
+        if i % n != me {
+            continue;
+        }
+        if t.lru_want_free > 0 {
+            if let Err(e) = pool.lru_flush(i, t.lru_scan, t.lru_want_free) {
+                log::error!("page cleaner {me}: LRU flush of instance {i} failed: {e}");
+                failed = true;
+            }
+        }
+        let mut left = t.list_pages;
+        while left > 0 {
+            match pool.flush_list_batch(i, left.min(LIST_BATCH), t.list_lsn_limit, t.list_kind) {
+                Ok(0) => break,
+                Ok(w) => left = left.saturating_sub(w),
+                Err(e) => {
+                    log::error!("page cleaner {me}: flush-list batch of instance {i} failed: {e}");
+                    failed = true;
+                    break;
+                }
+            }
+        }
+    }
+    failed
 }

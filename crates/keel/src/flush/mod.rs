@@ -10,4 +10,7 @@ pub mod doublewrite;
 pub mod policy;
 
 pub use cleaner::Cleaners;
-pub use policy::{FlushPolicy, FlushTargets, InstanceSnapshot, InstanceTarget, Interim, Snapshot};
+pub use policy::classic::{Classic, ClassicConfig};
+pub use policy::{
+    Decision, FlushMode, FlushPolicy, FlushTargets, InstanceSnapshot, InstanceTarget, Snapshot,
+};

@@ -1,12 +1,13 @@
-//! The policy interface and the interim policy.
-//!
-//! The interim policy keeps `lru_scan_depth` free frames per instance by LRU
-//! flushing and flushes from the oldest end of the flush list while dirty
-//! pages exceed `max_dirty_pages_pct`. InnoDB's adaptive flushing (`classic`)
-//! and Keel's controller (`steady`) replace it behind the same interface.
+//! The policy interface: a [`Snapshot`] of the engine in, [`FlushTargets`]
+//! out. InnoDB's adaptive flushing (`classic`) and Keel's controller
+//! (`steady`) implement it; everything else (cleaner threads, batching,
+//! doublewrite, neighbors, metrics) is shared.
+
+pub mod classic;
 
 use std::time::Duration;
 
+use crate::buffer::flush::FlushKind;
 use crate::Lsn;
 
 /// State of one buffer-pool instance.
@@ -22,25 +23,80 @@ pub struct InstanceSnapshot {
     pub dirty: usize,
     /// Oldest modification on the flush list.
     pub oldest_modification: Option<Lsn>,
+    /// Oldest modifications of the first pages of the flush list, oldest
+    /// first (at most [`Snapshot::flush_list_sample`] of them): enough for a
+    /// policy to count the pages below an LSN.
+    pub oldest_lsns: Vec<Lsn>,
 }
 
-/// Everything a policy may look at.
+/// Everything a policy may look at. Counters are totals since the engine
+/// started; the policy keeps what it needs to turn them into rates.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
     /// Time since the engine started (injected, so simulations control it).
     pub now: Duration,
     /// Current LSN.
     pub current_lsn: Lsn,
+    /// LSN of the last checkpoint.
+    pub checkpoint_lsn: Lsn,
+    /// End of the durable redo log.
+    pub flushed_lsn: Lsn,
+    /// Usable bytes of the redo log.
+    pub log_capacity: u64,
+    /// Checkpoint age past which writers wait in the free check.
+    pub free_check_limit: u64,
+    /// InnoDB's `max_modified_age_async` (7/8 of the free-check limit).
+    pub max_modified_age_async: u64,
+    /// InnoDB's `max_modified_age_sync` (15/16 of the free-check limit).
+    pub max_modified_age_sync: u64,
+    /// Redo bytes admitted writers have reserved plus what waiting writers
+    /// need: the age must drop this far below the free-check limit before
+    /// every waiter can go on.
+    pub redo_reserved: u64,
+    /// Writers waiting in the free check right now.
+    pub free_check_waiters: usize,
+    /// Pages written by flush-list flushing (any kind) since start.
+    pub list_pages_flushed: u64,
+    /// Pages written by LRU flushing and single-page flushes since start.
+    pub lru_pages_flushed: u64,
+    /// Times a thread found no free frame since start (single-page flush
+    /// scans and free-frame waits).
+    pub free_frame_misses: u64,
+    /// How many flush-list entries per instance `oldest_lsns` holds at most.
+    pub flush_list_sample: usize,
     /// Per-instance state.
     pub instances: Vec<InstanceSnapshot>,
-    /// Option `lru_scan_depth`.
-    pub lru_scan_depth: usize,
-    /// Option `max_dirty_pages_pct`.
-    pub max_dirty_pages_pct: f64,
 }
 
-/// What to flush in one instance this tick.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+impl Snapshot {
+    /// Current checkpoint age in bytes.
+    pub fn age(&self) -> u64 {
+        self.current_lsn.saturating_sub(self.checkpoint_lsn)
+    }
+
+    /// Dirty pages over all instances.
+    pub fn dirty(&self) -> usize {
+        self.instances.iter().map(|i| i.dirty).sum()
+    }
+
+    /// Dirty pages as a percentage of the pages in use or free (InnoDB's
+    /// `buf_get_modified_ratio_pct`).
+    pub fn dirty_pct(&self) -> f64 {
+        let base: usize = self.instances.iter().map(|i| i.lru_len + i.free).sum();
+        100.0 * self.dirty() as f64 / base.max(1) as f64
+    }
+
+    /// Oldest modification over all instances.
+    pub fn oldest_modification(&self) -> Option<Lsn> {
+        self.instances
+            .iter()
+            .filter_map(|i| i.oldest_modification)
+            .min()
+    }
+}
+
+/// What to flush in one instance this round.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InstanceTarget {
     /// Free frames LRU flushing should produce (0 = no LRU flushing).
     pub lru_want_free: usize,
@@ -50,115 +106,104 @@ pub struct InstanceTarget {
     pub list_pages: usize,
     /// Only pages whose oldest modification is below this LSN.
     pub list_lsn_limit: Lsn,
+    /// Counter the flush-list pages are charged to.
+    pub list_kind: FlushKind,
 }
 
-/// A policy's answer for one tick.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+impl Default for InstanceTarget {
+    fn default() -> Self {
+        InstanceTarget {
+            lru_want_free: 0,
+            lru_scan: 0,
+            list_pages: 0,
+            list_lsn_limit: Lsn::MAX,
+            list_kind: FlushKind::Background,
+        }
+    }
+}
+
+/// The flushing mode a round ran in (the status report's diagnosis).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlushMode {
+    /// No activity: background flushing at `io_capacity`.
+    #[default]
+    Idle,
+    /// Checkpoint age below the async mark: adaptive flushing.
+    Adaptive,
+    /// Age past the async mark (`max_modified_age_async`).
+    Async,
+    /// Age past the sync mark: sync flushing, writers may stop.
+    Sync,
+}
+
+impl FlushMode {
+    /// The gauge value of `buffer_flush_mode`.
+    pub fn code(self) -> u64 {
+        self as u64
+    }
+
+    /// Inverse of [`FlushMode::code`].
+    pub fn from_code(c: u64) -> FlushMode {
+        match c {
+            1 => FlushMode::Adaptive,
+            2 => FlushMode::Async,
+            3 => FlushMode::Sync,
+            _ => FlushMode::Idle,
+        }
+    }
+
+    /// Lower-case name for reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlushMode::Idle => "idle",
+            FlushMode::Adaptive => "adaptive",
+            FlushMode::Async => "async",
+            FlushMode::Sync => "sync",
+        }
+    }
+}
+
+/// The figures behind a decision, published as metrics.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// Mode of the round.
+    pub mode: FlushMode,
+    /// Flush-list pages asked for over all instances.
+    pub n_requested: u64,
+    /// Of those, pages asked for because of the checkpoint age.
+    pub n_by_age: u64,
+    /// Averaged flush-list page rate (pages/s).
+    pub avg_page_rate: f64,
+    /// Averaged redo rate (bytes/s).
+    pub lsn_avg_rate: f64,
+    /// Percentage of io_capacity asked for by dirtiness (classic).
+    pub pct_for_dirty: f64,
+    /// Percentage of io_capacity asked for by age (classic).
+    pub pct_for_lsn: f64,
+    /// Why the round flushes what it flushes, in one line.
+    pub reason: String,
+}
+
+/// A policy's answer for one round.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct FlushTargets {
     /// One target per instance, in instance order.
     pub instances: Vec<InstanceTarget>,
-    /// How long the cleaner may sleep before the next tick (it is woken
-    /// earlier when a thread runs short of free frames).
+    /// How long after this round started the next one is due (zero: back
+    /// to back). A thread short of free frames or of log space wakes the
+    /// cleaners earlier; the policy then decides what that round does.
     pub sleep: Duration,
+    /// True when this round is a full one (flush lists and rates); false
+    /// for an LRU-only round between full rounds.
+    pub full_round: bool,
+    /// The figures behind the decision.
+    pub decision: Decision,
 }
 
 /// A flushing policy: a pure function of the snapshot plus its own state.
 pub trait FlushPolicy: Send {
-    /// Name shown in reports (`interim`, `classic`, `steady`).
+    /// Name shown in reports (`classic`, `steady`).
     fn name(&self) -> &'static str;
-    /// Decide this tick's targets.
+    /// Decide this round's targets.
     fn decide(&mut self, snap: &Snapshot) -> FlushTargets;
-}
-
-/// The interim policy (see the module doc).
-#[derive(Debug, Default)]
-pub struct Interim;
-
-/// Most pages one flush-list batch of the interim policy writes.
-const INTERIM_LIST_BATCH: usize = 1024;
-
-impl FlushPolicy for Interim {
-    fn name(&self) -> &'static str {
-        "interim"
-    }
-
-    fn decide(&mut self, s: &Snapshot) -> FlushTargets {
-        let mut busy = false;
-        let instances = s
-            .instances
-            .iter()
-            .map(|i| {
-                // A small pool cannot keep lru_scan_depth frames free.
-                let want = s.lru_scan_depth.min(i.total / 8).max(1);
-                let lru_want_free = if i.free < want { want } else { 0 };
-                let limit = i.total as f64 * s.max_dirty_pages_pct / 100.0;
-                let list_pages = if i.dirty as f64 > limit {
-                    // Bring dirty pages 5 % of the instance below the limit.
-                    let goal = (limit - i.total as f64 * 0.05).max(0.0);
-                    ((i.dirty as f64 - goal).ceil() as usize).min(INTERIM_LIST_BATCH)
-                } else {
-                    0
-                };
-                busy |= lru_want_free > 0 || list_pages > 0;
-                InstanceTarget {
-                    lru_want_free,
-                    lru_scan: s.lru_scan_depth.max(want),
-                    list_pages,
-                    list_lsn_limit: Lsn::MAX,
-                }
-            })
-            .collect();
-        FlushTargets {
-            instances,
-            sleep: if busy {
-                Duration::from_millis(1)
-            } else {
-                Duration::from_millis(100)
-            },
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn snap(free: usize, dirty: usize) -> Snapshot {
-        Snapshot {
-            lru_scan_depth: 1024,
-            max_dirty_pages_pct: 90.0,
-            instances: vec![InstanceSnapshot {
-                total: 10_000,
-                free,
-                lru_len: 10_000 - free,
-                dirty,
-                oldest_modification: Some(5),
-            }],
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn idle_pool_needs_nothing() {
-        let t = Interim.decide(&snap(5000, 100));
-        assert_eq!(t.instances[0].lru_want_free, 0);
-        assert_eq!(t.instances[0].list_pages, 0);
-        assert_eq!(t.sleep, Duration::from_millis(100));
-    }
-
-    #[test]
-    fn short_of_free_frames_asks_for_lru_flushing() {
-        let t = Interim.decide(&snap(10, 100));
-        assert_eq!(t.instances[0].lru_want_free, 1024);
-        assert_eq!(t.sleep, Duration::from_millis(1));
-    }
-
-    #[test]
-    fn above_max_dirty_flushes_the_list() {
-        let t = Interim.decide(&snap(5000, 9_300));
-        // goal = 9000 - 500 = 8500 → 800 pages
-        assert_eq!(t.instances[0].list_pages, 800);
-        let t = Interim.decide(&snap(5000, 8_999));
-        assert_eq!(t.instances[0].list_pages, 0);
-    }
 }

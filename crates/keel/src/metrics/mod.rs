@@ -59,8 +59,32 @@ registry! {
     buffer_LRU_batch_flush_total_pages,
     /// Pages evicted (clean) by LRU batch flushing.
     buffer_LRU_batch_evict_total_pages,
-    /// Pages written by flush-list flushing of the page cleaners.
+    /// Pages written by flush-list flushing when no adaptive flushing was
+    /// due: idle flushing, `max_dirty_pages_pct`, shutdown.
     buffer_flush_background_total_pages,
+    /// Pages written by adaptive (checkpoint-age driven) flush-list flushing.
+    buffer_flush_adaptive_total_pages,
+    /// Extra pages written because they neighbored a flushed page.
+    buffer_flush_neighbor_total_pages,
+    /// Gauge: pages the last cleaner round asked for (flush lists, all instances).
+    buffer_flush_n_to_flush_requested,
+    /// Gauge: of those, pages asked for to keep up with the checkpoint age.
+    buffer_flush_n_to_flush_by_age,
+    /// Gauge: averaged flush-list page write rate (pages/s) the policy uses.
+    buffer_flush_avg_page_rate,
+    /// Gauge: averaged redo generation rate (bytes/s) the policy uses.
+    buffer_flush_lsn_avg_rate,
+    /// Gauge: the classic policy's percentage of io_capacity for dirtiness.
+    buffer_flush_pct_for_dirty,
+    /// Gauge: the classic policy's percentage of io_capacity for age.
+    buffer_flush_pct_for_lsn,
+    /// Gauge: flushing mode of the last round: 0 idle, 1 adaptive, 2 async, 3 sync.
+    buffer_flush_mode,
+    /// Gauge: microseconds the last cleaner round took.
+    buffer_flush_round_us,
+    /// Writer pauses imposed by the flushing policy, in microseconds (Keel's
+    /// own; the classic policy never pauses writers).
+    buffer_flush_throttle_delay_us_total,
     /// Times a user thread found no free frame and started a single-page flush scan.
     buffer_LRU_single_flush_num_scan,
     /// Pages written by user threads' single-page flushes.
@@ -109,6 +133,10 @@ registry! {
     log_checkpoints,
     /// Writers that had to wait for a sync flush because the log was full.
     buffer_flush_sync_waits,
+    /// Writers that found the checkpoint age past the free-check limit and waited.
+    log_free_check_waits,
+    /// Microseconds writers spent waiting in the free check.
+    log_free_check_wait_us_total,
     /// Microseconds writers spent waiting for sync flushes.
     buffer_flush_sync_wait_us_total,
     /// Longest single sync-flush wait in microseconds.
