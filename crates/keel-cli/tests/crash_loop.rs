@@ -6,7 +6,8 @@
 //! tables after a few cycles), eager page cleaning and a 2 MiB log make
 //! page eviction, doublewrite batches cut by the kill, checkpoints during
 //! the child's run and log wrap-around happen within the 20 cycles; four
-//! instances with four page cleaners flush in parallel.
+//! instances with four page cleaners flush in parallel, neighbor areas
+//! included.
 
 use std::process::Command;
 
@@ -27,6 +28,8 @@ fn sigkilled_bank_transfers_keep_total_and_every_acknowledged_commit() {
         // parallel with the others and with the writers.
         .args(["--set", "buffer_pool_instances=4"])
         .args(["--set", "page_cleaners=4"])
+        // Batches that also write whole neighbor areas.
+        .args(["--set", "flush_neighbors=2"])
         .output()
         .unwrap();
     let text = format!(

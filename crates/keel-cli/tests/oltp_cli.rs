@@ -213,7 +213,7 @@ fn a_preset_runs_end_to_end_and_flags_and_sets_win_over_it() {
     assert_eq!(run["options"]["flush_neighbors"], 2);
     assert_eq!(run["options"]["flush_log_at_trx_commit"], 2);
     assert_eq!(run["options"]["buffer_pool_size"], 32 << 20);
-    assert_eq!(run["workload"]["workload"], "read_write");
+    assert_eq!(run["workload"]["workload"], "write_only");
     assert_eq!(run["io_capacity_max"], 200);
     assert!(run["summary"]["transactions"].as_u64().unwrap() > 0);
     let overridden = v["preset_settings"]["overridden"].as_array().unwrap();

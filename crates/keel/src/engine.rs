@@ -94,6 +94,9 @@ impl Wal for LogWal {
     fn flush_up_to(&self, lsn: Lsn) -> Result<()> {
         self.0.write_up_to(lsn, true)
     }
+    fn flushed_lsn(&self) -> Lsn {
+        self.0.flushed_lsn()
+    }
 }
 
 impl Engine {
@@ -175,6 +178,7 @@ impl Engine {
             &engine.metrics.log_max_modified_age_sync,
             engine.max_modified_age_sync,
         );
+        Metrics::set(&engine.metrics.log_free_check_limit, engine.free_limit);
         Ok((engine, created))
     }
 
@@ -444,6 +448,7 @@ fn pool_config(opts: &Options) -> PoolConfig {
         old_blocks_pct: opts.old_blocks_pct,
         old_blocks_time_ms: opts.old_blocks_time,
         write_io_threads: opts.write_io_threads,
+        flush_neighbors: opts.flush_neighbors,
         free_wait_timeout: Duration::from_secs(30),
     }
 }

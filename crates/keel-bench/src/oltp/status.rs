@@ -45,13 +45,6 @@ fn section(out: &mut String, title: &str) {
     let _ = write!(out, "{rule}\n{title}\n{rule}\n");
 }
 
-/// The free-check limit: past it writers stop. The engine sets the sync
-/// mark to 15/16 of it (rounded down to a multiple of 15), so it is known
-/// from the sync mark to within 16 bytes.
-fn free_check_limit(sync_mark: u64) -> u64 {
-    sync_mark / 15 * 16
-}
-
 /// The status of `db` now. With `since` = (metrics at an earlier instant,
 /// seconds elapsed since), rates per second over that span are added.
 pub fn status_report(db: &Db, since: Option<(&BTreeMap<&'static str, u64>, f64)>) -> String {
@@ -139,7 +132,7 @@ fn log_section(out: &mut String, g: &dyn Fn(&str) -> u64) {
         g("log_max_modified_age_async"),
         g("log_max_modified_age_sync"),
     );
-    let limit = free_check_limit(sync_mark);
+    let limit = g("log_free_check_limit");
     let _ = write!(
         out,
         "Log sequence number {}\nLog flushed up to   {}\nLast checkpoint at  {}\n\
@@ -318,6 +311,7 @@ mod tests {
             ("log_capacity", 1_048_576),
             ("log_max_modified_age_async", 840_000),
             ("log_max_modified_age_sync", 900_000),
+            ("log_free_check_limit", 960_000),
             ("buffer_pool_pages_total", 2048),
             ("buffer_pool_pages_dirty", 1024),
             ("buffer_flush_adaptive_total_pages", 700),

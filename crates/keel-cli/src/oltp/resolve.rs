@@ -229,7 +229,7 @@ mod tests {
         let (p, o, vary, prep, preset) = resolved(&["--preset", "disaster-55"]);
         assert_eq!((p.threads, p.tables, p.table_size), (32, 4, 80_000));
         assert_eq!((p.time_s, p.report_interval_s), (150.0, 1.0));
-        assert_eq!(p.workload, Workload::ReadWrite);
+        assert_eq!(p.workload, Workload::WriteOnly);
         assert_eq!((o.io_capacity, o.io_capacity_max), (100, 200));
         assert_eq!((o.log_file_size, o.log_files_in_group), (2 << 20, 2));
         assert_eq!((o.flush_log_at_trx_commit, o.flush_neighbors), (2, 2));

@@ -8,13 +8,21 @@
 //! with one call — runs of different files in parallel — and only then marks
 //! the pages clean and drops the latches. A page is therefore neither
 //! changed nor evicted while it is being written, and readers keep reading it.
+//!
+//! Except for single-page flushes, a batch also takes the dirty neighbors of
+//! each page it writes (`flush_neighbors`, chosen in [`super::neighbors`]),
+//! claimed exactly like requested pages. Before anything is written the
+//! write-ahead rule is enforced and then checked in every build: a page
+//! whose page LSN is past the durable end of the redo log fails the batch.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use parking_lot::RwLockReadGuard;
 
+use super::neighbors::{self, NeighborMode};
 use super::{BufferPool, Instance};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::AlignedBuf;
 use crate::metrics::Metrics;
 use crate::page::{page_lsn, stamp_checksum, PageId};
@@ -38,50 +46,150 @@ pub enum FlushKind {
     Sync,
 }
 
+/// Pages a batch with neighbors may grow to before it is written and a new
+/// one started (the requested pages alone are never split), so that neighbor
+/// flushing keeps the batch buffer and the set of latched pages bounded.
+const NEIGHBOR_BATCH_PAGES: usize = 256;
+
 struct Item<'a> {
     fid: u32,
     id: PageId,
     file: usize,
     offset: u64,
     oldest: u64,
+    /// Added only because it neighbors a requested page.
+    neighbor: bool,
     _guard: RwLockReadGuard<'a, AlignedBuf>,
 }
 
 impl BufferPool {
-    /// Write the dirty pages among `fids` of instance `inst`; returns how many
-    /// were written. Pages that are clean, or latched exclusively, are skipped.
+    /// Write the dirty pages among `fids` of instance `inst` and, unless
+    /// `kind` is [`FlushKind::Single`], their dirty neighbors as
+    /// `flush_neighbors` asks; returns how many pages were written. Pages
+    /// that are clean, latched exclusively or being written by another
+    /// flusher are skipped.
     pub(crate) fn flush_frames(
         &self,
         inst: &Instance,
         fids: &[u32],
         kind: FlushKind,
     ) -> Result<usize> {
-        let mut items = Vec::with_capacity(fids.len());
-        for &fid in fids {
-            let f = &inst.frames[fid as usize];
-            if !f.is_dirty() {
-                continue;
-            }
-            let Some(g) = f.latch.try_read() else {
-                continue;
-            };
-            let (Some(id), oldest) = (f.page(), f.oldest()) else {
-                continue;
-            };
-            if oldest == 0 || f.flushing.swap(true, Ordering::AcqRel) {
-                continue;
-            }
-            debug_assert_eq!(crate::page::page_id(&g), id, "frame holds another page");
-            let (file, offset) = self.space.locate(id.page_no);
-            items.push(Item {
-                fid,
-                id,
-                file,
-                offset,
-                oldest,
-                _guard: g,
-            });
+        let mode = match kind {
+            FlushKind::Single => NeighborMode::Off,
+            _ => NeighborMode::from_option(self.cfg.flush_neighbors),
+        };
+        if mode == NeighborMode::Off {
+            let items: Vec<Item<'_>> = fids
+                .iter()
+                .filter_map(|&fid| self.take(inst, fid, None, false))
+                .collect();
+            return self.write_batch(inst, items, kind);
         }
+        let frames: usize = self.instances.iter().map(|i| i.frames.len()).sum();
+        let area_size = neighbors::area_size(frames);
+        let cap = fids.len().max(NEIGHBOR_BATCH_PAGES);
+        let requested: HashSet<u32> = fids.iter().copied().collect();
+        // Every frame this call has put in a batch, with the page it held.
+        let mut taken: HashMap<u32, PageId> = HashMap::new();
+        // Areas already swept whole (NeighborMode::Area).
+        let mut swept: HashSet<u32> = HashSet::new();
+        let mut items: Vec<Item<'_>> = Vec::new();
+        let mut written = 0;
+        for &fid in fids {
+            // Already written or batched as a neighbor of an earlier page:
+            // its own run or area was covered then.
+            if taken.contains_key(&fid) {
+                continue;
+            }
+            let Some(item) = self.take(inst, fid, None, false) else {
+                continue;
+            };
+            let id = item.id;
+            taken.insert(fid, id);
+            items.push(item);
+            let area = neighbors::area_of(id.page_no, area_size);
+            if mode == NeighborMode::Area && !swept.insert(area.start) {
+                continue;
+            }
+            // The predicate adds the neighbor to the batch when it can. The
+            // page hash is read while latches of the batch are held, as an
+            // evicter does (latch, then hash): no one waits for a latch
+            // while holding the hash lock, so this cannot deadlock.
+            neighbors::pages_to_flush(id.page_no, area, mode, |page_no| {
+                let nid = PageId::new(id.space, page_no);
+                let Some(nfid) = inst.hash.read().get(&nid).copied() else {
+                    return false;
+                };
+                if let Some(&held) = taken.get(&nfid) {
+                    return held == nid;
+                }
+                match self.take(inst, nfid, Some(nid), !requested.contains(&nfid)) {
+                    Some(it) => {
+                        taken.insert(nfid, nid);
+                        items.push(it);
+                        true
+                    }
+                    None => false,
+                }
+            });
+            if items.len() >= cap {
+                written += self.write_batch(inst, std::mem::take(&mut items), kind)?;
+            }
+        }
+        written += self.write_batch(inst, items, kind)?;
+        Ok(written)
+    }
+
+    /// Latch frame `fid` shared and claim it for writing, if it holds a
+    /// dirty page (`expect`, when given) that no other flusher is writing.
+    fn take<'a>(
+        &self,
+        inst: &'a Instance,
+        fid: u32,
+        expect: Option<PageId>,
+        neighbor: bool,
+    ) -> Option<Item<'a>> {
+        let f = &inst.frames[fid as usize];
+        if !f.is_dirty() {
+            return None;
+        }
+        let g = f.latch.try_read()?;
+        let id = f.page()?;
+        // The frame may have been given another page since the hash lookup.
+        if expect.is_some_and(|e| e != id) {
+            return None;
+        }
+        if f.flushing.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        // Read only now: another flusher may have written the page and
+        // released it between the dirty check and the claim. From here on
+        // nobody else can change it (a shared latch and the flag are held).
+        let oldest = f.oldest();
+        if oldest == 0 {
+            f.flushing.store(false, Ordering::Release);
+            return None;
+        }
+        debug_assert_eq!(crate::page::page_id(&g), id, "frame holds another page");
+        let (file, offset) = self.space.locate(id.page_no);
+        Some(Item {
+            fid,
+            id,
+            file,
+            offset,
+            oldest,
+            neighbor,
+            _guard: g,
+        })
+    }
+
+    /// Write one batch of claimed pages, release them and count them.
+    fn write_batch(
+        &self,
+        inst: &Instance,
+        mut items: Vec<Item<'_>>,
+        kind: FlushKind,
+    ) -> Result<usize> {
         if items.is_empty() {
             return Ok(0);
         }
@@ -92,10 +200,13 @@ impl BufferPool {
                 .store(false, Ordering::Release);
         }
         let n = r?;
+        let neighbors = items.iter().filter(|i| i.neighbor).count();
+        drop(items);
         let m = &self.metrics;
         Metrics::sub(&m.buffer_pool_pages_dirty, n as u64);
         Metrics::add(&m.buffer_pages_written, n as u64);
         Metrics::add(&m.buffer_flush_batches, 1);
+        Metrics::add(&m.buffer_flush_neighbor_total_pages, neighbors as u64);
         let counter = match kind {
             FlushKind::Lru => &m.buffer_LRU_batch_flush_total_pages,
             FlushKind::Adaptive => &m.buffer_flush_adaptive_total_pages,
@@ -121,19 +232,30 @@ impl BufferPool {
             })
             .max()
             .unwrap_or(0);
-        if let Some(wal) = &self.wal {
-            wal.flush_up_to(newest)?;
-        }
+        let durable = match &self.wal {
+            Some(wal) => {
+                wal.flush_up_to(newest)?;
+                Some(wal.flushed_lsn())
+            }
+            None => None,
+        };
         items.sort_by_key(|i| (i.file, i.offset));
         let ps = self.cfg.page_size;
         let mut buf = AlignedBuf::new(ps * items.len());
         for (k, it) in items.iter().enumerate() {
             let dst = &mut buf[k * ps..(k + 1) * ps];
             dst.copy_from_slice(&it._guard);
-            debug_assert!(
-                page_lsn(dst) >= it.oldest,
-                "page LSN older than its oldest change"
-            );
+            // Checked in every build, before anything is written: a page
+            // whose redo is not durable must never reach the data files.
+            let lsn = page_lsn(dst);
+            if let Some(durable) = durable.filter(|&d| lsn > d) {
+                return Err(Error::Corruption(format!(
+                    "write-ahead rule violated: page {} has page LSN {lsn} but the redo log \
+                     is durable only up to LSN {durable}; the batch was not written",
+                    it.id
+                )));
+            }
+            debug_assert!(lsn >= it.oldest, "page LSN older than its oldest change");
             debug_assert_eq!(
                 crate::page::page_id(dst),
                 it.id,
@@ -310,7 +432,7 @@ impl BufferPool {
             }
             std::thread::yield_now();
         }
-        Err(crate::error::Error::Corruption(
+        Err(Error::Corruption(
             "dirty pages stayed latched during shutdown flush".into(),
         ))
     }
@@ -318,5 +440,313 @@ impl BufferPool {
     /// The page id a frame holds (for diagnostics).
     pub fn frame_page(&self, inst_no: usize, fid: u32) -> Option<PageId> {
         self.instances[inst_no].frames[fid as usize].page()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::FlushKind;
+    use crate::buffer::{BufferPool, PoolConfig, Wal};
+    use crate::error::{Error, Result};
+    use crate::io::{AlignedBuf, FlushMethod, OsFileSystem};
+    use crate::metrics::Metrics;
+    use crate::page::{init_page, page_lsn, PageId, PageType};
+    use crate::space::Tablespace;
+    use crate::Lsn;
+
+    const PS: usize = 4096;
+    /// 256 frames: areas of 16 pages.
+    const FRAMES: usize = 256;
+
+    /// A log that is durable as soon as it is asked to be.
+    #[derive(Default)]
+    struct HonestWal(AtomicU64);
+
+    impl Wal for HonestWal {
+        fn flush_up_to(&self, lsn: Lsn) -> Result<()> {
+            self.0.fetch_max(lsn, Ordering::AcqRel);
+            Ok(())
+        }
+        fn flushed_lsn(&self) -> Lsn {
+            self.0.load(Ordering::Acquire)
+        }
+    }
+
+    /// A log that says it flushed and never did.
+    struct LyingWal;
+
+    impl Wal for LyingWal {
+        fn flush_up_to(&self, _lsn: Lsn) -> Result<()> {
+            Ok(())
+        }
+        fn flushed_lsn(&self) -> Lsn {
+            0
+        }
+    }
+
+    struct TestPool {
+        pool: BufferPool,
+        metrics: Arc<Metrics>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl TestPool {
+        fn new(flush_neighbors: u8, wal: Arc<dyn Wal>) -> TestPool {
+            let dir = tempfile::tempdir().unwrap();
+            let metrics = Arc::new(Metrics::default());
+            let fs = OsFileSystem::new(FlushMethod::NoSync);
+            let space = Tablespace::create(&fs, dir.path(), PS, 2, metrics.clone()).unwrap();
+            let cfg = PoolConfig {
+                page_size: PS,
+                frames: FRAMES,
+                instances: 1,
+                old_blocks_pct: 37,
+                old_blocks_time_ms: 1000,
+                write_io_threads: 2,
+                free_wait_timeout: Duration::from_secs(5),
+                flush_neighbors,
+            };
+            let pool = BufferPool::new(cfg, Arc::new(space), metrics.clone(), Some(wal), None);
+            TestPool {
+                pool,
+                metrics,
+                _dir: dir,
+            }
+        }
+
+        /// Put page `page_no` in the pool, dirtied by redo `[start, start + 10)`
+        /// when `start` is given, clean otherwise.
+        fn put(&self, page_no: u32, start: Option<Lsn>) {
+            let id = PageId::new(0, page_no);
+            let mut w = self.pool.create(id).unwrap();
+            init_page(&mut w, id, PageType::BtreeLeaf);
+            if let Some(s) = start {
+                self.pool.mark_dirty(&mut w, s, s + 10);
+            }
+        }
+
+        fn metric(&self, name: &str) -> u64 {
+            self.metrics.get(name).unwrap()
+        }
+
+        /// Page numbers still on the flush list, ascending.
+        fn dirty_pages(&self) -> Vec<u32> {
+            let inst = &self.pool.instances[0];
+            let mut v: Vec<u32> = inst
+                .flush_list
+                .lock()
+                .iter()
+                .map(|&(_, fid)| inst.frames[fid as usize].page().unwrap().page_no)
+                .collect();
+            v.sort_unstable();
+            v
+        }
+
+        /// Does the data file hold a valid image of `page_no`?
+        fn on_disk(&self, page_no: u32) -> bool {
+            let mut buf = AlignedBuf::new(PS);
+            self.pool
+                .space
+                .read_page(PageId::new(0, page_no), &mut buf)
+                .is_ok()
+        }
+    }
+
+    /// The issue's dirty pattern `..D..D..DDDPD..D` on pages 16..32 (one
+    /// area of 16 pages), plus dirty pages 15 and 32 just outside the area.
+    /// P (page 27) has the oldest modification, so a one-page flush-list
+    /// batch requests P alone. Position 13 (page 29) is in the pool but
+    /// clean; the other `.` pages are not in the pool.
+    const BASE: u32 = 16;
+    const P: u32 = BASE + 11;
+    const DIRTY: [u32; 8] = [2, 5, 8, 9, 10, 11, 12, 15];
+
+    fn pattern_pool(mode: u8) -> TestPool {
+        let t = TestPool::new(mode, Arc::new(HonestWal::default()));
+        assert_eq!(super::neighbors::area_size(FRAMES), 16);
+        t.put(P, Some(1));
+        for (k, &i) in DIRTY.iter().filter(|&&i| BASE + i != P).enumerate() {
+            t.put(BASE + i, Some(100 + 10 * k as u64));
+        }
+        t.put(BASE, None);
+        t.put(BASE + 13, None);
+        t.put(BASE - 1, Some(500));
+        t.put(BASE + 16, Some(510));
+        assert_eq!(t.dirty_pages().len(), 10);
+        t
+    }
+
+    /// Flush P through a one-page background batch; check what was written.
+    fn flush_p(mode: u8, expect: &[u32], writes: u64) {
+        let t = pattern_pool(mode);
+        let n = t
+            .pool
+            .flush_list_batch(0, 1, u64::MAX, FlushKind::Background)
+            .unwrap();
+        let expect: Vec<u32> = expect.iter().map(|i| BASE + i).collect();
+        assert_eq!(n, expect.len(), "mode {mode}");
+        let neighbors = expect.len() as u64 - 1;
+        assert_eq!(t.metric("buffer_pages_written"), expect.len() as u64);
+        assert_eq!(t.metric("buffer_flush_neighbor_total_pages"), neighbors);
+        assert_eq!(
+            t.metric("buffer_flush_background_total_pages"),
+            expect.len() as u64
+        );
+        assert_eq!(t.metric("buffer_flush_batches"), 1);
+        assert_eq!(
+            t.metric("os_data_writes"),
+            writes,
+            "mode {mode}: one write per run"
+        );
+        assert_eq!(
+            t.metric("buffer_pool_pages_dirty"),
+            10 - expect.len() as u64
+        );
+        for page in BASE - 1..=BASE + 16 {
+            let written = expect.contains(&page);
+            assert_eq!(t.on_disk(page), written, "mode {mode}: page {page}");
+            let dirty = t.dirty_pages().contains(&page);
+            let was_dirty =
+                page == BASE - 1 || page == BASE + 16 || DIRTY.iter().any(|&i| BASE + i == page);
+            assert_eq!(dirty, was_dirty && !written, "mode {mode}: page {page}");
+        }
+        let inst = &t.pool.instances[0];
+        assert!(inst
+            .frames
+            .iter()
+            .all(|f| !f.flushing.load(Ordering::Acquire)));
+    }
+
+    #[test]
+    fn neighbors_off_writes_the_page_alone() {
+        flush_p(0, &[11], 1);
+    }
+
+    #[test]
+    fn neighbors_contiguous_writes_the_dirty_run() {
+        // 8..=12 are contiguous in one file: a single write.
+        flush_p(1, &[8, 9, 10, 11, 12], 1);
+    }
+
+    #[test]
+    fn neighbors_area_writes_every_dirty_page_of_the_area() {
+        // Runs 2, 5, 8..=12 and 15; pages 15 and 32 (other areas) stay dirty.
+        flush_p(2, &DIRTY, 4);
+    }
+
+    #[test]
+    fn single_page_flush_never_takes_neighbors() {
+        let t = pattern_pool(2);
+        let inst = &t.pool.instances[0];
+        let fid = *inst.hash.read().get(&PageId::new(0, P)).unwrap();
+        t.pool.flush_single(inst, fid).unwrap();
+        assert_eq!(t.metric("buffer_pages_written"), 1);
+        assert_eq!(t.metric("buffer_LRU_single_flush_total_pages"), 1);
+        assert_eq!(t.metric("buffer_flush_neighbor_total_pages"), 0);
+        assert!(t.on_disk(P));
+        assert!(!t.on_disk(P - 1));
+    }
+
+    #[test]
+    fn requested_pages_are_written_once_and_not_counted_as_neighbors() {
+        for mode in [1, 2] {
+            let t = pattern_pool(mode);
+            let n = t
+                .pool
+                .flush_list_batch(0, 100, u64::MAX, FlushKind::Adaptive)
+                .unwrap();
+            assert_eq!(n, 10, "mode {mode}");
+            assert_eq!(t.metric("buffer_pages_written"), 10);
+            assert_eq!(t.metric("os_data_written_bytes"), 10 * PS as u64);
+            assert_eq!(t.metric("buffer_flush_adaptive_total_pages"), 10);
+            assert_eq!(t.metric("buffer_flush_neighbor_total_pages"), 0);
+            assert!(t.dirty_pages().is_empty());
+        }
+    }
+
+    #[test]
+    fn lru_batch_takes_neighbors() {
+        let t = pattern_pool(1);
+        let inst = &t.pool.instances[0];
+        let fid = *inst.hash.read().get(&PageId::new(0, P)).unwrap();
+        let n = t.pool.flush_frames(inst, &[fid], FlushKind::Lru).unwrap();
+        assert_eq!(n, 5);
+        assert_eq!(t.metric("buffer_LRU_batch_flush_total_pages"), 5);
+        assert_eq!(t.metric("buffer_flush_neighbor_total_pages"), 4);
+    }
+
+    #[test]
+    fn a_page_latched_exclusively_ends_the_run() {
+        let t = pattern_pool(1);
+        // Page 25 (position 9) is being changed by a user thread.
+        let held = t.pool.write(PageId::new(0, BASE + 9)).unwrap();
+        let n = t
+            .pool
+            .flush_list_batch(0, 1, u64::MAX, FlushKind::Background)
+            .unwrap();
+        drop(held);
+        assert_eq!(n, 3, "26, 27 and 28");
+        assert!(t.on_disk(BASE + 10) && t.on_disk(P) && t.on_disk(BASE + 12));
+        assert!(!t.on_disk(BASE + 8) && !t.on_disk(BASE + 9));
+    }
+
+    #[test]
+    fn wal_rule_refuses_a_page_whose_redo_is_not_durable() {
+        let t = TestPool::new(2, Arc::new(LyingWal));
+        t.put(5, Some(1));
+        t.put(6, Some(20));
+        let err = t
+            .pool
+            .flush_list_batch(0, 1, u64::MAX, FlushKind::Background)
+            .unwrap_err();
+        match &err {
+            Error::Corruption(m) => {
+                assert!(m.contains("page 0:5") || m.contains("page 0:6"), "{m}");
+                assert!(m.contains("durable only up to LSN 0"), "{m}");
+                assert!(
+                    m.contains("page LSN 11") || m.contains("page LSN 30"),
+                    "{m}"
+                );
+            }
+            e => panic!("unexpected error {e}"),
+        }
+        // Nothing reached the data files: they still end after the header.
+        assert_eq!(t.metric("os_data_writes"), 0);
+        assert_eq!(t.metric("os_data_written_bytes"), 0);
+        let mut buf = AlignedBuf::new(PS);
+        for page in [5, 6] {
+            assert!(!t.pool.space.read_page_raw(page, &mut buf).unwrap());
+        }
+        // Both pages are still dirty, and free to be written later.
+        assert_eq!(t.dirty_pages(), [5, 6]);
+        assert_eq!(t.metric("buffer_pages_written"), 0);
+        assert_eq!(t.metric("buffer_pool_pages_dirty"), 2);
+        let inst = &t.pool.instances[0];
+        assert!(inst
+            .frames
+            .iter()
+            .all(|f| !f.flushing.load(Ordering::Acquire)));
+    }
+
+    #[test]
+    fn wal_rule_honest_log_lets_the_page_through() {
+        let wal = Arc::new(HonestWal::default());
+        let t = TestPool::new(0, wal.clone());
+        t.put(5, Some(1));
+        let n = t
+            .pool
+            .flush_list_batch(0, 1, u64::MAX, FlushKind::Background)
+            .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(wal.flushed_lsn(), 11);
+        assert!(t.dirty_pages().is_empty());
+        let mut buf = AlignedBuf::new(PS);
+        t.pool.space.read_page(PageId::new(0, 5), &mut buf).unwrap();
+        assert_eq!(page_lsn(&buf), 11);
     }
 }

@@ -12,6 +12,7 @@ mod frame;
 mod guard;
 mod instance;
 mod lru;
+mod neighbors;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +45,10 @@ pub struct PoolConfig {
     pub write_io_threads: usize,
     /// How long a thread waits for a free frame before giving up.
     pub free_wait_timeout: Duration,
+    /// Neighbor flushing: 0 = none, 1 = the contiguous dirty run around a
+    /// written page, 2 = every dirty page of its area (single-page flushes
+    /// never write neighbors).
+    pub flush_neighbors: u8,
 }
 
 /// The write-ahead rule's hook: before a page whose newest change ended at
@@ -51,6 +56,9 @@ pub struct PoolConfig {
 pub trait Wal: Send + Sync {
     /// Make the log durable up to `lsn`.
     fn flush_up_to(&self, lsn: Lsn) -> Result<()>;
+    /// The end of the durable log: the batch writer refuses to write a page
+    /// whose page LSN lies beyond it.
+    fn flushed_lsn(&self) -> Lsn;
 }
 
 /// The buffer pool.

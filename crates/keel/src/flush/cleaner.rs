@@ -181,8 +181,8 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
 
 fn publish(m: &Metrics, t: &FlushTargets) {
     let d = &t.decision;
-    Metrics::set(&m.buffer_flush_mode, d.mode.code());
     if t.full_round {
+        Metrics::set(&m.buffer_flush_mode, d.mode.code());
         Metrics::set(&m.buffer_flush_n_to_flush_requested, d.n_requested);
         Metrics::set(&m.buffer_flush_n_to_flush_by_age, d.n_by_age);
         Metrics::set(
@@ -213,7 +213,9 @@ fn coordinate<H: CleanerHost + ?Sized>(
         let snap = snapshot(host, started);
         let targets = Arc::new(policy.decide(&snap));
         publish(&pool.metrics, &targets);
-        *pool.last_decision.lock() = targets.decision.clone();
+        if targets.full_round {
+            *pool.last_decision.lock() = targets.decision.clone();
+        }
         Metrics::add(&pool.metrics.buffer_flush_cleaner_rounds, 1);
         if n > 1 {
             let mut r = sh.round.lock();

@@ -119,6 +119,9 @@ registry! {
     log_max_modified_age_async,
     /// Gauge: checkpoint age above which flushing is synchronous.
     log_max_modified_age_sync,
+    /// Gauge: checkpoint age (plus reserved redo) past which writers stop
+    /// in the free check.
+    log_free_check_limit,
     /// Gauge: usable bytes of the circular redo log.
     log_capacity,
     /// Redo log write calls.

@@ -127,6 +127,8 @@ pub struct Classic {
     last_full: Option<Duration>,
     /// LSN at the last full round (activity check).
     last_round_lsn: Lsn,
+    /// The last full round's decision, repeated by LRU-only rounds.
+    last_decision: Decision,
 }
 
 impl Classic {
@@ -142,6 +144,7 @@ impl Classic {
             iterations: 0,
             last_full: None,
             last_round_lsn: 0,
+            last_decision: Decision::default(),
         }
     }
 
@@ -298,6 +301,16 @@ impl FlushPolicy for Classic {
     }
 
     fn decide(&mut self, s: &Snapshot) -> FlushTargets {
+        let t = self.decide_round(s);
+        if t.full_round {
+            self.last_decision = t.decision.clone();
+        }
+        t
+    }
+}
+
+impl Classic {
+    fn decide_round(&mut self, s: &Snapshot) -> FlushTargets {
         let mut targets = self.lru_targets(s);
         let oldest = s.oldest_modification().unwrap_or(s.current_lsn);
         let age = s.current_lsn.saturating_sub(oldest);
@@ -311,17 +324,13 @@ impl FlushPolicy for Classic {
         if let Some(last) = self.last_full {
             let since = s.now.saturating_sub(last);
             if since < ROUND {
-                // Woken early (a thread is short of free frames): LRU only.
+                // Woken early (a thread is short of free frames): LRU
+                // only; the last full round's decision still stands.
                 return FlushTargets {
                     instances: targets,
                     sleep: ROUND - since,
                     full_round: false,
-                    decision: Decision {
-                        reason: "LRU flushing only: woken before the second was over \
-                                 by a thread short of free frames"
-                            .into(),
-                        ..Decision::default()
-                    },
+                    decision: self.last_decision.clone(),
                 };
             }
         }
@@ -592,6 +601,11 @@ mod tests {
         s.instances[0].free = 10;
         let t = p.decide(&s);
         assert!(!t.full_round);
+        assert_eq!(
+            t.decision.mode,
+            FlushMode::Idle,
+            "the last full round's mode"
+        );
         assert_eq!(t.instances[0].list_pages, 0);
         assert_eq!(t.instances[0].lru_want_free, 1024);
         assert_eq!(t.sleep, Duration::from_millis(700));

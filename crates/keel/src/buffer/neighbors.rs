@@ -1,0 +1,246 @@
+//! Neighbor flushing (InnoDB's `innodb_flush_neighbors`): when a batch
+//! writes a page, it also writes dirty pages next to it on disk. On a
+//! rotating disk one longer sequential write is much cheaper than the
+//! several random writes those pages would cost later; on flash it mostly
+//! spends write bandwidth early, hence the option (off by default).
+//!
+//! Which pages go with a page is a pure function of its number, its area,
+//! the mode and a predicate "is this page dirty and flushable", so it can
+//! be tested without a pool. The batch writer (`super::flush`) passes a
+//! predicate that tries to add the page to its batch, which is why the
+//! predicate is called at most once per page and never for the page itself.
+
+use std::ops::Range;
+
+use crate::space::EXTENT_PAGES;
+
+/// Largest area in pages (InnoDB's read-ahead area).
+pub const MAX_AREA: u32 = 64;
+
+/// What the `flush_neighbors` option asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NeighborMode {
+    /// 0: the page alone.
+    Off,
+    /// 1: the contiguous run of dirty, flushable pages around the page
+    /// (Percona's `cont`), inside its area.
+    Contiguous,
+    /// 2: every dirty, flushable page of the page's area.
+    Area,
+}
+
+impl NeighborMode {
+    /// The mode for an option value; values the option validation rejects
+    /// (above 2) mean no neighbors.
+    pub fn from_option(v: u8) -> NeighborMode {
+        match v {
+            1 => NeighborMode::Contiguous,
+            2 => NeighborMode::Area,
+            _ => NeighborMode::Off,
+        }
+    }
+}
+
+/// Pages per area for a pool of `pool_frames` frames (over all instances):
+/// min(64, frames / 16), at least 1, as InnoDB sizes `buf_flush_area`.
+pub fn area_size(pool_frames: usize) -> u32 {
+    (pool_frames / 16).clamp(1, MAX_AREA as usize) as u32
+}
+
+/// The area of `page_no`: page numbers aligned to multiples of `size`,
+/// clipped to the page's extent. With the usual power-of-two sizes the clip
+/// changes nothing; with other sizes it keeps every neighbor in the same
+/// extent, hence in the same pool instance and contiguous in the same file.
+pub fn area_of(page_no: u32, size: u32) -> Range<u32> {
+    let size = u64::from(size.max(1));
+    let p = u64::from(page_no);
+    let extent_low = p / u64::from(EXTENT_PAGES) * u64::from(EXTENT_PAGES);
+    let extent_high = extent_low + u64::from(EXTENT_PAGES);
+    let aligned = p / size * size;
+    let low = aligned.max(extent_low);
+    let high = (aligned + size).min(extent_high).min(u64::from(u32::MAX));
+    // `low <= page_no <= u32::MAX`, so both fit.
+    low as u32..high as u32
+}
+
+/// The page numbers to write when page `page_no` is written, ascending,
+/// `page_no` included; `flushable(n)` says whether page `n` is in the pool,
+/// dirty and can be written now. It is called at most once per page, never
+/// for `page_no`, only for pages inside `area`: downwards from `page_no - 1`
+/// then upwards from `page_no + 1` in [`NeighborMode::Contiguous`] (each
+/// walk stopping at the first page that is not flushable), in ascending
+/// order in [`NeighborMode::Area`].
+pub fn pages_to_flush(
+    page_no: u32,
+    area: Range<u32>,
+    mode: NeighborMode,
+    mut flushable: impl FnMut(u32) -> bool,
+) -> Vec<u32> {
+    if !area.contains(&page_no) {
+        return vec![page_no];
+    }
+    match mode {
+        NeighborMode::Off => vec![page_no],
+        NeighborMode::Contiguous => {
+            let mut low = page_no;
+            while low > area.start && flushable(low - 1) {
+                low -= 1;
+            }
+            let mut high = page_no;
+            while high + 1 < area.end && flushable(high + 1) {
+                high += 1;
+            }
+            (low..=high).collect()
+        }
+        NeighborMode::Area => area.filter(|&n| n == page_no || flushable(n)).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The issue's pattern, positions 0..15 of one area: the page asked for
+    /// is at 11 (`P`), `D` is dirty, `.` clean or not in the pool.
+    const PATTERN: &str = "..D..D..DDDPD..D";
+
+    fn dirty(pattern: &str, base: u32) -> impl Fn(u32) -> bool + '_ {
+        move |n| {
+            n.checked_sub(base)
+                .and_then(|i| pattern.as_bytes().get(i as usize))
+                .is_some_and(|&c| c == b'D' || c == b'P')
+        }
+    }
+
+    /// `pages_to_flush` for the pattern, checking the predicate contract.
+    fn run(mode: NeighborMode, base: u32, size: u32) -> Vec<u32> {
+        let p = base + 11;
+        let area = area_of(p, size);
+        let is_dirty = dirty(PATTERN, base);
+        let mut asked = Vec::new();
+        let out = pages_to_flush(p, area.clone(), mode, |n| {
+            asked.push(n);
+            is_dirty(n)
+        });
+        let mut sorted = asked.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(
+            sorted.len(),
+            asked.len(),
+            "a page was asked twice: {asked:?}"
+        );
+        assert!(!asked.contains(&p), "the page itself was asked");
+        assert!(
+            asked.iter().all(|n| area.contains(n)),
+            "asked outside the area"
+        );
+        assert!(
+            out.windows(2).all(|w| w[0] < w[1]),
+            "not ascending: {out:?}"
+        );
+        out
+    }
+
+    #[test]
+    fn issue_pattern_per_mode() {
+        let off = |v: &[u32]| v.iter().map(|&n| n - 64).collect::<Vec<_>>();
+        assert_eq!(off(&run(NeighborMode::Off, 64, 16)), [11]);
+        assert_eq!(
+            off(&run(NeighborMode::Contiguous, 64, 16)),
+            [8, 9, 10, 11, 12]
+        );
+        assert_eq!(
+            off(&run(NeighborMode::Area, 64, 16)),
+            [2, 5, 8, 9, 10, 11, 12, 15]
+        );
+    }
+
+    #[test]
+    fn contiguous_walk_stops_at_first_gap() {
+        let mut asked = Vec::new();
+        let out = pages_to_flush(75, area_of(75, 16), NeighborMode::Contiguous, |n| {
+            asked.push(n);
+            dirty(PATTERN, 64)(n)
+        });
+        assert_eq!(out, [72, 73, 74, 75, 76]);
+        // Down to the first clean page (71), then up to the next (77).
+        assert_eq!(asked, [74, 73, 72, 71, 76, 77]);
+    }
+
+    #[test]
+    fn never_leaves_the_area() {
+        // Everything dirty: the whole area and nothing else.
+        let all = |_: u32| true;
+        let area = area_of(21, 16);
+        assert_eq!(area, 16..32);
+        let c = pages_to_flush(21, area.clone(), NeighborMode::Contiguous, all);
+        assert_eq!(c, (16..32).collect::<Vec<_>>());
+        let a = pages_to_flush(21, area, NeighborMode::Area, all);
+        assert_eq!(a, (16..32).collect::<Vec<_>>());
+        // The first and last page of an area.
+        assert_eq!(
+            pages_to_flush(16, 16..32, NeighborMode::Contiguous, all),
+            (16..32).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            pages_to_flush(31, 16..32, NeighborMode::Contiguous, all),
+            (16..32).collect::<Vec<_>>()
+        );
+        // An area of one page has no neighbors.
+        let never = |n: u32| -> bool { panic!("asked for {n} in a one-page area") };
+        assert_eq!(
+            pages_to_flush(5, area_of(5, 1), NeighborMode::Area, never),
+            [5]
+        );
+        assert_eq!(
+            pages_to_flush(5, area_of(5, 1), NeighborMode::Contiguous, never),
+            [5]
+        );
+    }
+
+    #[test]
+    fn the_page_is_written_even_if_the_predicate_says_no() {
+        let none = |_: u32| false;
+        for mode in [
+            NeighborMode::Off,
+            NeighborMode::Contiguous,
+            NeighborMode::Area,
+        ] {
+            assert_eq!(pages_to_flush(40, area_of(40, 64), mode, none), [40]);
+        }
+    }
+
+    #[test]
+    fn area_size_follows_the_pool() {
+        assert_eq!(area_size(0), 1);
+        assert_eq!(area_size(16), 1);
+        assert_eq!(area_size(256), 16);
+        assert_eq!(area_size(1024), 64);
+        assert_eq!(area_size(1 << 20), 64);
+    }
+
+    #[test]
+    fn areas_are_aligned_and_stay_in_one_extent() {
+        assert_eq!(area_of(0, 64), 0..64);
+        assert_eq!(area_of(63, 64), 0..64);
+        assert_eq!(area_of(64, 64), 64..128);
+        assert_eq!(area_of(75, 16), 64..80);
+        // A size that does not divide the extent: clipped at extent ends.
+        assert_eq!(area_of(70, 50), 64..100);
+        assert_eq!(area_of(60, 50), 50..64);
+        assert_eq!(area_of(130, 50), 128..150);
+        // The last page numbers do not overflow.
+        let last = area_of(u32::MAX - 1, 64);
+        assert_eq!(last.start, u32::MAX - 63);
+        assert!(last.contains(&(u32::MAX - 1)));
+    }
+
+    #[test]
+    fn option_values() {
+        assert_eq!(NeighborMode::from_option(0), NeighborMode::Off);
+        assert_eq!(NeighborMode::from_option(1), NeighborMode::Contiguous);
+        assert_eq!(NeighborMode::from_option(2), NeighborMode::Area);
+        assert_eq!(NeighborMode::from_option(9), NeighborMode::Off);
+    }
+}
