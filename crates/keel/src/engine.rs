@@ -235,8 +235,18 @@ impl Engine {
         Metrics::add(&self.metrics.buffer_flush_sync_waits, 1);
         Metrics::add(&self.metrics.log_free_check_waits, 1);
         let _waiting = Waiting::new(self, need);
+        let failures = self.pool.flush_failures();
         let mut polls = 0u64;
         while !self.try_reserve(need) {
+            // Waiting is pointless once the cleaners fail or writes are
+            // refused: say why instead of waiting for the timeout.
+            self.pool.space.check_poisoned()?;
+            if self.pool.flush_failures() > failures {
+                return Err(Error::LogOverloaded(format!(
+                    "the checkpoint cannot advance because the page cleaners failed: {}",
+                    self.pool.last_flush_failure()
+                )));
+            }
             if started.elapsed() > LOG_WAIT_TIMEOUT {
                 return Err(Error::LogOverloaded(format!(
                     "checkpoint age {} bytes (+{} reserved) stayed above the limit of {} for {:?}; \

@@ -59,7 +59,16 @@ struct Item<'a> {
     oldest: u64,
     /// Added only because it neighbors a requested page.
     neighbor: bool,
-    _guard: RwLockReadGuard<'a, AlignedBuf>,
+    /// The shared latch, held until the page's chunk is written and synced
+    /// (then released, so writers wait for one chunk, not the whole batch).
+    guard: Option<RwLockReadGuard<'a, AlignedBuf>>,
+}
+
+/// Pages a batch has written so far.
+#[derive(Default)]
+struct Written {
+    pages: usize,
+    neighbors: usize,
 }
 
 impl BufferPool {
@@ -179,7 +188,7 @@ impl BufferPool {
             offset,
             oldest,
             neighbor,
-            _guard: g,
+            guard: Some(g),
         })
     }
 
@@ -193,20 +202,21 @@ impl BufferPool {
         if items.is_empty() {
             return Ok(0);
         }
-        let r = self.write_items(inst, &mut items);
-        for it in &items {
+        let mut done = Written::default();
+        let r = self.write_items(inst, &mut items, &mut done);
+        // Pages of chunks not written (after an error) are released unwritten.
+        for it in items.iter_mut().filter(|i| i.guard.is_some()) {
             inst.frames[it.fid as usize]
                 .flushing
                 .store(false, Ordering::Release);
+            it.guard = None;
         }
-        let n = r?;
-        let neighbors = items.iter().filter(|i| i.neighbor).count();
-        drop(items);
         let m = &self.metrics;
-        Metrics::sub(&m.buffer_pool_pages_dirty, n as u64);
-        Metrics::add(&m.buffer_pages_written, n as u64);
+        let n = done.pages as u64;
+        Metrics::sub(&m.buffer_pool_pages_dirty, n);
+        Metrics::add(&m.buffer_pages_written, n);
         Metrics::add(&m.buffer_flush_batches, 1);
-        Metrics::add(&m.buffer_flush_neighbor_total_pages, neighbors as u64);
+        Metrics::add(&m.buffer_flush_neighbor_total_pages, done.neighbors as u64);
         let counter = match kind {
             FlushKind::Lru => &m.buffer_LRU_batch_flush_total_pages,
             FlushKind::Adaptive => &m.buffer_flush_adaptive_total_pages,
@@ -214,13 +224,21 @@ impl BufferPool {
             FlushKind::Single => &m.buffer_LRU_single_flush_total_pages,
             FlushKind::Sync => &m.buffer_flush_sync_total_pages,
         };
-        Metrics::add(counter, n as u64);
-        Ok(n)
+        Metrics::add(counter, n);
+        r.map(|()| done.pages)
     }
 
-    /// Write a latched batch: WAL rule, checksums, in-place writes; then
-    /// mark the pages clean. Returns the number of pages written.
-    fn write_items(&self, inst: &Instance, items: &mut [Item<'_>]) -> Result<usize> {
+    /// Write a latched batch: WAL rule, checksums, then chunk by chunk
+    /// (one doublewrite area's worth, or the whole batch without
+    /// doublewrite) the in-place writes and a sync, after which the chunk's
+    /// pages are marked clean and released. `done` counts what was written,
+    /// also when a later chunk fails.
+    fn write_items(
+        &self,
+        inst: &Instance,
+        items: &mut [Item<'_>],
+        done: &mut Written,
+    ) -> Result<()> {
         // The write-ahead rule: the redo of every change in the batch must be
         // durable before any of its pages reaches the data files.
         let newest = items
@@ -244,7 +262,13 @@ impl BufferPool {
         let mut buf = AlignedBuf::new(ps * items.len());
         for (k, it) in items.iter().enumerate() {
             let dst = &mut buf[k * ps..(k + 1) * ps];
-            dst.copy_from_slice(&it._guard);
+            let Some(g) = &it.guard else {
+                return Err(Error::Corruption(format!(
+                    "page {} was released before it was written",
+                    it.id
+                )));
+            };
+            dst.copy_from_slice(g);
             // Checked in every build, before anything is written: a page
             // whose redo is not durable must never reach the data files.
             let lsn = page_lsn(dst);
@@ -263,14 +287,20 @@ impl BufferPool {
             );
             stamp_checksum(dst);
         }
-        match &self.dblwr {
-            None => self.write_runs(items, &buf)?,
-            Some(d) => {
-                // Each chunk is made durable in a doublewrite area first; the
-                // area is reused only after the in-place writes are synced.
-                let per = d.pages_per_area();
-                for (c, chunk) in items.chunks(per).enumerate() {
-                    let bytes = &buf[c * per * ps..(c * per + chunk.len()) * ps];
+        let per = match &self.dblwr {
+            Some(d) => d.pages_per_area(),
+            None => items.len(),
+        };
+        for (c, chunk) in items.chunks_mut(per).enumerate() {
+            let bytes = &buf[c * per * ps..(c * per + chunk.len()) * ps];
+            match &self.dblwr {
+                None => {
+                    self.write_runs(chunk, bytes)?;
+                }
+                Some(d) => {
+                    // The chunk is made durable in a doublewrite area first;
+                    // the area is reused only after the in-place writes are
+                    // synced.
                     let pages: Vec<(PageId, &[u8])> = chunk
                         .iter()
                         .enumerate()
@@ -283,13 +313,17 @@ impl BufferPool {
                     drop(area);
                 }
             }
+            for it in chunk.iter_mut() {
+                let f = &inst.frames[it.fid as usize];
+                inst.flush_list.lock().remove(&(it.oldest, it.fid));
+                f.oldest_mod.store(0, Ordering::Release);
+                f.flushing.store(false, Ordering::Release);
+                it.guard = None;
+                done.pages += 1;
+                done.neighbors += usize::from(it.neighbor);
+            }
         }
-        for it in items.iter() {
-            let f = &inst.frames[it.fid as usize];
-            inst.flush_list.lock().remove(&(it.oldest, it.fid));
-            f.oldest_mod.store(0, Ordering::Release);
-        }
-        Ok(items.len())
+        Ok(())
     }
 
     /// Issue one write per contiguous run; different files in parallel.

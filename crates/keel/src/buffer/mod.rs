@@ -75,6 +75,9 @@ pub struct BufferPool {
     pub(crate) cleaner_wakeup: (Mutex<u64>, Condvar),
     /// The policy's last decision, for the status report.
     pub(crate) last_decision: Mutex<crate::flush::Decision>,
+    /// Page-cleaner failures so far and the last one's message: a writer
+    /// waiting for the cleaners gives up when they fail.
+    flush_failures: (std::sync::atomic::AtomicU64, Mutex<String>),
 }
 
 impl BufferPool {
@@ -103,6 +106,7 @@ impl BufferPool {
             epoch: Instant::now(),
             cleaner_wakeup: (Mutex::new(0), Condvar::new()),
             last_decision: Mutex::new(crate::flush::Decision::default()),
+            flush_failures: Default::default(),
         }
     }
 
@@ -225,6 +229,26 @@ impl BufferPool {
                 .store(start, std::sync::atomic::Ordering::Release);
             Metrics::add(&self.metrics.buffer_pool_pages_dirty, 1);
         }
+    }
+
+    /// Record that a page cleaner failed to flush or checkpoint.
+    pub(crate) fn note_flush_failure(&self, msg: String) {
+        *self.flush_failures.1.lock() = msg;
+        self.flush_failures
+            .0
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Page-cleaner failures so far.
+    pub(crate) fn flush_failures(&self) -> u64 {
+        self.flush_failures
+            .0
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The last page-cleaner failure's message.
+    pub(crate) fn last_flush_failure(&self) -> String {
+        self.flush_failures.1.lock().clone()
     }
 
     /// Wake the page cleaners.

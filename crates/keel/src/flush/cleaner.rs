@@ -237,6 +237,7 @@ fn coordinate<H: CleanerHost + ?Sized>(
         let urgent = targets.decision.mode == super::FlushMode::Sync;
         if let Err(e) = host.tick(urgent) {
             log::error!("page cleaner coordinator: log flush or checkpoint failed: {e}");
+            pool.note_flush_failure(format!("log flush or checkpoint failed: {e}"));
             failed = true;
         }
         let took = round_start.elapsed();
@@ -296,6 +297,7 @@ fn do_share(pool: &BufferPool, me: usize, n: usize, targets: &[InstanceTarget]) 
         if t.lru_want_free > 0 {
             if let Err(e) = pool.lru_flush(i, t.lru_scan, t.lru_want_free) {
                 log::error!("page cleaner {me}: LRU flush of instance {i} failed: {e}");
+                pool.note_flush_failure(format!("LRU flush of instance {i} failed: {e}"));
                 failed = true;
             }
         }
@@ -306,6 +308,9 @@ fn do_share(pool: &BufferPool, me: usize, n: usize, targets: &[InstanceTarget]) 
                 Ok(w) => left = left.saturating_sub(w),
                 Err(e) => {
                     log::error!("page cleaner {me}: flush-list batch of instance {i} failed: {e}");
+                    pool.note_flush_failure(format!(
+                        "flush-list batch of instance {i} failed: {e}"
+                    ));
                     failed = true;
                     break;
                 }
