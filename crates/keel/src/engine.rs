@@ -86,6 +86,8 @@ pub(crate) struct Engine {
     waiters: std::sync::atomic::AtomicUsize,
     last_log_flush_ms: AtomicU64,
     started: Instant,
+    /// The policy's limit on the writers' redo rate, as pauses.
+    pacer: crate::flush::pacer::Pacer,
 }
 
 struct LogWal(Arc<Log>);
@@ -169,6 +171,7 @@ impl Engine {
             waiters: std::sync::atomic::AtomicUsize::new(0),
             last_log_flush_ms: AtomicU64::new(0),
             started: Instant::now(),
+            pacer: Default::default(),
         };
         Metrics::set(
             &engine.metrics.log_max_modified_age_async,
@@ -274,6 +277,18 @@ impl Engine {
         Ok(())
     }
 
+    /// Pause as the policy's writer rate limit asks (holding no latch).
+    fn pace(&self) {
+        let pause = self.pacer.delay(self.log.lsn(), Instant::now());
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+            Metrics::add(
+                &self.metrics.buffer_flush_throttle_delay_us_total,
+                pause.as_micros() as u64,
+            );
+        }
+    }
+
     /// Admit `need` bytes if the age plus every admitted reservation stays
     /// under the free-check limit.
     fn try_reserve(&self, need: u64) -> bool {
@@ -308,6 +323,7 @@ impl Engine {
         // page-change redo runs to several times the record (measured up
         // to ~6x on the oltp prepare); splits add whole pages.
         let need = 8 * record.len() as u64 + (64 << 10);
+        self.pace();
         self.free_check(need)?;
         let appended = self.log.append(kind::TXN_COMMIT, record, |st, end| {
             let start = end - (crate::redo::format::GROUP_HDR + record.len()) as u64;
@@ -485,6 +501,9 @@ impl CleanerHost for Engine {
         // The classic policy caps pages_for_lsn at 2 × io_capacity_max after
         // dividing the count by 3: it never needs more entries than this.
         (6 * self.opts.effective_io_capacity_max() as usize).clamp(1024, 1 << 16)
+    }
+    fn set_writer_log_rate(&self, rate: Option<f64>) {
+        self.pacer.set_rate(rate, self.log.lsn(), Instant::now());
     }
     fn tick(&self, urgent: bool) -> Result<()> {
         if urgent {

@@ -366,10 +366,10 @@ impl BufferPool {
     }
 
     /// A user thread writes one dirty page (already fixed by it) so that its
-    /// frame can be reused.
-    pub(crate) fn flush_single(&self, inst: &Instance, fid: u32) -> Result<()> {
+    /// frame can be reused; returns how many pages it wrote (0 when another
+    /// flusher is writing the page or a writer holds it).
+    pub(crate) fn flush_single(&self, inst: &Instance, fid: u32) -> Result<usize> {
         self.flush_frames(inst, &[fid], FlushKind::Single)
-            .map(|_| ())
     }
 
     /// LRU batch flush of one instance: scan up to `depth` frames from the

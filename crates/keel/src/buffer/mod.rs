@@ -345,7 +345,12 @@ impl BufferPool {
                     Metrics::add(&self.metrics.buffer_LRU_single_flush_num_scan, 1);
                     let r = self.flush_single(inst, fid);
                     inst.frames[fid as usize].unfix();
-                    r?;
+                    if r? == 0 {
+                        // A cleaner is writing it (or a writer holds it):
+                        // it will be clean shortly; do not spin meanwhile.
+                        self.wake_cleaners();
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
                 }
                 instance::Victim::None => {
                     if !waited {

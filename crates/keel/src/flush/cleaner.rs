@@ -62,6 +62,8 @@ pub trait CleanerHost: Send + Sync + 'static {
     /// second log flush and the checkpoint. `urgent` (after a sync round)
     /// makes the log durable first so the checkpoint can move at once.
     fn tick(&self, urgent: bool) -> crate::error::Result<()>;
+    /// The writers' redo rate limit the policy decided (`None`: none).
+    fn set_writer_log_rate(&self, rate: Option<f64>);
 }
 
 struct Round {
@@ -213,6 +215,7 @@ fn coordinate<H: CleanerHost + ?Sized>(
         let snap = snapshot(host, started);
         let targets = Arc::new(policy.decide(&snap));
         publish(&pool.metrics, &targets);
+        host.set_writer_log_rate(targets.writer_log_rate);
         if targets.full_round {
             *pool.last_decision.lock() = targets.decision.clone();
         }

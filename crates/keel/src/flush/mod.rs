@@ -7,6 +7,7 @@
 
 pub mod cleaner;
 pub mod doublewrite;
+pub mod pacer;
 pub mod policy;
 
 pub use cleaner::Cleaners;

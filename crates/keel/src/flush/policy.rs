@@ -196,7 +196,13 @@ pub struct FlushTargets {
     /// True when this round is a full one (flush lists and rates); false
     /// for an LRU-only round between full rounds.
     pub full_round: bool,
-    /// The figures behind the decision.
+    /// Redo bytes per second writers together may produce until the next
+    /// round (`None`: no limit). Writers pause for it before they commit,
+    /// holding no latch (see `flush::pacer`); `classic` never limits them —
+    /// it stops them at the free-check limit instead.
+    pub writer_log_rate: Option<f64>,
+    /// The figures behind the decision (after an LRU-only round, the last
+    /// full round's).
     pub decision: Decision,
 }
 

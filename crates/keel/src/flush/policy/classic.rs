@@ -267,11 +267,17 @@ impl Classic {
             t.list_lsn_limit = limit;
             t.list_kind = FlushKind::Sync;
         }
+        let why = if age > s.max_modified_age_sync {
+            format!("age {age} past the sync mark {}", s.max_modified_age_sync)
+        } else {
+            format!(
+                "age {age} under the sync mark {}, but {} writer(s) stopped in the free check \
+                 need room for {} reserved bytes",
+                s.max_modified_age_sync, s.free_check_waiters, s.redo_reserved
+            )
+        };
         let reason = format!(
-            "sync: age {age} past the sync mark {} ({} writer(s) waiting in the free check); \
-             flushing every page older than LSN {limit}, up to {budget} pages this round{}",
-            s.max_modified_age_sync,
-            s.free_check_waiters,
+            "sync: {why}; flushing every page older than LSN {limit}, up to {budget} pages this round{}",
             if self.cfg.flush_sync {
                 ", rounds back to back (flush_sync)"
             } else {
@@ -282,6 +288,7 @@ impl Classic {
             instances: targets,
             sleep,
             full_round: true,
+            writer_log_rate: None,
             decision: Decision {
                 mode: FlushMode::Sync,
                 n_requested: budget as u64,
@@ -330,6 +337,7 @@ impl Classic {
                     instances: targets,
                     sleep: ROUND - since,
                     full_round: false,
+                    writer_log_rate: None,
                     decision: self.last_decision.clone(),
                 };
             }
@@ -347,6 +355,7 @@ impl Classic {
                 instances: targets,
                 sleep: ROUND,
                 full_round: true,
+                writer_log_rate: None,
                 decision: Decision {
                     reason: "first round: measuring".into(),
                     ..Decision::default()
@@ -366,6 +375,7 @@ impl Classic {
                 instances: targets,
                 sleep: ROUND,
                 full_round: true,
+                writer_log_rate: None,
                 decision: Decision {
                     mode: FlushMode::Idle,
                     n_requested: if dirty > 0 { n } else { 0 },
@@ -389,6 +399,7 @@ impl Classic {
             instances: targets,
             sleep: ROUND,
             full_round: true,
+            writer_log_rate: None,
             decision,
         }
     }
