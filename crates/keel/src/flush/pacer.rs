@@ -10,6 +10,7 @@
 //! banked for at most [`MAX_BURST`] so an idle spell does not turn into a
 //! burst. `classic` never sets a rate; Keel's own policy will.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -33,6 +34,8 @@ struct Anchor {
 /// The shared timeline (see the module doc).
 #[derive(Debug, Default)]
 pub struct Pacer {
+    /// Whether a rate is set: writers check this without the mutex.
+    active: AtomicBool,
     anchor: Mutex<Option<Anchor>>,
 }
 
@@ -40,8 +43,13 @@ impl Pacer {
     /// Set (or clear, with `None` or a non-positive rate) the redo rate
     /// writers may produce, in bytes per second, from `lsn` at `now`.
     pub fn set_rate(&self, rate: Option<f64>, lsn: Lsn, now: Instant) {
+        let rate = rate.filter(|r| r.is_finite() && *r > 0.0);
+        if rate.is_none() && !self.active.load(Ordering::Acquire) {
+            return;
+        }
         let mut a = self.anchor.lock();
-        match rate.filter(|r| r.is_finite() && *r > 0.0) {
+        self.active.store(rate.is_some(), Ordering::Release);
+        match rate {
             None => *a = None,
             Some(r) if a.as_ref().is_some_and(|x| x.rate == r) => {}
             Some(r) => {
@@ -60,6 +68,9 @@ impl Pacer {
     /// `lsn`: zero without a rate, or when the pause would be under
     /// [`MIN_PAUSE`]; at most [`MAX_PAUSE`].
     pub fn delay(&self, lsn: Lsn, now: Instant) -> Duration {
+        if !self.active.load(Ordering::Acquire) {
+            return Duration::ZERO;
+        }
         let mut guard = self.anchor.lock();
         let Some(a) = guard.as_mut() else {
             return Duration::ZERO;

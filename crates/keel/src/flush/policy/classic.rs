@@ -323,7 +323,9 @@ impl Classic {
         let age = s.current_lsn.saturating_sub(oldest);
         // Sync flushing: the checkpointer's request, served at once.
         if age > s.max_modified_age_sync || s.free_check_waiters > 0 {
-            self.update_averages(s);
+            // As in InnoDB, the averages move only in adaptive rounds (sync
+            // rounds run back to back: counting them as loops would shrink
+            // the averaging window to a fraction of a second).
             self.last_full = Some(s.now);
             self.last_round_lsn = s.current_lsn;
             return self.sync_round(s, age, targets);
