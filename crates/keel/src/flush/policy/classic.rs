@@ -123,6 +123,8 @@ pub struct Classic {
     prev_time: Duration,
     prev_list_pages: u64,
     iterations: u64,
+    /// When the averaging loop last counted (at most once a second).
+    last_loop: Option<Duration>,
     /// When the last full round was decided (None before the first).
     last_full: Option<Duration>,
     /// LSN at the last full round (activity check).
@@ -142,6 +144,7 @@ impl Classic {
             prev_time: Duration::ZERO,
             prev_list_pages: 0,
             iterations: 0,
+            last_loop: None,
             last_full: None,
             last_round_lsn: 0,
             last_decision: Decision::default(),
@@ -164,8 +167,16 @@ impl Classic {
             .collect()
     }
 
-    /// Refresh the averages every `flushing_avg_loops` rounds or seconds.
+    /// Refresh the averages every `flushing_avg_loops` loops or seconds; a
+    /// loop counts at most once a second.
     fn update_averages(&mut self, s: &Snapshot) {
+        if self
+            .last_loop
+            .is_some_and(|t| s.now.saturating_sub(t) < ROUND)
+        {
+            return;
+        }
+        self.last_loop = Some(s.now);
         self.iterations += 1;
         let elapsed = s.now.saturating_sub(self.prev_time).as_secs_f64();
         if self.iterations >= self.cfg.flushing_avg_loops
@@ -323,9 +334,10 @@ impl Classic {
         let age = s.current_lsn.saturating_sub(oldest);
         // Sync flushing: the checkpointer's request, served at once.
         if age > s.max_modified_age_sync || s.free_check_waiters > 0 {
-            // As in InnoDB, the averages move only in adaptive rounds (sync
-            // rounds run back to back: counting them as loops would shrink
-            // the averaging window to a fraction of a second).
+            // The averages keep moving while sync rounds run back to back,
+            // at most one loop a second (InnoDB's coordinator falls back to
+            // its recommendation whenever a second passes).
+            self.update_averages(s);
             self.last_full = Some(s.now);
             self.last_round_lsn = s.current_lsn;
             return self.sync_round(s, age, targets);
@@ -534,6 +546,27 @@ mod tests {
         // Over 2 s: 300 pages/s and 10 MB/s, averaged with 0.
         assert_eq!(p.avg_page_rate, 150);
         assert_eq!(p.lsn_avg_rate, 5_000_000);
+    }
+
+    #[test]
+    fn back_to_back_sync_rounds_count_one_averaging_loop_a_second() {
+        let mut p = Classic::new(ClassicConfig {
+            flushing_avg_loops: 2,
+            ..cfg()
+        });
+        p.decide(&snap(0, 1, Some(1), 10));
+        // Past the sync mark: rounds 100 ms apart.
+        for ms in [1000, 1100, 1200, 1300] {
+            let mut s = snap(0, 80_000_001, Some(1), 10);
+            s.now = Duration::from_millis(ms);
+            assert_eq!(p.decide(&s).decision.mode, FlushMode::Sync);
+        }
+        assert_eq!(p.lsn_avg_rate, 0, "four rounds in one second are one loop");
+        let mut s = snap(2, 80_000_001, Some(1), 10);
+        s.now = Duration::from_millis(2000);
+        p.decide(&s);
+        // Second loop, 2 s after the window opened: 40 MB/s averaged with 0.
+        assert_eq!(p.lsn_avg_rate, 20_000_000);
     }
 
     #[test]
