@@ -10,7 +10,8 @@
 //!
 //! `pct_for_dirty` and `pct_for_lsn` follow InnoDB's formulas, including
 //! their integer truncations; `avg_page_rate` and `lsn_avg_rate` are
-//! refreshed every `flushing_avg_loops` rounds (or seconds) as
+//! refreshed every `flushing_avg_loops` loops (or seconds; a loop counts at
+//! most once a second, sync rounds included) as
 //! `(new + old) / 2`. Past the sync mark (or when a writer already waits in
 //! the free check) the round is a *sync* round: every page below
 //! `current − max_modified_age_sync + 3 × lsn_avg_rate` is flushed, with
