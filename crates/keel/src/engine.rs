@@ -279,6 +279,10 @@ impl Engine {
 
     /// Pause as the policy's writer rate limit asks (holding no latch).
     fn pace(&self) {
+        // Commits must not take the log mutex for a limit nobody set.
+        if !self.pacer.is_active() {
+            return;
+        }
         let pause = self.pacer.delay(self.log.lsn(), Instant::now());
         if !pause.is_zero() {
             std::thread::sleep(pause);

@@ -64,6 +64,12 @@ impl Pacer {
         }
     }
 
+    /// Whether a rate is set (one atomic load: callers skip reading the
+    /// LSN and the clock when it is not).
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
     /// How long a writer must pause at `now` when the log has reached
     /// `lsn`: zero without a rate, or when the pause would be under
     /// [`MIN_PAUSE`]; at most [`MAX_PAUSE`].
