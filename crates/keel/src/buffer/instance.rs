@@ -185,18 +185,16 @@ impl Instance {
         Victim::None
     }
 
-    /// Oldest modifications of the first `n` pages of the flush list.
-    pub fn oldest_sample(&self, n: usize) -> Vec<Lsn> {
-        self.flush_list.lock().iter().take(n).map(|e| e.0).collect()
-    }
-
-    /// Counts for the cleaner's snapshot.
-    pub fn state(&self) -> (usize, usize, usize, Option<Lsn>) {
+    /// Counts for the cleaner's snapshot: free frames, LRU length, dirty
+    /// pages, the oldest modification, and the oldest modifications of the
+    /// first `sample` pages of the flush list (one lock of each list).
+    pub fn state(&self, sample: usize) -> (usize, usize, usize, Option<Lsn>, Vec<Lsn>) {
         let (free, lru) = {
             let l = self.lists.lock();
             (l.free.len(), l.lru.len())
         };
         let fl = self.flush_list.lock();
-        (free, lru, fl.len(), fl.first().map(|e| e.0))
+        let lsns = fl.iter().take(sample).map(|e| e.0).collect();
+        (free, lru, fl.len(), fl.first().map(|e| e.0), lsns)
     }
 }

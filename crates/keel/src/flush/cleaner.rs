@@ -144,14 +144,14 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
         .instances
         .iter()
         .map(|i| {
-            let (free, lru_len, dirty, oldest) = i.state();
+            let (free, lru_len, dirty, oldest, oldest_lsns) = i.state(sample);
             InstanceSnapshot {
                 total: i.frames.len(),
                 free,
                 lru_len,
                 dirty,
                 oldest_modification: oldest,
-                oldest_lsns: i.oldest_sample(sample),
+                oldest_lsns,
             }
         })
         .collect();
