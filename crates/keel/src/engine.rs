@@ -13,10 +13,10 @@ use crate::flush::cleaner::{CleanerHost, LogView};
 use crate::flush::doublewrite::{Doublewrite, Geometry};
 use crate::io::{FileSystem, FlushMethod, OsFileSystem, ThrottledFileSystem};
 use crate::metrics::Metrics;
+use crate::page::Lsn;
 use crate::redo::format::kind;
 use crate::redo::Log;
 use crate::space::Tablespace;
-use crate::Lsn;
 
 /// Space-header page layout (page 0), after the common header.
 pub(crate) mod space_header {

@@ -49,8 +49,5 @@ pub use db::{Db, Range, Table};
 pub use error::{Error, Result};
 pub use flush::{Decision, FlushMode};
 pub use metrics::Metrics;
+pub use page::Lsn;
 pub use txn::{Scan, Txn};
-
-/// Log sequence number: a byte position in the redo stream. Pages carry the
-/// LSN of their newest change; 0 means "never changed".
-pub type Lsn = u64;

@@ -10,9 +10,9 @@ use crate::buffer::PageWrite;
 use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::page::Lsn;
 use crate::page::{get_u32, init_page, page_type, put_u32, PageId, PageType};
 use crate::redo::format;
-use crate::Lsn;
 
 /// A mini-transaction.
 pub struct Mtr<'a> {

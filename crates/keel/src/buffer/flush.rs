@@ -489,9 +489,9 @@ mod tests {
     use crate::error::{Error, Result};
     use crate::io::{AlignedBuf, FlushMethod, OsFileSystem};
     use crate::metrics::Metrics;
+    use crate::page::Lsn;
     use crate::page::{init_page, page_lsn, PageId, PageType};
     use crate::space::Tablespace;
-    use crate::Lsn;
 
     const PS: usize = 4096;
     /// 256 frames: areas of 16 pages.

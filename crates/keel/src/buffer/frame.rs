@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use parking_lot::RwLock;
 
 use crate::io::AlignedBuf;
+use crate::page::Lsn;
 use crate::page::PageId;
-use crate::Lsn;
 
 const NO_PAGE: u64 = u64::MAX;
 

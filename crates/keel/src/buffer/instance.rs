@@ -12,8 +12,8 @@ use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 use super::frame::Frame;
 use super::lru::Lru;
 use crate::io::AlignedBuf;
+use crate::page::Lsn;
 use crate::page::PageId;
-use crate::Lsn;
 
 /// How far from the LRU tail a thread looks for a clean victim.
 const SEARCH_DEPTH: usize = 100;

@@ -24,9 +24,9 @@ pub(crate) use instance::Instance;
 
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::page::Lsn;
 use crate::page::PageId;
 use crate::space::{Tablespace, EXTENT_PAGES};
-use crate::Lsn;
 
 /// Sizing and behaviour of a pool, taken from the options.
 #[derive(Clone, Debug)]

@@ -21,7 +21,7 @@ use parking_lot::{Condvar, Mutex};
 use super::policy::{FlushPolicy, FlushTargets, InstanceSnapshot, InstanceTarget, Snapshot};
 use crate::buffer::BufferPool;
 use crate::metrics::Metrics;
-use crate::Lsn;
+use crate::page::Lsn;
 
 /// Most pages one flush-list batch writes (and holds latched while it
 /// does); a round's share is written in as many batches as it needs.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::Lsn;
+use crate::page::Lsn;
 
 /// Most credit an idle spell leaves for a burst.
 pub const MAX_BURST: Duration = Duration::from_secs(1);

@@ -8,7 +8,7 @@ pub mod classic;
 use std::time::Duration;
 
 use crate::buffer::flush::FlushKind;
-use crate::Lsn;
+use crate::page::Lsn;
 
 /// State of one buffer-pool instance.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -15,7 +15,9 @@
 
 use std::fmt;
 
-use crate::Lsn;
+/// Log sequence number: a byte position in the redo stream. Pages carry the
+/// LSN of their newest change; 0 means "never changed".
+pub type Lsn = u64;
 
 /// Size of the header shared by every page type.
 pub const PAGE_HEADER_SIZE: usize = 32;

@@ -1,8 +1,8 @@
 //! Redo log on-disk encoding: file header, checkpoint slots, record groups
 //! and page-change records. See docs/format.md, "Redo log".
 
+use crate::page::Lsn;
 use crate::page::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
-use crate::Lsn;
 
 /// Magic at the start of every redo log file.
 pub const LOG_MAGIC: &[u8; 8] = b"KEELREDO";

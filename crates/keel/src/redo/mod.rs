@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Device, FileSystem, OpenMode};
 use crate::metrics::Metrics;
-use crate::Lsn;
+use crate::page::Lsn;
 use format::{Checkpoint, LogFileHeader, CHECKPOINT_SLOTS, LOG_FILE_HDR};
 
 /// First LSN of a new database (non-zero: 0 means "never changed").

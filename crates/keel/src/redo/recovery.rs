@@ -12,8 +12,8 @@ use super::format::{self, kind, GROUP_HDR};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::page::Lsn;
 use crate::page::{page_lsn, PageId};
-use crate::Lsn;
 
 /// What recovery did.
 #[derive(Debug, Default, Clone)]

@@ -1,8 +1,8 @@
 //! On-disk encoding of the doublewrite files (see `docs/format.md`,
 //! "Doublewrite files"): the file header and the area header.
 
+use crate::page::Lsn;
 use crate::page::{get_u32, get_u64, put_u32, put_u64, PageId};
-use crate::Lsn;
 
 /// Magic bytes at the start of every doublewrite file.
 pub const FILE_MAGIC: &[u8; 8] = b"KEELDBLF";

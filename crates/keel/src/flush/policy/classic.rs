@@ -25,7 +25,7 @@ use std::time::Duration;
 use super::{Decision, FlushMode, FlushPolicy, FlushTargets, InstanceTarget, Snapshot};
 use crate::buffer::flush::FlushKind;
 use crate::config::Options;
-use crate::Lsn;
+use crate::page::Lsn;
 
 /// InnoDB's `buf_flush_lsn_scan_factor`.
 const LSN_SCAN_FACTOR: u64 = 3;
