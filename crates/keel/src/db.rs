@@ -9,12 +9,13 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::btree::{BTree, Cursor, TreeStats};
 use crate::config::Options;
+use crate::engine::admission::Purpose;
 use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
 use crate::flush::{Classic, ClassicConfig, Cleaners, Decision, FlushPolicy};
 use crate::io::FileSystem;
 use crate::metrics::Metrics;
-use crate::mtr::Mtr;
+use crate::mtr::{mtr_bound, Mtr};
 use crate::page::{init_page, put_u32, PageId, PageType};
 
 /// Page number of the catalog's root (fixed at creation).
@@ -65,22 +66,32 @@ impl Db {
         let (engine, created) = Engine::open(&dir, opts, fs)?;
         let engine = Arc::new(engine);
         let catalog = BTree::open(PageId::new(engine.space_id(), CATALOG_ROOT));
-        if created {
+        let unfinished = if created {
             format_space(&engine)?;
+            Vec::new()
         } else {
-            let report = crate::redo::recovery::recover(&engine)?;
+            let (report, unfinished) = crate::redo::recovery::recover(&engine)?;
             if report.groups > 0 || report.torn_pages_repaired > 0 {
                 log::warn!("recovery of {}: {report}", dir.display());
             }
-        }
+            unfinished
+        };
         let n = engine.opts.effective_page_cleaners();
         let policy: Box<dyn FlushPolicy> = match engine.opts.flush_policy {
             crate::config::FlushPolicyName::Classic => {
                 Box::new(Classic::new(ClassicConfig::from_options(&engine.opts)))
             }
         };
-        let cleaners = Cleaners::start(engine.clone(), n, policy)
+        let mut cleaners = Cleaners::start(engine.clone(), n, policy)
             .map_err(|e| Error::io(&dir, "start page cleaner thread", e))?;
+        // Commits the crash interrupted are finished like any commit, with
+        // the cleaners running (they may need log space), then a sharp
+        // checkpoint leaves nothing for the next open to redo.
+        let finished = finish_recovery(&engine, unfinished);
+        if let Err(e) = finished {
+            cleaners.stop(&engine.wb);
+            return Err(e);
+        }
         log::info!(
             "{} database in {} ({} frames of {} bytes, {} instances, {} data files)",
             if created { "created" } else { "opened" },
@@ -112,7 +123,7 @@ impl Db {
     /// The flushing policy's last decision: its mode, the figures behind it
     /// and why it flushed what it flushed (for status reports).
     pub fn flush_decision(&self) -> Decision {
-        self.inner.engine.pool.last_decision.lock().clone()
+        self.inner.engine.wb.last_decision.lock().clone()
     }
 
     /// The directory the database lives in.
@@ -134,11 +145,15 @@ impl Db {
     pub fn create_table(&self, name: &str) -> Result<Table> {
         check_name(name)?;
         let e = &*self.inner.engine;
+        e.adm.check_writable(Purpose::New)?;
         let _ddl = self.inner.ddl.lock();
         if self.inner.catalog.get(e, name.as_bytes())?.is_some() {
             return Err(Error::TableExists(name.to_string()));
         }
-        let mut mtr = Mtr::new(e);
+        // The root page and the space header page.
+        let budget = e.adm.budget(Purpose::New);
+        budget.ensure(mtr_bound(2, e.page_size()))?;
+        let mut mtr = Mtr::new(e, &budget);
         let tree = BTree::create(&mut mtr)?;
         mtr.commit()?;
         let root = tree.root();
@@ -197,14 +212,19 @@ impl Db {
         Ok(out)
     }
 
-    /// Write every dirty page, sync, and checkpoint (a sharp checkpoint).
+    /// Write every page changed before this call, sync, and checkpoint (a
+    /// sharp checkpoint). Changes other threads make meanwhile are not
+    /// waited for, so it ends however busy the database is.
     pub fn flush(&self) -> Result<()> {
-        self.inner.engine.shutdown_flush()
+        self.inner.engine.flush_and_checkpoint()
     }
 
-    /// Stop the page cleaners, write every dirty page and sync. Reopening
-    /// returns the same data. Dropping the last handle does the same, but
-    /// cannot report errors.
+    /// Close the database: new writes are refused from now on (on every
+    /// clone of this handle: they get [`Error::Closed`]), commits already
+    /// logged finish, then the page cleaners stop, every dirty page is
+    /// written and synced and a checkpoint is taken. Reopening returns the
+    /// same data. Dropping the last handle does the same, but cannot
+    /// report errors.
     pub fn close(self) -> Result<()> {
         self.inner.shutdown()
     }
@@ -222,8 +242,9 @@ impl Db {
     /// clone, and every table handle) must not be used afterwards.
     #[doc(hidden)]
     pub fn simulate_crash(self) {
+        self.inner.engine.adm.close();
         if let Some(mut c) = self.inner.cleaners.lock().take() {
-            c.stop(&self.inner.engine.pool);
+            c.stop(&self.inner.engine.wb);
         }
         self.inner
             .crashed
@@ -239,15 +260,47 @@ impl Db {
     }
 }
 
+/// How long closing lets commits already logged finish.
+const CLOSE_DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Inner {
     fn shutdown(&self) -> Result<()> {
-        if let Some(mut c) = self.cleaners.lock().take() {
-            c.stop(&self.engine.pool);
-            self.engine.shutdown_flush()?;
-            log::info!("closed database in {}", self.dir.display());
+        let e = &self.engine;
+        // Writers waiting for log space on other handles get `Closed` now
+        // instead of waiting out their timeout.
+        e.adm.close();
+        let Some(mut c) = self.cleaners.lock().take() else {
+            return Ok(());
+        };
+        // Commits already logged need the cleaners to finish (they may wait
+        // for log space): let them, for a while.
+        if !e.drain_commits(CLOSE_DRAIN_TIMEOUT) {
+            log::error!(
+                "closing {}: commits still applying after {CLOSE_DRAIN_TIMEOUT:?}; giving up on \
+                 them (recovery will finish them at the next open)",
+                self.dir.display()
+            );
+            e.adm.abandon_in_flight();
         }
+        c.stop(&e.wb);
+        e.flush_and_checkpoint()?;
+        log::info!("closed database in {}", self.dir.display());
         Ok(())
     }
+}
+
+/// Finish the commits recovery found logged but not applied, then take a
+/// sharp checkpoint.
+fn finish_recovery(e: &Engine, unfinished: Vec<crate::redo::recovery::Unfinished>) -> Result<()> {
+    let n = unfinished.len() as u64;
+    for u in unfinished {
+        crate::txn::finish_unapplied(e, u.lsn, u.record)?;
+    }
+    Metrics::set(&e.metrics.recovery_txns_reapplied, n);
+    if n > 0 {
+        log::warn!("recovery: finished {n} commits that were logged but not applied");
+    }
+    e.flush_and_checkpoint()
 }
 
 impl Drop for Inner {
@@ -357,7 +410,9 @@ fn decode_root(e: &Engine, name: &str, v: &[u8]) -> Result<PageId> {
 /// Lay out a new space: the header page and an empty catalog tree.
 fn format_space(e: &Engine) -> Result<()> {
     let space = e.space_id();
-    let mut mtr = Mtr::new(e);
+    let budget = e.adm.budget(Purpose::New);
+    budget.ensure(mtr_bound(2, e.page_size()))?;
+    let mut mtr = Mtr::new(e, &budget);
     let mut hdr = e.pool.create(PageId::new(space, 0))?;
     init_page(&mut hdr, PageId::new(space, 0), PageType::SpaceHeader);
     put_u32(&mut hdr, sh::HWM, CATALOG_ROOT + 1);
@@ -369,5 +424,5 @@ fn format_space(e: &Engine) -> Result<()> {
     mtr.keep(hdr);
     mtr.keep(root);
     mtr.commit()?;
-    e.shutdown_flush()
+    e.flush_and_checkpoint()
 }

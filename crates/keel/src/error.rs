@@ -129,6 +129,39 @@ pub enum Error {
     /// The transaction was rolled back after a deadlock; start a new one.
     #[error("transaction was rolled back after a deadlock; start a new one")]
     TxnAborted,
+    /// A transaction's write set is too large for the redo log: its commit
+    /// record must fit in the part of the log set aside for commits in
+    /// flight. Refused before anything was logged; the transaction is
+    /// unchanged and may be split.
+    #[error(
+        "transaction too large: its write set takes {bytes} bytes of redo, but with a redo log of \
+         {log_capacity} bytes a transaction may log at most {limit} (about 1/20 of the log); \
+         commit in smaller transactions, or raise log_file_size or log_files_in_group"
+    )]
+    TransactionTooLarge {
+        /// Bytes of the transaction's commit record.
+        bytes: u64,
+        /// The largest record admitted with this log.
+        limit: u64,
+        /// Bytes of the redo log.
+        log_capacity: u64,
+    },
+    /// The database is closing (or closed): no new writes are taken.
+    #[error("the database is closing: no new writes are accepted")]
+    Closed,
+    /// A thread would wait for a row lock held by a transaction it is
+    /// itself using, and so would wait for itself.
+    #[error(
+        "a row of table `{table}` is locked by transaction {owner}, which this thread is using: \
+         the call would wait for itself; commit or roll back that transaction first, or make \
+         the change through it"
+    )]
+    SelfDeadlock {
+        /// The table whose row was wanted.
+        table: String,
+        /// The transaction holding the lock.
+        owner: u64,
+    },
 }
 
 impl Error {
@@ -147,5 +180,38 @@ impl Error {
             key: key.into(),
             reason: reason.into(),
         }
+    }
+}
+
+/// A one-way "refuse writes" switch with the reason, for a layer that can no
+/// longer vouch for durability (a failed sync, an unapplied commit, bytes
+/// the redo log accepted and then lost). Cheap to check on hot paths.
+#[derive(Default)]
+pub(crate) struct Poison {
+    set: std::sync::atomic::AtomicBool,
+    reason: parking_lot::Mutex<String>,
+}
+
+impl Poison {
+    /// Refuse writes from now on; the first reason is kept.
+    pub(crate) fn set(&self, reason: impl Into<String>) {
+        let mut r = self.reason.lock();
+        if !self.set.load(std::sync::atomic::Ordering::Acquire) {
+            *r = reason.into();
+            self.set.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Whether writes are refused.
+    pub(crate) fn is_set(&self) -> bool {
+        self.set.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// `Error::Poisoned` with the reason, if set.
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.is_set() {
+            return Err(Error::Poisoned(self.reason.lock().clone()));
+        }
+        Ok(())
     }
 }

@@ -1,30 +1,61 @@
 //! Mini-transactions: the atomic unit of page changes. An mtr holds the
 //! exclusive latches of every page it changed until it commits; at commit
-//! the pages are stamped with the mtr's end LSN and enter the flush list.
-//! (With the redo log, commit also appends the mtr's redo records.)
+//! it appends the redo of those changes (the bytes each page changed, as a
+//! diff against the page when it was latched), stamps the pages with the
+//! group's end LSN and puts them on the flush list, then releases them.
+//!
+//! The append never waits for log space: its thread reserved the bytes
+//! beforehand in a [`Budget`], holding no latch. The bound it reserved is
+//! [`mtr_bound`] for the number of pages it may change; before appending,
+//! the mtr checks its exact size against the budget, and if the bound was
+//! ever wrong (or the log refuses the append) it puts every page back as it
+//! was before the mtr and fails, so memory never holds a change the log
+//! does not.
 //!
 //! Page allocation lives here because it changes the space header page,
 //! which then belongs to the same mtr as the tree change that needed it.
 
 use crate::buffer::PageWrite;
+use crate::engine::admission::Budget;
 use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::page::Lsn;
-use crate::page::{get_u32, init_page, page_type, put_u32, PageId, PageType};
-use crate::redo::format;
+use crate::page::{get_u32, init_page, page_type, put_u32, Lsn, PageId, PageType};
+use crate::redo::format::{self, GROUP_HDR, MAX_RANGE};
+use crate::redo::BUFFER_WRITE_THRESHOLD;
+
+/// Most bytes the record of one page's changes can take in an mtr group.
+///
+/// A record is an 11-byte header and, per byte range, 4 bytes and the
+/// range's bytes. Ranges are disjoint, never cover the 4 checksum bytes,
+/// and are at least 9 unchanged bytes apart (closer ones are merged), so
+/// with `n` ranges covering `t` bytes, `t + 9(n − 1) ≤ ps − 4` and the
+/// record takes `11 + 4n + t ≤ ps + 11`; ranges longer than `MAX_RANGE`
+/// are cut, 4 more bytes per cut. Checked by a property test below.
+pub(crate) const fn page_record_max(page_size: usize) -> u64 {
+    (11 + page_size + 4 * (page_size / MAX_RANGE + 1)) as u64
+}
+
+/// Most bytes one mini-transaction changing at most `pages` pages can
+/// append.
+pub(crate) const fn mtr_bound(pages: usize, page_size: usize) -> u64 {
+    GROUP_HDR as u64 + pages as u64 * page_record_max(page_size)
+}
 
 /// A mini-transaction.
 pub struct Mtr<'a> {
     e: &'a Engine,
+    budget: &'a Budget<'a>,
     pages: Vec<PageWrite<'a>>,
     header: Option<PageWrite<'a>>,
 }
 
 impl<'a> Mtr<'a> {
-    pub(crate) fn new(e: &'a Engine) -> Mtr<'a> {
+    /// A mini-transaction whose redo `budget` pays for.
+    pub(crate) fn new(e: &'a Engine, budget: &'a Budget<'a>) -> Mtr<'a> {
         Mtr {
             e,
+            budget,
             pages: Vec::new(),
             header: None,
         }
@@ -110,9 +141,15 @@ impl<'a> Mtr<'a> {
     }
 
     /// Log the changes of every kept page, stamp them with the end LSN,
-    /// dirty them and release the latches.
+    /// dirty them and release the latches. On error nothing was logged and
+    /// every page is as it was before the mtr.
     pub fn commit(mut self) -> Result<Lsn> {
-        self.finish()
+        let r = self.finish();
+        // The latches are released: a large log buffer may be written now.
+        if r.is_ok() {
+            self.e.log.write_if_buffered_over(BUFFER_WRITE_THRESHOLD)?;
+        }
+        r
     }
 
     fn finish(&mut self) -> Result<Lsn> {
@@ -125,39 +162,44 @@ impl<'a> Mtr<'a> {
                 changed.push(i);
             }
         }
+        let mut all: Vec<PageWrite<'a>> = self.pages.drain(..).chain(self.header.take()).collect();
         if changed.is_empty() {
-            self.pages.clear();
-            self.header = None;
             return Ok(0);
         }
+        let len = (GROUP_HDR + payload.len()) as u64;
         let pool = &self.e.pool;
-        let mut all: Vec<&mut PageWrite<'a>> = self
-            .pages
-            .iter_mut()
-            .chain(self.header.iter_mut())
-            .collect();
-        let len = (format::GROUP_HDR + payload.len()) as u64;
-        let r = self
-            .e
-            .log
-            .append(format::kind::MTR, &payload, move |_, end| {
+        let r = self.budget.check(len).and_then(|()| {
+            self.e
+                .log
+                .append(format::kind::MTR, &payload, |start, end| {
+                    for &i in &changed {
+                        pool.mark_dirty(&mut all[i], start, end);
+                    }
+                })
+        });
+        match r {
+            Ok((end, ())) => {
+                self.budget.spent(len);
+                Metrics::add(&self.e.metrics.mtr_commits, 1);
+                Ok(end)
+            }
+            Err(e) => {
+                // Memory must never hold a change the log does not.
                 for &i in &changed {
-                    pool.mark_dirty(&mut *all[i], end - len, end);
+                    all[i].undo_changes();
                 }
-            });
-        self.pages.clear();
-        self.header = None;
-        Metrics::add(&self.e.metrics.mtr_commits, 1);
-        r.map(|(end, ())| end)
+                Err(e)
+            }
+        }
     }
 }
 
 impl Drop for Mtr<'_> {
     fn drop(&mut self) {
-        // Kept pages were changed in memory; they must not be left clean and
-        // unlogged even if the caller bailed out with an error.
+        // Kept pages were changed in memory: log them even if the caller
+        // bailed out with an error (or undo them if that fails).
         if let Err(e) = self.finish() {
-            log::error!("mini-transaction could not be logged: {e}");
+            log::error!("mini-transaction could not be logged and was undone: {e}");
         }
     }
 }

@@ -76,26 +76,81 @@ fn eio_on_log_write_fails_the_commit_and_refuses_further_writes() {
     restart_and_verify(&dir, &fs, db, &acked);
 }
 
+/// Commits of 20 rows of 4 KB each into a table that outgrows the data
+/// files' allocation (4 MiB each at first), on a 48-page pool: applying them needs frames, so user
+/// threads must write dirty pages themselves, and those writes need the
+/// files to grow.
+fn fill(db: &Db, table: &str, commits: u32, base: u32) -> Result<u32, Error> {
+    let t = db.table(table)?;
+    let v = [5u8; 4000];
+    for c in 0..commits {
+        let mut tx = db.begin();
+        for r in 0..20 {
+            tx.put(&t, &((base + c) * 20 + r).to_be_bytes(), &v)?;
+        }
+        tx.commit()?;
+    }
+    Ok(commits)
+}
+
 #[test]
-fn enospc_on_page_writes_fails_the_flush_and_the_engine_keeps_working() {
+fn a_full_disk_stalls_commits_without_poisoning_and_they_finish_when_space_returns() {
     let (dir, fs, db) = fresh();
+    db.create_table("grow").unwrap();
     let mut rng = SmallRng::seed_from_u64(2);
-    fs.arm("data.write:enospc:sticky", 0).unwrap();
-    let (mut acked, err) = run(&db, 300, 0, &mut rng);
-    assert!(err.is_none(), "commits need only the log: {err:?}");
-    let err = db
-        .flush()
-        .expect_err("page writes fail while the disk is full");
-    let msg = err.to_string();
+    let (mut acked, err) = run(&db, 50, 0, &mut rng);
+    assert!(err.is_none(), "{err:?}");
+    // The disk is full: data files cannot grow (their space is allocated
+    // before any page is written in place, so this is where ENOSPC shows).
+    fs.arm("data.set_len:enospc:sticky", 0).unwrap();
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || fill(&db, "grow", 150, 0))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let retries = db.metrics().get("trx_apply_retries").unwrap();
+    if writer.is_finished() {
+        panic!(
+            "the writes need room the disk does not have: {:?}",
+            writer.join()
+        );
+    }
+    assert!(retries > 0, "a logged commit must be retried, not failed");
+    // A flush says why it cannot finish, naming the file.
+    let msg = db.flush().expect_err("the disk is full").to_string();
     assert!(msg.contains("data-") && msg.contains("No space"), "{msg}");
-    // Space comes back: the dirty pages are still dirty, the next flush
-    // writes them, and the engine goes on as if nothing happened.
+    // Space comes back: the stalled commits finish and nothing was poisoned.
     fs.disarm();
+    assert_eq!(writer.join().unwrap().unwrap(), 150);
     db.flush().unwrap();
-    let (more, err) = run(&db, 300, 10_000, &mut rng);
+    let (more, err) = run(&db, 50, 10_000, &mut rng);
     assert!(err.is_none(), "{err:?}");
     acked.extend(more);
     verify(&db, &acked);
+    let grow = db.table("grow").unwrap();
+    assert_eq!(grow.range(..).unwrap().count(), 150 * 20);
+    drop(grow);
+    restart_and_verify(&dir, &fs, db, &acked);
+}
+
+#[test]
+fn a_failed_in_place_write_poisons_and_the_restart_repairs_from_doublewrite() {
+    let (dir, fs, db) = fresh();
+    let mut rng = SmallRng::seed_from_u64(4);
+    let (acked, err) = run(&db, 300, 0, &mut rng);
+    assert!(err.is_none());
+    // Every in-place page write fails; the doublewrite copies were made.
+    fs.arm("data.write:eio:sticky", 0).unwrap();
+    let err = db.flush().expect_err("page writes fail");
+    assert!(err.to_string().contains("data-"), "{err}");
+    // The area holding the copies must not be reused: writes are refused.
+    let (none, err) = run(&db, 5, 10_000, &mut rng);
+    assert!(
+        none.is_empty() && matches!(err, Some(Error::Poisoned(_))),
+        "{err:?}"
+    );
+    let msg = err.unwrap().to_string();
+    assert!(msg.contains("doublewrite"), "{msg}");
     restart_and_verify(&dir, &fs, db, &acked);
 }
 

@@ -8,25 +8,33 @@ use super::descend::{descend_write, expect_node, leaf_for_write, Path};
 use super::node::{self, cell_child, internal_cell, NodeMut, NodeRef, SLOT_SIZE};
 use super::BTree;
 use crate::buffer::PageWrite;
+use crate::engine::admission::Budget;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::mtr::Mtr;
 use crate::page::PageId;
 
 impl BTree {
-    /// Remove `key`; true if it was present.
+    /// Remove `key`; true if it was present. Reserves its redo before
+    /// latching anything: the caller must hold no latch.
     pub fn delete(&self, e: &Engine, key: &[u8]) -> Result<bool> {
         if key.len() > node::max_key_len(e.page_size()) {
             return Ok(false);
         }
-        if let Some(found) = self.delete_optimistic(e, key)? {
+        let budget = super::op_budget(e)?;
+        if let Some(found) = self.delete_optimistic(e, &budget, key)? {
             return Ok(found);
         }
-        self.delete_pessimistic(e, key)
+        self.delete_pessimistic(e, &budget, key)
     }
 
     /// The common case: the leaf does not become underfull (or is the root).
-    fn delete_optimistic(&self, e: &Engine, key: &[u8]) -> Result<Option<bool>> {
+    fn delete_optimistic(
+        &self,
+        e: &Engine,
+        budget: &Budget<'_>,
+        key: &[u8],
+    ) -> Result<Option<bool>> {
         let Some(mut leaf) = leaf_for_write(e, self.root, key)? else {
             return Ok(None);
         };
@@ -40,21 +48,21 @@ impl BTree {
             return Ok(None);
         }
         NodeMut::new(&mut leaf).remove_cell(i);
-        let mut mtr = Mtr::new(e);
+        let mut mtr = Mtr::new(e, budget);
         mtr.keep(leaf);
         mtr.commit()?;
         Ok(Some(true))
     }
 
-    fn delete_pessimistic(&self, e: &Engine, key: &[u8]) -> Result<bool> {
+    fn delete_pessimistic(&self, e: &Engine, budget: &Budget<'_>, key: &[u8]) -> Result<bool> {
         let ps = e.page_size();
-        let mut path = descend_write(e, self.root, key, |n| delete_safe(n, key, ps))?;
+        let mut path = descend_write(e, budget, self.root, key, |n| delete_safe(n, key, ps))?;
         let mut leaf = NodeBuf::from_page(path.leaf());
         let Ok(i) = leaf.search(key) else {
             return Ok(false);
         };
         leaf.cells.remove(i);
-        let mtr = Mtr::new(e);
+        let mtr = Mtr::new(e, budget);
         let mut siblings = Vec::new();
         let plan = plan_delete(e, self.root, &mut path, leaf, &mut siblings)?;
         let mut pages = path.pages;

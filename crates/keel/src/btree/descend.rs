@@ -5,6 +5,7 @@
 
 use super::node::{self, NodeRef};
 use crate::buffer::{PageRead, PageWrite};
+use crate::engine::admission::Budget;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::page::{page_id, page_type, PageId, PageType};
@@ -121,14 +122,29 @@ impl Path<'_> {
 /// The pessimistic writer's descent: exclusive latches from the root down;
 /// whenever a child is `safe` (the operation cannot propagate above it) all
 /// its ancestors are released.
+///
+/// Once the root is latched, the tree's height is known and cannot change
+/// while the latch is held, so neither can the most pages the operation may
+/// change ([`super::pessimistic_pages`]). If `budget` does not cover their
+/// redo and cannot be topped up without waiting, the root is released, the
+/// budget waits for log space (holding nothing), and the descent restarts.
 pub(super) fn descend_write<'a>(
     e: &'a Engine,
+    budget: &Budget<'_>,
     root: PageId,
     key: &[u8],
     safe: impl Fn(NodeRef<'_>) -> bool,
 ) -> Result<Path<'a>> {
-    let top = e.pool.write(root)?;
-    expect_node(&top, root, None)?;
+    let top = loop {
+        let top = e.pool.write(root)?;
+        expect_node(&top, root, None)?;
+        let need = super::pessimistic_bound(NodeRef::new(&top).level(), e.page_size());
+        if budget.try_ensure(need) {
+            break top;
+        }
+        drop(top);
+        budget.ensure(need)?;
+    };
     let mut path = Path {
         pages: vec![top],
         pos: vec![0],

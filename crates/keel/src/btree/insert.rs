@@ -7,23 +7,33 @@ use super::descend::{descend_write, leaf_for_write, Path};
 use super::node::{self, internal_cell, leaf_cell, NodeMut, NodeRef, SLOT_SIZE};
 use super::BTree;
 use crate::buffer::PageWrite;
+use crate::engine::admission::Budget;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::mtr::Mtr;
 
 impl BTree {
-    /// Insert or replace `key`; true if a value was replaced.
+    /// Insert or replace `key`; true if a value was replaced. Reserves its
+    /// redo before latching anything (see `engine::admission`): the caller
+    /// must hold no latch.
     pub fn put(&self, e: &Engine, key: &[u8], value: &[u8]) -> Result<bool> {
         node::check_entry(e.page_size(), key, value)?;
         let cell = leaf_cell(key, value);
-        if let Some(replaced) = self.put_optimistic(e, key, &cell)? {
+        let budget = super::op_budget(e)?;
+        if let Some(replaced) = self.put_optimistic(e, &budget, key, &cell)? {
             return Ok(replaced);
         }
-        self.put_pessimistic(e, key, &cell)
+        self.put_pessimistic(e, &budget, key, &cell)
     }
 
     /// The common case: the leaf has room. `None` means "restart pessimistically".
-    fn put_optimistic(&self, e: &Engine, key: &[u8], cell: &[u8]) -> Result<Option<bool>> {
+    fn put_optimistic(
+        &self,
+        e: &Engine,
+        budget: &Budget<'_>,
+        key: &[u8],
+        cell: &[u8],
+    ) -> Result<Option<bool>> {
         let Some(mut leaf) = leaf_for_write(e, self.root, key)? else {
             return Ok(None);
         };
@@ -33,16 +43,24 @@ impl BTree {
             Err(i) => n.insert_cell(i, cell).then_some(false),
         };
         if replaced.is_some() {
-            let mut mtr = Mtr::new(e);
+            let mut mtr = Mtr::new(e, budget);
             mtr.keep(leaf);
             mtr.commit()?;
         }
         Ok(replaced)
     }
 
-    fn put_pessimistic(&self, e: &Engine, key: &[u8], cell: &[u8]) -> Result<bool> {
+    fn put_pessimistic(
+        &self,
+        e: &Engine,
+        budget: &Budget<'_>,
+        key: &[u8],
+        cell: &[u8],
+    ) -> Result<bool> {
         let ps = e.page_size();
-        let path = descend_write(e, self.root, key, |n| insert_safe(n, key, cell.len(), ps))?;
+        let path = descend_write(e, budget, self.root, key, |n| {
+            insert_safe(n, key, cell.len(), ps)
+        })?;
         let mut leaf = NodeBuf::from_page(path.leaf());
         let replaced = match leaf.search(key) {
             Ok(i) => {
@@ -54,7 +72,7 @@ impl BTree {
                 false
             }
         };
-        let mut mtr = Mtr::new(e);
+        let mut mtr = Mtr::new(e, budget);
         let mut new_pages = Vec::new();
         match plan_insert(&mut mtr, &path, leaf, ps, &mut new_pages) {
             Ok(plan) => {

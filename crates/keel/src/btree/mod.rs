@@ -63,10 +63,37 @@ pub use cursor::Cursor;
 
 use node::{NodeMut, NodeRef};
 
+use crate::engine::admission::{Budget, Purpose};
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::mtr::Mtr;
+use crate::mtr::{mtr_bound, Mtr};
 use crate::page::{PageId, PageType};
+
+/// A budget for one tree operation, holding the redo of its optimistic
+/// mini-transaction (one page changed): reserved before anything is
+/// latched. Operations of commits already logged must finish, so they do
+/// not stop when the database starts closing (new work is refused earlier,
+/// where commits begin).
+fn op_budget(e: &Engine) -> Result<Budget<'_>> {
+    let b = e.adm.budget(Purpose::InFlight);
+    b.ensure(mtr_bound(1, e.page_size()))?;
+    Ok(b)
+}
+
+/// Most pages one pessimistic operation on a tree whose root is at `level`
+/// can change in its mini-transaction: every node of the path (at most
+/// `level + 1`), a new page per split below the root and two for a root
+/// split (at most `level + 2`), and the space header page; a delete's
+/// siblings (at most one per level) and freed pages stay within the same
+/// count. Checked against real operations by `tests::redo_stays_within_the_bound`.
+pub(super) const fn pessimistic_pages(level: u8) -> usize {
+    2 * (level as usize + 1) + 2
+}
+
+/// [`pessimistic_pages`] in redo bytes.
+pub(super) const fn pessimistic_bound(level: u8, page_size: usize) -> u64 {
+    mtr_bound(pessimistic_pages(level), page_size)
+}
 
 /// A B+tree, named by its root page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

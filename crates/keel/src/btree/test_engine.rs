@@ -8,8 +8,9 @@ use std::ops::Deref;
 use parking_lot::Mutex;
 
 use crate::config::Options;
+use crate::engine::admission::Purpose;
 use crate::engine::{space_header as sh, Engine};
-use crate::mtr::Mtr;
+use crate::mtr::{mtr_bound, Mtr};
 use crate::page::{get_u32, init_page, put_u32, PageId, PageType};
 
 /// An engine and the directory that holds its files.
@@ -40,12 +41,16 @@ pub(super) fn engine(page_size: usize) -> TestEngine {
     let (engine, created) = Engine::open(dir.path(), o, None).unwrap();
     assert!(created);
     let id = PageId::new(engine.space_id(), 0);
-    let mut mtr = Mtr::new(&engine);
-    let mut hdr = engine.pool.create(id).unwrap();
-    init_page(&mut hdr, id, PageType::SpaceHeader);
-    put_u32(&mut hdr, sh::HWM, 1);
-    mtr.keep(hdr);
-    mtr.commit().unwrap();
+    {
+        let budget = engine.adm.budget(Purpose::New);
+        budget.ensure(mtr_bound(1, page_size)).unwrap();
+        let mut mtr = Mtr::new(&engine, &budget);
+        let mut hdr = engine.pool.create(id).unwrap();
+        init_page(&mut hdr, id, PageType::SpaceHeader);
+        put_u32(&mut hdr, sh::HWM, 1);
+        mtr.keep(hdr);
+        mtr.commit().unwrap();
+    }
     TestEngine {
         engine,
         saved: Mutex::new(None),
@@ -71,7 +76,9 @@ pub(super) fn set_alloc_failpoint(e: &TestEngine, n: Option<usize>) -> bool {
         return false;
     }
     let mut saved = e.saved.lock();
-    let mut mtr = Mtr::new(e);
+    let budget = e.adm.budget(Purpose::New);
+    budget.ensure(mtr_bound(1, e.page_size())).unwrap();
+    let mut mtr = Mtr::new(e, &budget);
     let mut hdr = e.pool.write(PageId::new(e.space_id(), 0)).unwrap();
     match (n, saved.take()) {
         (Some(_), None) => {

@@ -10,14 +10,17 @@ use rand::{Rng, SeedableRng};
 
 use super::test_engine::{engine, pages_in_use, set_alloc_failpoint};
 use super::{node, BTree};
+use crate::engine::admission::Purpose;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::mtr::Mtr;
+use crate::mtr::{mtr_bound, Mtr};
 
 // ---- helpers ----
 
 fn new_tree(e: &Engine) -> BTree {
-    let mut mtr = Mtr::new(e);
+    let budget = e.adm.budget(Purpose::New);
+    budget.ensure(mtr_bound(2, e.page_size())).unwrap();
+    let mut mtr = Mtr::new(e, &budget);
     let t = BTree::create(&mut mtr).unwrap();
     mtr.commit().unwrap();
     t

@@ -76,6 +76,18 @@ impl<'a> PageWrite<'a> {
         self.id
     }
 
+    /// Put the page back as it was when latched (zeros for a fresh page):
+    /// its mini-transaction could not log the change.
+    pub(crate) fn undo_changes(&mut self) {
+        if let Some(g) = self.guard.as_mut() {
+            if self.zeroed {
+                g.fill(0);
+            } else if let Some(before) = self.before.take() {
+                g.copy_from_slice(&before);
+            }
+        }
+    }
+
     pub(crate) fn frame(&self) -> &'a Frame {
         self.frame
     }

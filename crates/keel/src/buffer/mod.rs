@@ -4,21 +4,21 @@
 //!
 //! Threads reach pages through [`BufferPool::read`] (shared latch) and
 //! [`BufferPool::write`] (exclusive latch); the returned guards unlatch and
-//! unfix on drop. Writing pages back is in [`flush`]; the page cleaners that
-//! drive it are in `crate::flush`.
+//! unfix on drop. Writing pages back is `crate::flush`'s business: it works
+//! through the narrow interface in [`claim`], and the pool reaches it only
+//! through the [`FrameWriter`] hook it owns (a thread short of frames writes
+//! one dirty page from the LRU tail).
 
-pub mod flush;
+mod claim;
 mod frame;
 mod guard;
 mod instance;
 mod lru;
-mod neighbors;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
-
+pub(crate) use claim::{Claim, FrameWriter};
 pub use guard::{PageRead, PageWrite};
 pub(crate) use instance::Instance;
 
@@ -41,24 +41,8 @@ pub struct PoolConfig {
     pub old_blocks_pct: u32,
     /// Milliseconds before an old page is made young by an access.
     pub old_blocks_time_ms: u64,
-    /// Threads that write one batch in parallel.
-    pub write_io_threads: usize,
     /// How long a thread waits for a free frame before giving up.
     pub free_wait_timeout: Duration,
-    /// Neighbor flushing: 0 = none, 1 = the contiguous dirty run around a
-    /// written page, 2 = every dirty page of its area (single-page flushes
-    /// never write neighbors).
-    pub flush_neighbors: u8,
-}
-
-/// The write-ahead rule's hook: before a page whose newest change ended at
-/// `lsn` is written, the redo log must be durable up to `lsn`.
-pub trait Wal: Send + Sync {
-    /// Make the log durable up to `lsn`.
-    fn flush_up_to(&self, lsn: Lsn) -> Result<()>;
-    /// The end of the durable log: the batch writer refuses to write a page
-    /// whose page LSN lies beyond it.
-    fn flushed_lsn(&self) -> Lsn;
 }
 
 /// The buffer pool.
@@ -67,28 +51,14 @@ pub struct BufferPool {
     pub(crate) space: Arc<Tablespace>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) cfg: PoolConfig,
-    pub(crate) wal: Option<Arc<dyn Wal>>,
-    /// Doublewrite areas, when `doublewrite` is on.
-    pub(crate) dblwr: Option<crate::flush::doublewrite::Doublewrite>,
     epoch: Instant,
-    /// Signalled when a thread wants free frames or dirty pages written.
-    pub(crate) cleaner_wakeup: (Mutex<u64>, Condvar),
-    /// The policy's last decision, for the status report.
-    pub(crate) last_decision: Mutex<crate::flush::Decision>,
-    /// Page-cleaner failures so far and the last one's message: a writer
-    /// waiting for the cleaners gives up when they fail.
-    flush_failures: (std::sync::atomic::AtomicU64, Mutex<String>),
+    /// Writes a dirty page for a thread short of frames (installed once).
+    writer: OnceLock<Arc<dyn FrameWriter>>,
 }
 
 impl BufferPool {
     /// A pool of `cfg.frames` frames over `space`.
-    pub fn new(
-        cfg: PoolConfig,
-        space: Arc<Tablespace>,
-        metrics: Arc<Metrics>,
-        wal: Option<Arc<dyn Wal>>,
-        dblwr: Option<crate::flush::doublewrite::Doublewrite>,
-    ) -> BufferPool {
+    pub fn new(cfg: PoolConfig, space: Arc<Tablespace>, metrics: Arc<Metrics>) -> BufferPool {
         let per = cfg.frames / cfg.instances;
         let instances = (0..cfg.instances)
             .map(|_| Instance::new(per, cfg.page_size, cfg.old_blocks_pct))
@@ -101,12 +71,21 @@ impl BufferPool {
             space,
             metrics,
             cfg,
-            wal,
-            dblwr,
             epoch: Instant::now(),
-            cleaner_wakeup: (Mutex::new(0), Condvar::new()),
-            last_decision: Mutex::new(crate::flush::Decision::default()),
-            flush_failures: Default::default(),
+            writer: OnceLock::new(),
+        }
+    }
+
+    /// Install the hook that writes a dirty page for a thread short of
+    /// frames; the first call wins. Without one, such a thread only waits
+    /// for other threads to free frames.
+    pub(crate) fn set_writer(&self, w: Arc<dyn FrameWriter>) {
+        let _ = self.writer.set(w);
+    }
+
+    fn frames_wanted(&self) {
+        if let Some(w) = self.writer.get() {
+            w.frames_wanted();
         }
     }
 
@@ -129,10 +108,11 @@ impl BufferPool {
 
     /// Fix `id` and take its shared latch, reading it from disk if needed.
     pub fn read(&self, id: PageId) -> Result<PageRead<'_>> {
-        let inst = &self.instances[self.instance_of(id)];
+        let inst_no = self.instance_of(id);
+        let inst = &self.instances[inst_no];
         Metrics::add(&self.metrics.buffer_pool_read_requests, 1);
         loop {
-            match self.lookup_or_load(inst, id, false)? {
+            match self.lookup_or_load(inst_no, id, false)? {
                 Fetched::Loaded(fid, g) => {
                     return Ok(PageRead::new(
                         id,
@@ -166,10 +146,11 @@ impl BufferPool {
     }
 
     fn write_impl(&self, id: PageId, fresh: bool) -> Result<PageWrite<'_>> {
-        let inst = &self.instances[self.instance_of(id)];
+        let inst_no = self.instance_of(id);
+        let inst = &self.instances[inst_no];
         Metrics::add(&self.metrics.buffer_pool_read_requests, 1);
         loop {
-            match self.lookup_or_load(inst, id, fresh)? {
+            match self.lookup_or_load(inst_no, id, fresh)? {
                 Fetched::Loaded(fid, g) => {
                     return Ok(PageWrite::new(id, &inst.frames[fid as usize], g, fresh))
                 }
@@ -231,33 +212,6 @@ impl BufferPool {
         }
     }
 
-    /// Record that a page cleaner failed to flush or checkpoint.
-    pub(crate) fn note_flush_failure(&self, msg: String) {
-        *self.flush_failures.1.lock() = msg;
-        self.flush_failures
-            .0
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-    }
-
-    /// Page-cleaner failures so far.
-    pub(crate) fn flush_failures(&self) -> u64 {
-        self.flush_failures
-            .0
-            .load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// The last page-cleaner failure's message.
-    pub(crate) fn last_flush_failure(&self) -> String {
-        self.flush_failures.1.lock().clone()
-    }
-
-    /// Wake the page cleaners.
-    pub fn wake_cleaners(&self) {
-        let (m, c) = &self.cleaner_wakeup;
-        *m.lock() += 1;
-        c.notify_all();
-    }
-
     /// Smallest oldest-modification over all flush lists (None when clean).
     pub fn oldest_modification(&self) -> Option<Lsn> {
         self.instances
@@ -278,17 +232,13 @@ pub(crate) enum Fetched<'a> {
 }
 
 impl BufferPool {
-    fn lookup_or_load<'a>(
-        &'a self,
-        inst: &'a Instance,
-        id: PageId,
-        fresh: bool,
-    ) -> Result<Fetched<'a>> {
+    fn lookup_or_load(&self, inst_no: usize, id: PageId, fresh: bool) -> Result<Fetched<'_>> {
+        let inst = &self.instances[inst_no];
         loop {
             if let Some(fid) = inst.lookup_and_fix(id) {
                 return Ok(Fetched::Hit(fid));
             }
-            let (fid, mut g) = self.get_free_frame(inst)?;
+            let (fid, mut g) = self.get_free_frame(inst_no)?;
             if !inst.install(id, fid) {
                 drop(g);
                 Metrics::add(&self.metrics.buffer_pool_pages_free, 1);
@@ -321,16 +271,26 @@ impl BufferPool {
     /// A free frame of `inst`, exclusively latched and in no list: from the
     /// free list, else a clean page evicted from the LRU tail (bounded scan),
     /// else after writing a dirty tail page ourselves (single-page flush).
-    fn get_free_frame<'a>(
-        &'a self,
-        inst: &'a Instance,
+    fn get_free_frame(
+        &self,
+        inst_no: usize,
     ) -> Result<(
         u32,
-        parking_lot::RwLockWriteGuard<'a, crate::io::AlignedBuf>,
+        parking_lot::RwLockWriteGuard<'_, crate::io::AlignedBuf>,
     )> {
+        let inst = &self.instances[inst_no];
         let started = Instant::now();
         let mut waited = false;
         loop {
+            if started.elapsed() > self.cfg.free_wait_timeout {
+                return Err(Error::BufferPoolExhausted(format!(
+                    "no frame could be freed in {:?}: all {} frames of the instance are fixed, \
+                     latched or being written; the buffer pool is too small for this many \
+                     concurrent operations",
+                    self.cfg.free_wait_timeout,
+                    inst.frames.len()
+                )));
+            }
             match inst.take_free_or_evict() {
                 instance::Victim::Free(fid, g) => {
                     Metrics::sub(&self.metrics.buffer_pool_pages_free, 1);
@@ -343,13 +303,26 @@ impl BufferPool {
                 }
                 instance::Victim::Dirty(fid) => {
                     Metrics::add(&self.metrics.buffer_LRU_single_flush_num_scan, 1);
-                    let r = self.flush_single(inst, fid);
+                    let r = match self.writer.get() {
+                        Some(w) => w.write_victim(self, inst_no, fid),
+                        None => Ok(false),
+                    };
                     inst.frames[fid as usize].unfix();
-                    if r? == 0 {
+                    match r {
+                        Ok(true) => {}
                         // A cleaner is writing it (or a writer holds it):
                         // it will be clean shortly; do not spin meanwhile.
-                        self.wake_cleaners();
-                        std::thread::sleep(Duration::from_micros(200));
+                        Ok(false) => {
+                            self.frames_wanted();
+                            std::thread::sleep(Duration::from_micros(200));
+                        }
+                        // The page stays dirty; the caller learns why no
+                        // frame could be had (a commit applying its rows
+                        // retries, a plain read reports it).
+                        Err(e) => {
+                            self.frames_wanted();
+                            return Err(e);
+                        }
                     }
                 }
                 instance::Victim::None => {
@@ -357,15 +330,7 @@ impl BufferPool {
                         Metrics::add(&self.metrics.buffer_LRU_get_free_waits, 1);
                         waited = true;
                     }
-                    self.wake_cleaners();
-                    if started.elapsed() > self.cfg.free_wait_timeout {
-                        return Err(Error::BufferPoolExhausted(format!(
-                            "no frame could be freed in {:?}: all {} frames of the instance are fixed or latched; \
-                             the buffer pool is too small for this many concurrent operations",
-                            self.cfg.free_wait_timeout,
-                            inst.frames.len()
-                        )));
-                    }
+                    self.frames_wanted();
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }

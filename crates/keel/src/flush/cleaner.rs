@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::policy::{FlushPolicy, FlushTargets, InstanceSnapshot, InstanceTarget, Snapshot};
+use super::writeback::WriteBack;
 use crate::buffer::BufferPool;
 use crate::metrics::Metrics;
 use crate::page::Lsn;
@@ -54,6 +55,8 @@ pub struct LogView {
 pub trait CleanerHost: Send + Sync + 'static {
     /// The buffer pool to flush.
     fn pool(&self) -> &BufferPool;
+    /// Write-back: batches, doublewrite, wake-ups, failures.
+    fn write_back(&self) -> &WriteBack;
     /// The redo log's state.
     fn log_view(&self) -> LogView;
     /// How many flush-list entries per instance the snapshot samples.
@@ -122,14 +125,14 @@ impl Cleaners {
     }
 
     /// Stop and join every cleaner.
-    pub fn stop(&mut self, pool: &BufferPool) {
+    pub fn stop(&mut self, wb: &WriteBack) {
         self.shared.stop.store(true, Ordering::Release);
         {
             let _g = self.shared.round.lock();
             self.shared.start.notify_all();
             self.shared.done.notify_all();
         }
-        pool.wake_cleaners();
+        wb.wake_cleaners();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -208,16 +211,17 @@ fn coordinate<H: CleanerHost + ?Sized>(
     started: Instant,
 ) {
     let pool = host.pool();
+    let wb = host.write_back();
     let mut backoff = Duration::ZERO;
     while !sh.stop.load(Ordering::Acquire) {
-        let wakeups = *pool.cleaner_wakeup.0.lock();
+        let wakeups = *wb.wakeup.0.lock();
         let round_start = Instant::now();
         let snap = snapshot(host, started);
         let targets = Arc::new(policy.decide(&snap));
         publish(&pool.metrics, &targets);
         host.set_writer_log_rate(targets.writer_log_rate);
         if targets.full_round {
-            *pool.last_decision.lock() = targets.decision.clone();
+            *wb.last_decision.lock() = targets.decision.clone();
         }
         Metrics::add(&pool.metrics.buffer_flush_cleaner_rounds, 1);
         if n > 1 {
@@ -228,7 +232,7 @@ fn coordinate<H: CleanerHost + ?Sized>(
             sh.start.notify_all();
         }
         let written_before = pool.metrics.buffer_pages_written.load(Ordering::Relaxed);
-        let mut failed = do_share(pool, 0, n, &targets.instances);
+        let mut failed = do_share(pool, wb, 0, n, &targets.instances);
         if n > 1 {
             // The barrier: the next round starts after the slowest cleaner.
             let mut r = sh.round.lock();
@@ -240,7 +244,7 @@ fn coordinate<H: CleanerHost + ?Sized>(
         let urgent = targets.decision.mode == super::FlushMode::Sync;
         if let Err(e) = host.tick(urgent) {
             log::error!("page cleaner coordinator: log flush or checkpoint failed: {e}");
-            pool.note_flush_failure(format!("log flush or checkpoint failed: {e}"));
+            wb.note_failure(format!("log flush or checkpoint failed: {e}"));
             failed = true;
         }
         let took = round_start.elapsed();
@@ -258,7 +262,7 @@ fn coordinate<H: CleanerHost + ?Sized>(
             std::thread::sleep(Duration::from_millis(1));
         }
         let sleep = targets.sleep.saturating_sub(took).max(backoff);
-        let (m, c) = &pool.cleaner_wakeup;
+        let (m, c) = &wb.wakeup;
         let mut g = m.lock();
         // A wake-up that came during the round counts: do not sleep then.
         if !sh.stop.load(Ordering::Acquire) && *g == wakeups && !sleep.is_zero() {
@@ -269,6 +273,7 @@ fn coordinate<H: CleanerHost + ?Sized>(
 
 fn serve<H: CleanerHost + ?Sized>(host: &H, me: usize, n: usize, sh: &Shared) {
     let pool = host.pool();
+    let wb = host.write_back();
     let mut seen = 0;
     loop {
         let targets = {
@@ -282,7 +287,7 @@ fn serve<H: CleanerHost + ?Sized>(host: &H, me: usize, n: usize, sh: &Shared) {
             seen = r.seq;
             r.targets.clone()
         };
-        do_share(pool, me, n, &targets.instances);
+        do_share(pool, wb, me, n, &targets.instances);
         let mut r = sh.round.lock();
         r.pending = r.pending.saturating_sub(1);
         sh.done.notify_all();
@@ -291,29 +296,34 @@ fn serve<H: CleanerHost + ?Sized>(host: &H, me: usize, n: usize, sh: &Shared) {
 
 /// Carry out the targets of the instances cleaner `me` serves; true if an
 /// I/O error occurred (logged here).
-fn do_share(pool: &BufferPool, me: usize, n: usize, targets: &[InstanceTarget]) -> bool {
+fn do_share(
+    pool: &BufferPool,
+    wb: &WriteBack,
+    me: usize,
+    n: usize,
+    targets: &[InstanceTarget],
+) -> bool {
     let mut failed = false;
     for (i, t) in targets.iter().enumerate() {
         if i % n != me {
             continue;
         }
         if t.lru_want_free > 0 {
-            if let Err(e) = pool.lru_flush(i, t.lru_scan, t.lru_want_free) {
+            if let Err(e) = wb.lru_flush(pool, i, t.lru_scan, t.lru_want_free) {
                 log::error!("page cleaner {me}: LRU flush of instance {i} failed: {e}");
-                pool.note_flush_failure(format!("LRU flush of instance {i} failed: {e}"));
+                wb.note_failure(format!("LRU flush of instance {i} failed: {e}"));
                 failed = true;
             }
         }
         let mut left = t.list_pages;
         while left > 0 {
-            match pool.flush_list_batch(i, left.min(LIST_BATCH), t.list_lsn_limit, t.list_kind) {
+            match wb.flush_list_batch(pool, i, left.min(LIST_BATCH), t.list_lsn_limit, t.list_kind)
+            {
                 Ok(0) => break,
                 Ok(w) => left = left.saturating_sub(w),
                 Err(e) => {
                     log::error!("page cleaner {me}: flush-list batch of instance {i} failed: {e}");
-                    pool.note_flush_failure(format!(
-                        "flush-list batch of instance {i} failed: {e}"
-                    ));
+                    wb.note_failure(format!("flush-list batch of instance {i} failed: {e}"));
                     failed = true;
                     break;
                 }

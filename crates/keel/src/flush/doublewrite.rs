@@ -532,6 +532,19 @@ impl AreaGuard<'_> {
     }
 }
 
+impl AreaGuard<'_> {
+    /// Never give the area back: its copies may be the only good image of
+    /// a page whose in-place write failed, so it must survive until the
+    /// restart's recovery has used it.
+    pub fn keep_forever(self) {
+        log::error!(
+            "doublewrite area {} is kept out of use until a restart: it may hold the only good copy of a page",
+            self.area
+        );
+        std::mem::forget(self);
+    }
+}
+
 impl Drop for AreaGuard<'_> {
     fn drop(&mut self) {
         self.dw.free.lock().push_back(self.area);

@@ -7,7 +7,7 @@ pub mod classic;
 
 use std::time::Duration;
 
-use crate::buffer::flush::FlushKind;
+use super::batch::FlushKind;
 use crate::page::Lsn;
 
 /// State of one buffer-pool instance.

@@ -353,6 +353,28 @@ impl Device for OsFile {
         self.file.set_len(len)
     }
 
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        let _exclusive = self.rmw.write();
+        let old = self.file.metadata()?.len();
+        if old >= len {
+            return Ok(());
+        }
+        // posix_fallocate reserves the blocks (ENOSPC here, not at a later
+        // page write); file systems without it get a plain, sparse extension.
+        match rustix::fs::fallocate(
+            &self.file,
+            rustix::fs::FallocateFlags::empty(),
+            old,
+            len - old,
+        ) {
+            Ok(()) => Ok(()),
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
+                self.file.set_len(len)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     fn path(&self) -> &Path {
         &self.path
     }

@@ -38,6 +38,16 @@ pub trait Device: Send + Sync {
     fn len(&self) -> io::Result<u64>;
     /// Set the length (grow with zeros or truncate).
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Grow the file to at least `len` bytes with its blocks allocated, so
+    /// that later writes below `len` cannot fail for want of space: a full
+    /// disk shows up here, before any page is written in place. The default
+    /// only extends the length (enough for devices without sparse files).
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        if self.len()? < len {
+            self.set_len(len)?;
+        }
+        Ok(())
+    }
     /// The path the device was opened from, for error messages.
     fn path(&self) -> &Path;
 }

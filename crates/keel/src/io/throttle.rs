@@ -165,6 +165,10 @@ impl Device for ThrottledDevice {
         self.inner.set_len(len)
     }
 
+    fn allocate(&self, len: u64) -> std::io::Result<()> {
+        self.inner.allocate(len)
+    }
+
     fn path(&self) -> &Path {
         self.inner.path()
     }

@@ -134,6 +134,14 @@ registry! {
     os_log_fsyncs,
     /// Checkpoints written.
     log_checkpoints,
+    /// Times the records of commits in flight were copied to the end of the
+    /// log so the checkpoint could pass them.
+    log_relocations,
+    /// Bytes those copies took.
+    log_relocated_bytes,
+    /// Operations of logged commits retried after a retryable error (no
+    /// free frame, a full disk, a log-space wait that timed out).
+    trx_apply_retries,
     /// Writers that had to wait for a sync flush because the log was full.
     buffer_flush_sync_waits,
     /// Writers that found the checkpoint age past the free-check limit and waited.

@@ -24,6 +24,9 @@ pub mod kind {
     pub const TXN_COMMIT: u8 = 2;
     /// The write set of the commit at the given LSN reached every page.
     pub const TXN_APPLIED: u8 = 3;
+    /// Copies of every in-flight commit record, so the checkpoint may pass
+    /// their originals (see `redo::inflight`).
+    pub const TXN_RELOCATED: u8 = 4;
 }
 
 /// The header block of a log file.
@@ -162,7 +165,7 @@ pub fn decode_group(b: &[u8], lsn: Lsn) -> Option<(GroupHeader, &[u8])> {
 /// Flag of a page record: zero the page before applying its ranges.
 pub const PAGE_ZEROED: u8 = 1;
 /// Longest byte range in one page record entry.
-const MAX_RANGE: usize = 32 * 1024;
+pub(crate) const MAX_RANGE: usize = 32 * 1024;
 
 /// Append the record of one page's change: `space u32, page_no u32,
 /// flags u8, n_ranges u16, n × (offset u16, len u16, bytes)`.

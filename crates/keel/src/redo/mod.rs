@@ -1,49 +1,64 @@
 //! The redo log: circular files holding record groups addressed by LSN,
-//! group commit, checkpoint slots.
+//! group commit, checkpoint slots, and the commits in flight.
 //!
 //! LSN `l` lives at byte `l mod capacity` of the concatenated data areas of
 //! the files (each file's first [`format::LOG_FILE_HDR`] bytes are its
 //! header). Appends go to an in-memory buffer under the `state` mutex, which
-//! is also where mini-transactions dirty their pages, so that the flush
-//! lists and the LSN are always consistent for a checkpoint. Writing and
-//! syncing happen under a separate `write` mutex: a committer that finds its
-//! LSN already flushed by the thread ahead of it returns at once (group
-//! commit).
+//! is also where mini-transactions dirty their pages and commits enter and
+//! leave the in-flight set, so that the flush lists, the pins and the LSN
+//! are always consistent for a checkpoint. Writing and syncing happen under
+//! a separate `write` mutex: a committer that finds its LSN already flushed
+//! by the thread ahead of it returns at once (group commit).
+//!
+//! # Log space: nobody waits here
+//!
+//! The log never waits for space. Every append is covered by a reservation
+//! its caller took beforehand, holding no latch (the engine's admission,
+//! `crate::engine::admission`), and reservations keep the checkpoint age
+//! below the log's capacity. An append is a memory copy under the `state`
+//! mutex and cannot fail once it has started; the write-out under the
+//! `write` mutex only writes and syncs. If a write-out ever found that it
+//! would overwrite un-checkpointed log (a broken reservation), or a write or
+//! sync fails, the log is poisoned: the bytes it accepted can never be
+//! written, so it refuses everything from then on rather than leave a hole
+//! that later writes would skip over. A restart recovers what was durable.
 
 pub mod format;
+pub(crate) mod inflight;
 pub mod recovery;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Poison, Result};
 use crate::io::{AlignedBuf, Device, FileSystem, OpenMode};
 use crate::metrics::Metrics;
 use crate::page::Lsn;
-use format::{Checkpoint, LogFileHeader, CHECKPOINT_SLOTS, LOG_FILE_HDR};
+use format::{kind, Checkpoint, LogFileHeader, CHECKPOINT_SLOTS, GROUP_HDR, LOG_FILE_HDR};
+use inflight::InFlight;
 
 /// First LSN of a new database (non-zero: 0 means "never changed").
 pub const START_LSN: Lsn = 8192;
-/// Log buffer size above which an appender writes the buffer out itself.
-const BUFFER_WRITE_THRESHOLD: usize = 4 << 20;
+/// Log buffer size above which an appender writes the buffer out itself
+/// (after its append, holding no latch).
+pub(crate) const BUFFER_WRITE_THRESHOLD: usize = 4 << 20;
 
 /// Name of redo log file `i`.
 pub fn log_file_name(i: usize) -> String {
     format!("redo-{i}.keel")
 }
 
-pub(crate) struct LogState {
+struct LogState {
     /// Bytes appended but not yet written, starting at `buf_lsn`.
-    pub buf: Vec<u8>,
-    pub buf_lsn: Lsn,
+    buf: Vec<u8>,
+    buf_lsn: Lsn,
     /// End of the last appended group.
-    pub lsn: Lsn,
-    /// Commits whose write sets are not yet applied (their record LSNs).
-    pub in_flight: std::collections::BTreeMap<Lsn, u32>,
+    lsn: Lsn,
+    /// Commits whose write sets are not yet applied.
+    in_flight: InFlight,
 }
 
 /// The redo log.
@@ -51,8 +66,10 @@ pub struct Log {
     files: Vec<(Arc<dyn Device>, PathBuf)>,
     area: u64,
     capacity: u64,
-    pub(crate) state: Mutex<LogState>,
-    write: Mutex<u64>,
+    state: Mutex<LogState>,
+    /// `state.lsn`, readable without the mutex.
+    end: AtomicU64,
+    write: Mutex<()>,
     written: AtomicU64,
     flushed: AtomicU64,
     checkpoint_lsn: AtomicU64,
@@ -60,7 +77,7 @@ pub struct Log {
     checkpoint_mutex: Mutex<()>,
     metrics: Arc<Metrics>,
     /// Set after a failed write or sync: nothing is durable any more.
-    poisoned: AtomicBool,
+    poisoned: Poison,
 }
 
 impl Log {
@@ -203,16 +220,17 @@ impl Log {
                 buf: Vec::new(),
                 buf_lsn: cp.lsn,
                 lsn: cp.lsn,
-                in_flight: Default::default(),
+                in_flight: InFlight::default(),
             }),
-            write: Mutex::new(0),
+            end: AtomicU64::new(cp.lsn),
+            write: Mutex::new(()),
             written: AtomicU64::new(cp.lsn),
             flushed: AtomicU64::new(cp.lsn),
             checkpoint_lsn: AtomicU64::new(cp.lsn),
             checkpoint_no: AtomicU64::new(cp.no),
             checkpoint_mutex: Mutex::new(()),
             metrics,
-            poisoned: AtomicBool::new(false),
+            poisoned: Poison::default(),
         }
     }
 
@@ -223,7 +241,12 @@ impl Log {
 
     /// Current end LSN.
     pub fn lsn(&self) -> Lsn {
-        self.state.lock().lsn
+        self.end.load(Ordering::Acquire)
+    }
+
+    /// Checkpoint age: bytes of log the next checkpoint has not freed yet.
+    pub fn age(&self) -> u64 {
+        self.lsn().saturating_sub(self.checkpoint_lsn())
     }
 
     /// LSN up to which the log is durable.
@@ -242,41 +265,139 @@ impl Log {
         st.buf.clear();
         st.buf_lsn = lsn;
         st.lsn = lsn;
+        self.end.store(lsn, Ordering::Release);
         self.written.store(lsn, Ordering::Release);
         self.flushed.store(lsn, Ordering::Release);
     }
 
-    /// Append one group under the state lock; `then` runs with the group's
-    /// end LSN while the lock is still held (to dirty pages in LSN order).
+    /// Append one group under the state lock; `then(start, end)` runs while
+    /// the lock is still held (to dirty pages in LSN order). Only a memory
+    /// copy: it fails (changing nothing) only when the log is poisoned. The
+    /// caller holds a reservation for the group (module doc).
     pub(crate) fn append<R>(
         &self,
         kind: u8,
         payload: &[u8],
-        then: impl FnOnce(&mut LogState, Lsn) -> R,
+        then: impl FnOnce(Lsn, Lsn) -> R,
     ) -> Result<(Lsn, R)> {
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned(
-                "an earlier redo log write or sync failed".into(),
-            ));
-        }
-        let (end, r, big) = {
-            let mut st = self.state.lock();
-            let start = st.lsn;
-            format::encode_group(kind, start, payload, &mut st.buf);
-            let end = start + (format::GROUP_HDR + payload.len()) as u64;
-            st.lsn = end;
-            let r = then(&mut st, end);
-            (end, r, st.buf.len() > BUFFER_WRITE_THRESHOLD)
-        };
+        let mut st = self.state.lock();
+        self.poisoned.check()?;
+        let (start, end, r) = Self::append_locked(&mut st, kind, payload, then);
+        self.end.store(end, Ordering::Release);
+        drop(st);
+        self.note_append(start, end);
+        Ok((end, r))
+    }
+
+    fn append_locked<R>(
+        st: &mut LogState,
+        kind: u8,
+        payload: &[u8],
+        then: impl FnOnce(Lsn, Lsn) -> R,
+    ) -> (Lsn, Lsn, R) {
+        let start = st.lsn;
+        format::encode_group(kind, start, payload, &mut st.buf);
+        let end = start + (GROUP_HDR + payload.len()) as u64;
+        st.lsn = end;
+        let r = then(start, end);
+        (start, end, r)
+    }
+
+    fn note_append(&self, _start: Lsn, end: Lsn) {
         Metrics::set(&self.metrics.log_lsn_current, end);
         Metrics::set(
             &self.metrics.log_lsn_checkpoint_age,
-            end - self.checkpoint_lsn(),
+            end.saturating_sub(self.checkpoint_lsn()),
         );
-        if big {
-            self.write_up_to(end, false)?;
+    }
+
+    /// Bytes appended and not yet written.
+    pub(crate) fn buffered(&self) -> usize {
+        self.state.lock().buf.len()
+    }
+
+    /// Write the buffer out if it holds more than the threshold (called by
+    /// appenders after their append, holding no latch).
+    pub(crate) fn write_if_buffered_over(&self, threshold: usize) -> Result<()> {
+        if self.buffered() > threshold {
+            self.write_up_to(self.lsn(), false)?;
         }
-        Ok((end, r))
+        Ok(())
+    }
+
+    /// Append a transaction's logical commit record and enter it in flight,
+    /// atomically: the checkpoint will not pass it until
+    /// [`Log::append_applied`]. Returns the commit's LSN (its id).
+    pub(crate) fn append_commit(&self, record: Arc<[u8]>) -> Result<Lsn> {
+        let mut st = self.state.lock();
+        self.poisoned.check()?;
+        let (start, end, ()) = Self::append_locked(&mut st, kind::TXN_COMMIT, &record, |_, _| ());
+        st.in_flight.insert(start, record);
+        self.end.store(end, Ordering::Release);
+        drop(st);
+        self.note_append(start, end);
+        Ok(start)
+    }
+
+    /// Append the marker that the commit at `commit` reached every page, and
+    /// take it out of flight. Returns the marker's end LSN.
+    pub(crate) fn append_applied(&self, commit: Lsn) -> Result<Lsn> {
+        let mut st = self.state.lock();
+        self.poisoned.check()?;
+        let (start, end, ()) =
+            Self::append_locked(&mut st, kind::TXN_APPLIED, &commit.to_le_bytes(), |_, _| ());
+        let was = st.in_flight.remove(commit);
+        self.end.store(end, Ordering::Release);
+        drop(st);
+        debug_assert!(was, "commit {commit} finished twice");
+        self.note_append(start, end);
+        Ok(end)
+    }
+
+    /// Enter a commit that recovery found unfinished in flight again: its
+    /// record is in the log at `commit` (after the checkpoint).
+    pub(crate) fn resume_commit(&self, commit: Lsn, record: Arc<[u8]>) {
+        self.state.lock().in_flight.insert(commit, record);
+    }
+
+    /// Bytes of the group [`Log::relocate_in_flight`] would append now.
+    pub(crate) fn relocation_len(&self) -> usize {
+        GROUP_HDR + self.state.lock().in_flight.relocation_len()
+    }
+
+    /// Copy every in-flight record into one group at the end of the log and
+    /// move their pins there, so the checkpoint may pass the originals (see
+    /// `inflight`). Does nothing (returns `None`) when nothing is in flight
+    /// or the group would exceed `max_bytes`, the caller's reservation.
+    /// Returns the group's start LSN and size.
+    pub(crate) fn relocate_in_flight(&self, max_bytes: usize) -> Result<Option<(Lsn, usize)>> {
+        let mut st = self.state.lock();
+        self.poisoned.check()?;
+        let len = GROUP_HDR + st.in_flight.relocation_len();
+        if st.in_flight.is_empty() || len > max_bytes {
+            return Ok(None);
+        }
+        let payload = st.in_flight.encode_relocation();
+        let (start, end, ()) =
+            Self::append_locked(&mut st, kind::TXN_RELOCATED, &payload, |_, _| ());
+        st.in_flight.move_pins(start);
+        self.end.store(end, Ordering::Release);
+        drop(st);
+        self.note_append(start, end);
+        Ok(Some((start, len)))
+    }
+
+    /// Where a checkpoint could go now, as two bounds: the oldest unwritten
+    /// page change (`oldest_dirty()`, read under the same lock that dirties
+    /// pages, so no change can slip in between) or else the end of the log;
+    /// and the oldest in-flight pin.
+    pub(crate) fn checkpoint_bound(
+        &self,
+        oldest_dirty: impl FnOnce() -> Option<Lsn>,
+    ) -> (Lsn, Option<Lsn>) {
+        let st = self.state.lock();
+        let pages = oldest_dirty().map_or(st.lsn, |d| d.min(st.lsn));
+        (pages, st.in_flight.min_pin())
     }
 
     /// Write the buffer out up to at least `lsn`, and sync if asked.
@@ -297,11 +418,7 @@ impl Log {
         if done(self) {
             return Ok(());
         }
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned(
-                "an earlier redo log write or sync failed".into(),
-            ));
-        }
+        self.poisoned.check()?;
         let (data, start, end) = {
             let mut st = self.state.lock();
             let data = std::mem::take(&mut st.buf);
@@ -309,10 +426,22 @@ impl Log {
             st.buf_lsn = st.lsn;
             (data, start, st.lsn)
         };
+        // From here the buffer's bytes exist nowhere else: any failure must
+        // poison, or later writes would leave a hole behind (module doc).
         if !data.is_empty() {
-            self.wait_for_space(end)?;
+            let unfreed = end.saturating_sub(self.checkpoint_lsn());
+            if unfreed > self.capacity {
+                let e = Error::LogOverloaded(format!(
+                    "writing redo up to LSN {end} would overwrite log the checkpoint at {} has not \
+                     freed ({unfreed} bytes for a log of {}): a reservation was broken",
+                    self.checkpoint_lsn(),
+                    self.capacity
+                ));
+                self.poisoned.set(e.to_string());
+                return Err(e);
+            }
             if let Err(e) = self.write_at_lsn(start, &data) {
-                self.poisoned.store(true, Ordering::Release);
+                self.poisoned.set(format!("a redo log write failed: {e}"));
                 return Err(e);
             }
             self.written.store(end, Ordering::Release);
@@ -322,30 +451,14 @@ impl Log {
         if sync && self.flushed_lsn() < end {
             for (dev, path) in &self.files {
                 if let Err(e) = dev.sync() {
-                    self.poisoned.store(true, Ordering::Release);
-                    return Err(Error::io(path, "sync", e));
+                    let e = Error::io(path, "sync", e);
+                    self.poisoned.set(format!("a redo log sync failed: {e}"));
+                    return Err(e);
                 }
             }
             Metrics::add(&self.metrics.os_log_fsyncs, 1);
             self.flushed.store(end, Ordering::Release);
             Metrics::set(&self.metrics.log_lsn_last_flush, end);
-        }
-        Ok(())
-    }
-
-    /// Never overwrite log that is not checkpointed: the writers' free check
-    /// keeps the age well below capacity, so this wait is a last guard.
-    fn wait_for_space(&self, end: Lsn) -> Result<()> {
-        let started = Instant::now();
-        while end - self.checkpoint_lsn() > self.capacity {
-            if started.elapsed() > Duration::from_secs(60) {
-                return Err(Error::LogOverloaded(format!(
-                    "{} bytes of redo are not checkpointed but the log holds {}",
-                    end - self.checkpoint_lsn(),
-                    self.capacity
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(1));
         }
         Ok(())
     }
@@ -401,8 +514,10 @@ impl Log {
         let slot = CHECKPOINT_SLOTS[(no % 2) as usize];
         let r = dev.write_at(&b, slot).and_then(|_| dev.sync());
         if let Err(e) = r {
-            self.poisoned.store(true, Ordering::Release);
-            return Err(Error::io(path, "write checkpoint to", e));
+            let e = Error::io(path, "write checkpoint to", e);
+            self.poisoned
+                .set(format!("writing a checkpoint failed: {e}"));
+            return Err(e);
         }
         self.checkpoint_no.store(no, Ordering::Release);
         self.checkpoint_lsn.store(lsn, Ordering::Release);
@@ -413,6 +528,11 @@ impl Log {
 
     /// Is the log refusing writes after an I/O error?
     pub fn is_poisoned(&self) -> bool {
-        self.poisoned.load(Ordering::Acquire)
+        self.poisoned.is_set()
+    }
+
+    /// An error if the log refuses writes.
+    pub(crate) fn check_poisoned(&self) -> Result<()> {
+        self.poisoned.check()
     }
 }

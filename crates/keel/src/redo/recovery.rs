@@ -1,11 +1,26 @@
-//! Crash recovery at open: repair torn pages from the doublewrite area,
-//! replay every complete record group from the checkpoint (idempotently: a
-//! page change is applied only when the page is older than the group), then
-//! re-apply the write sets of transactions whose commit record is in the log
-//! but whose "applied" marker is not. An incomplete tail ends the log.
+//! Crash recovery at open, the redo part: replay every complete record
+//! group from the checkpoint (idempotently: a page change is applied only
+//! when the page is older than the group) and collect the commits whose
+//! record is in the log but whose "applied" marker is not. An incomplete
+//! tail ends the log. (Torn pages were repaired from the doublewrite area
+//! before this runs.)
+//!
+//! Recovery does not apply those commits itself: it hands them up, and the
+//! database (`crate::db`) finishes them once the page cleaners run, through
+//! the same path as any commit (the log knows nothing of transactions).
+//!
+//! # A page that was never written
+//!
+//! A page read as all zeros, or past the end of its file, was never
+//! written in place. That is fine only if the first change redo applies to
+//! it creates it (a record that starts from a zeroed page): then redo
+//! rebuilds it whole. Any other first change means a write the checkpoint
+//! relied on was lost, and applying diffs to zeros would make a silently
+//! wrong page; recovery stops with `CorruptPage` naming the page instead.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::format::{self, kind, GROUP_HDR};
@@ -65,8 +80,17 @@ struct Group {
     payload: std::ops::Range<usize>,
 }
 
-/// Recover the database behind `e` (whose log was just opened).
-pub(crate) fn recover(e: &Engine) -> Result<RecoveryReport> {
+/// A commit whose record recovery found without its "applied" marker.
+pub(crate) struct Unfinished {
+    /// The commit's id: the LSN of its original record group.
+    pub lsn: Lsn,
+    /// Its logical record.
+    pub record: Arc<[u8]>,
+}
+
+/// Replay the redo of the database behind `e` (whose log was just opened)
+/// and return what it did and the commits left to finish.
+pub(crate) fn recover(e: &Engine) -> Result<(RecoveryReport, Vec<Unfinished>)> {
     let t0 = Instant::now();
     let mut rep = RecoveryReport {
         checkpoint_lsn: e.log.checkpoint_lsn(),
@@ -80,7 +104,7 @@ pub(crate) fn recover(e: &Engine) -> Result<RecoveryReport> {
     // is already durable, so the write-ahead rule holds for replayed pages.
     e.log.reset_end(rep.end_lsn);
     let mut touched = HashSet::new();
-    let mut commits: BTreeMap<Lsn, std::ops::Range<usize>> = BTreeMap::new();
+    let mut commits: BTreeMap<Lsn, &[u8]> = BTreeMap::new();
     for g in &groups {
         match g.kind {
             kind::MTR => apply_mtr(
@@ -92,7 +116,16 @@ pub(crate) fn recover(e: &Engine) -> Result<RecoveryReport> {
                 &mut touched,
             )?,
             kind::TXN_COMMIT => {
-                commits.insert(g.start, g.payload.clone());
+                commits.insert(g.start, &data[g.payload.clone()]);
+            }
+            kind::TXN_RELOCATED => {
+                let moved =
+                    super::inflight::decode_relocation(&data[g.payload.clone()]).map_err(|m| {
+                        Error::Corruption(format!("redo group at LSN {}: {m}", g.start))
+                    })?;
+                for (lsn, record) in moved {
+                    commits.insert(lsn, record);
+                }
             }
             kind::TXN_APPLIED => {
                 let p = &data[g.payload.clone()];
@@ -114,20 +147,21 @@ pub(crate) fn recover(e: &Engine) -> Result<RecoveryReport> {
         }
     }
     rep.pages_touched = touched.len() as u64;
-    for payload in commits.values() {
-        crate::txn::apply_record(e, &data[payload.clone()])?;
-        rep.txns_reapplied += 1;
-    }
-    e.shutdown_flush()?;
+    let unfinished = commits
+        .into_iter()
+        .map(|(lsn, record)| Unfinished {
+            lsn,
+            record: Arc::from(record),
+        })
+        .collect();
     rep.time_ms = t0.elapsed().as_millis() as u64;
     let m = &e.metrics;
     Metrics::set(&m.recovery_groups_applied, rep.groups);
     Metrics::set(&m.recovery_page_records_applied, rep.page_records_applied);
     Metrics::set(&m.recovery_pages_touched, rep.pages_touched);
-    Metrics::set(&m.recovery_txns_reapplied, rep.txns_reapplied);
     Metrics::set(&m.recovery_torn_pages_repaired, rep.torn_pages_repaired);
     Metrics::set(&m.recovery_time_ms, rep.time_ms);
-    Ok(rep)
+    Ok((rep, unfinished))
 }
 
 /// Every complete group from `start`; stops at the first invalid one. The
@@ -181,8 +215,24 @@ fn apply_mtr(
         let id = PageId::new(r.space, r.page_no);
         let mut page = match e.pool.write(id) {
             Ok(p) => p,
-            // Never written before the crash: it starts from zeros.
-            Err(Error::UnwrittenPage { .. }) => e.pool.create(id)?,
+            // Never written before the crash: fine if this change creates
+            // it (module doc), a lost write otherwise.
+            Err(Error::UnwrittenPage { page, path, reason }) => {
+                if !r.zeroed {
+                    return Err(Error::CorruptPage {
+                        page,
+                        path,
+                        reason: format!(
+                            "the page was never written ({reason}), but the redo group ending at \
+                             LSN {end} changes it without creating it: a page write the last \
+                             checkpoint relied on was lost. Only a copy in the doublewrite area \
+                             (there is none) or the redo log from the page's creation could \
+                             rebuild it; restore the database from a backup"
+                        ),
+                    });
+                }
+                e.pool.create(id)?
+            }
             Err(Error::CorruptPage { page, path, reason }) => {
                 return Err(Error::CorruptPage {
                     page,

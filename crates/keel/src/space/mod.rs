@@ -7,18 +7,42 @@
 //! write for neighbor flushing), while random pages spread evenly over the
 //! files (the seeds show one hot file serializes writers). Each file starts
 //! with a one-page header ([`header`]); its data area begins at offset
-//! `page_size`. Files grow by whole extents.
+//! `page_size`. Files grow by whole extents, allocated (not sparse) so that
+//! a full disk fails the extension, before any page is written in place.
+//!
+//! # Syncs are never skipped: write and sync sequence numbers
+//!
+//! Every data file counts the page writes that have *completed*
+//! (`completed`, bumped after `pwrite` returns) and remembers how many of
+//! them the last successful sync covered (`synced`). [`Tablespace::sync`]
+//! reads `completed` on entry: that target covers every write the caller
+//! made (they completed before the call). If `synced` already reaches it,
+//! some sync that started after those writes completed has finished, and
+//! there is nothing to do. Otherwise the caller takes the file's sync mutex,
+//! checks again (a sync that finished meanwhile may cover it: group sync),
+//! reads `completed` once more (every write counted there has completed, so
+//! the fsync about to start covers it), syncs, and raises `synced` to that
+//! value. A write still in flight when a sync starts is simply not counted
+//! by it; its writer's own `sync` then finds `synced` short and syncs again.
+//! (A flag set before the write and cleared when a sync starts, as this file
+//! once had, lets a sync that started before the write land clear it.)
+//!
+//! The sync mutex is held only around the fsync; a thread waiting for it
+//! holds at most shared page latches, which the holder never needs. A failed
+//! sync poisons the tablespace: the kernel may have dropped the failed
+//! pages, so nothing written since can be trusted and every later write or
+//! sync is refused until a restart recovers from the redo log.
 
 pub mod header;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Poison, Result};
 use crate::io::{AlignedBuf, Device, FileSystem, OpenMode};
 use crate::metrics::Metrics;
 use crate::page::{verify_page, PageId};
@@ -32,8 +56,27 @@ const GROW_EXTENTS: u64 = 4;
 struct DataFile {
     dev: Arc<dyn Device>,
     path: PathBuf,
-    /// Length the file has been extended to.
+    /// Length the file has been extended (and allocated) to.
     len: Mutex<u64>,
+    /// Page writes completed so far (see the module doc).
+    completed: AtomicU64,
+    /// The `completed` count the last successful sync covered.
+    synced: AtomicU64,
+    /// Held around one fsync of this file.
+    sync_lock: Mutex<()>,
+}
+
+impl DataFile {
+    fn new(dev: Arc<dyn Device>, path: PathBuf, len: u64) -> DataFile {
+        DataFile {
+            dev,
+            path,
+            len: Mutex::new(len),
+            completed: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
+            sync_lock: Mutex::new(()),
+        }
+    }
 }
 
 /// The data files of one space.
@@ -43,10 +86,10 @@ pub struct Tablespace {
     page_size: usize,
     files: Vec<DataFile>,
     metrics: Arc<Metrics>,
-    dirty: AtomicBool,
-    /// Set after a failed sync: the kernel may have dropped the failed
-    /// pages from its cache, so nothing written since can be trusted.
-    poisoned: AtomicBool,
+    /// Set after a failed sync (the kernel may have dropped the failed pages
+    /// from its cache, so nothing written since can be trusted) or a failed
+    /// in-place write whose doublewrite copies must not be reused.
+    poisoned: Poison,
 }
 
 /// Name of data file `i` inside the database directory.
@@ -98,11 +141,7 @@ impl Tablespace {
             dev.write_at(&buf, 0)
                 .map_err(|e| Error::io(&path, "write", e))?;
             dev.sync().map_err(|e| Error::io(&path, "sync", e))?;
-            files.push(DataFile {
-                dev,
-                path,
-                len: Mutex::new(page_size as u64),
-            });
+            files.push(DataFile::new(dev, path, page_size as u64));
         }
         sync_dir(dir)?;
         Ok(Tablespace {
@@ -111,8 +150,7 @@ impl Tablespace {
             page_size,
             files,
             metrics,
-            dirty: AtomicBool::new(false),
-            poisoned: AtomicBool::new(false),
+            poisoned: Poison::default(),
         })
     }
 
@@ -169,11 +207,7 @@ impl Tablespace {
                 first = Some(h);
             }
             let len = dev.len().map_err(|e| Error::io(&path, "stat", e))?;
-            files.push(DataFile {
-                dev,
-                path,
-                len: Mutex::new(len),
-            });
+            files.push(DataFile::new(dev, path, len));
         }
         let Some(h) = first else {
             return Err(Error::BadFile {
@@ -216,8 +250,7 @@ impl Tablespace {
             page_size,
             files,
             metrics,
-            dirty: AtomicBool::new(false),
-            poisoned: AtomicBool::new(false),
+            poisoned: Poison::default(),
         })
     }
 
@@ -296,62 +329,86 @@ impl Tablespace {
         }
     }
 
+    /// Make sure data file `file` is allocated up to byte `end`, growing it
+    /// by whole extents (at least [`GROW_EXTENTS`] at a time). Nothing is
+    /// written in place here, so a failure (a full disk) leaves every page
+    /// as it was and the caller may retry later.
+    pub fn allocate(&self, file: usize, end: u64) -> Result<()> {
+        let df = &self.files[file];
+        let mut len = df.len.lock();
+        if end <= *len {
+            return Ok(());
+        }
+        let extent_bytes = EXTENT_PAGES as u64 * self.page_size as u64;
+        let data_end = end.saturating_sub(self.page_size as u64);
+        let extents = data_end
+            .div_ceil(extent_bytes)
+            .next_multiple_of(GROW_EXTENTS);
+        let new_len = self.page_size as u64 + extents * extent_bytes;
+        df.dev
+            .allocate(new_len)
+            .map_err(|e| Error::io(&df.path, "extend", e))?;
+        *len = new_len;
+        Ok(())
+    }
+
     /// Write `buf` (one or more whole pages, contiguous on disk) at `offset`
-    /// of data file `file`, growing the file by extents first if needed.
+    /// of data file `file`, allocating the file by extents first if needed.
     pub fn write_run(&self, file: usize, offset: u64, buf: &[u8]) -> Result<()> {
         self.check_poisoned()?;
+        self.allocate(file, offset + buf.len() as u64)?;
         let df = &self.files[file];
-        let end = offset + buf.len() as u64;
-        {
-            let mut len = df.len.lock();
-            if end > *len {
-                let extent_bytes = EXTENT_PAGES as u64 * self.page_size as u64;
-                let data_end = end - self.page_size as u64;
-                let extents = data_end
-                    .div_ceil(extent_bytes)
-                    .next_multiple_of(GROW_EXTENTS);
-                let new_len = self.page_size as u64 + extents * extent_bytes;
-                df.dev
-                    .set_len(new_len)
-                    .map_err(|e| Error::io(&df.path, "extend", e))?;
-                *len = new_len;
-            }
-        }
-        self.dirty.store(true, Ordering::Release);
         df.dev
             .write_at(buf, offset)
             .map_err(|e| Error::io(&df.path, "write", e))?;
+        // Counted only once complete: a sync that reads this count starts
+        // after the write landed (module doc).
+        df.completed.fetch_add(1, Ordering::AcqRel);
         Metrics::add(&self.metrics.os_data_writes, 1);
         Metrics::add(&self.metrics.os_data_written_bytes, buf.len() as u64);
         Ok(())
     }
 
-    /// Make every completed page write durable. A failed sync poisons the
+    /// Make every page write that completed before this call durable, with
+    /// at most one fsync per file that has unsynced writes (none when a
+    /// concurrent sync already covered them). A failed sync poisons the
     /// tablespace: the engine never pretends that data is durable.
     pub fn sync(&self) -> Result<()> {
         self.check_poisoned()?;
-        if !self.dirty.swap(false, Ordering::AcqRel) {
-            return Ok(());
-        }
         for f in &self.files {
-            if let Err(e) = f.dev.sync() {
-                self.poisoned.store(true, Ordering::Release);
-                self.dirty.store(true, Ordering::Release);
-                return Err(Error::io(&f.path, "sync", e));
+            let target = f.completed.load(Ordering::Acquire);
+            if f.synced.load(Ordering::Acquire) >= target {
+                continue;
             }
+            let _one_at_a_time = f.sync_lock.lock();
+            if f.synced.load(Ordering::Acquire) >= target {
+                continue;
+            }
+            let covers = f.completed.load(Ordering::Acquire);
+            if let Err(e) = f.dev.sync() {
+                let err = Error::io(&f.path, "sync", e);
+                self.poison(format!(
+                    "{err}; the data files can no longer be trusted: restart the engine \
+                     to recover from the redo log"
+                ));
+                return Err(err);
+            }
+            f.synced.fetch_max(covers, Ordering::AcqRel);
             Metrics::add(&self.metrics.os_data_fsyncs, 1);
         }
         Ok(())
     }
 
-    /// An error if an earlier data-file sync failed.
+    /// Refuse every later write and sync, saying why.
+    pub fn poison(&self, reason: String) {
+        log::error!("data files poisoned: {reason}");
+        self.poisoned.set(reason);
+    }
+
+    /// An error if the tablespace refuses writes (after a failed sync or a
+    /// failed in-place write).
     pub fn check_poisoned(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned(
-                "an earlier sync of the data files failed; restart the engine to recover from the redo log".into(),
-            ));
-        }
-        Ok(())
+        self.poisoned.check()
     }
 }
 

@@ -1,35 +1,95 @@
 //! Commit: log the write set as one record, apply it to the trees, wait for
 //! durability. Also the one-operation commits behind `Table::put` and
-//! `Table::delete`, and the re-application that recovery uses.
+//! `Table::delete`, and finishing the commits recovery found unapplied.
+//!
+//! # Applying a logged commit cannot fail for a passing reason
+//!
+//! Once its record is logged, a commit is decided: it must reach every
+//! page, or the engine must refuse writes until recovery finishes it. So an
+//! operation that fails for a reason that passes — no free frame, a full
+//! disk while a page is written to make room, a log-space wait that timed
+//! out — is retried, holding nothing (its row locks aside), with a pause
+//! that grows to a second, for up to [`APPLY_RETRY_LIMIT`], logging why
+//! every ten seconds. Operations are idempotent and change nothing when
+//! they fail, so a retry is safe. Anything else (a corrupt page, a failed
+//! read, a poisoned engine), or the time limit, or a close that gives up on
+//! commits in flight, ends the commit with the error and poisons the
+//! engine (see `engine::commit`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::btree::node::{check_entry, max_key_len};
 use crate::btree::BTree;
 use crate::db::Table;
+use crate::engine::commit::CommitTicket;
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::page::PageId;
+use crate::page::{Lsn, PageId};
 
 use super::record::{self, Op};
+
+/// How long an operation of a logged commit is retried before the engine
+/// gives up on it (module doc).
+pub(crate) const APPLY_RETRY_LIMIT: Duration = Duration::from_secs(600);
 
 /// Log `ops` (sorted by table and key) as the commit record of `txn_id`,
 /// apply them in that order and wait until the record is as durable as
 /// `flush_log_at_trx_commit` asks. The caller holds the row lock of every
 /// op. Returns, per op, whether its key was present before.
-///
-/// If applying fails after the record was logged, the ticket is dropped
-/// unfinished, so the checkpoint never passes the record and recovery
-/// re-applies it: the commit is decided by the log, not by the trees.
 pub(super) fn log_and_apply(e: &Engine, txn_id: u64, ops: &[Op<'_>]) -> Result<Vec<bool>> {
-    let rec = record::encode(txn_id, ops);
-    let ticket = e.begin_commit(&rec)?;
-    let mut found = Vec::with_capacity(ops.len());
-    for op in ops {
-        found.push(apply_op(e, op)?);
-    }
+    let rec: Arc<[u8]> = record::encode(txn_id, ops).into();
+    let ticket = e.begin_commit(rec)?;
+    let found = apply_all(e, &ticket, ops)?;
     let lsn = ticket.finish()?;
     e.wait_durable(lsn)?;
     Ok(found)
+}
+
+fn apply_all(e: &Engine, ticket: &CommitTicket<'_>, ops: &[Op<'_>]) -> Result<Vec<bool>> {
+    let mut found = Vec::with_capacity(ops.len());
+    for op in ops {
+        found.push(apply_with_retry(e, ticket.lsn, op)?);
+    }
+    Ok(found)
+}
+
+fn apply_with_retry(e: &Engine, commit: Lsn, op: &Op<'_>) -> Result<bool> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    let mut last_report = started;
+    loop {
+        let err = match apply_op(e, op) {
+            Ok(found) => return Ok(found),
+            Err(err) => err,
+        };
+        let passing = matches!(
+            err,
+            Error::Io { .. } | Error::BufferPoolExhausted(_) | Error::LogOverloaded(_)
+        );
+        // A retry cannot help once writes are refused, or closing gave up.
+        let refused = e
+            .adm
+            .check_writable(crate::engine::admission::Purpose::InFlight);
+        if !passing
+            || refused.is_err()
+            || e.adm.abandoned()
+            || started.elapsed() > APPLY_RETRY_LIMIT
+        {
+            return Err(err);
+        }
+        Metrics::add(&e.metrics.trx_apply_retries, 1);
+        if last_report.elapsed() >= Duration::from_secs(10) || last_report == started {
+            last_report = Instant::now();
+            log::warn!(
+                "commit at LSN {commit} is logged but applying it failed ({err}); retrying                  for up to {APPLY_RETRY_LIMIT:?} (waited {:?} so far)",
+                started.elapsed()
+            );
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
 }
 
 fn apply_op(e: &Engine, op: &Op<'_>) -> Result<bool> {
@@ -40,15 +100,15 @@ fn apply_op(e: &Engine, op: &Op<'_>) -> Result<bool> {
     }
 }
 
-/// Decode a commit record and apply every op to its tree; returns the
-/// number of ops. Idempotent (puts and deletes are), so recovery may call
-/// it for a commit whose application was partly or wholly done before the
-/// crash. A malformed record applies nothing.
-pub(crate) fn apply_record(e: &Engine, rec: &[u8]) -> Result<usize> {
-    let r = record::decode(rec)?;
-    for op in &r.ops {
-        apply_op(e, op)?;
-    }
+/// Finish a commit recovery found logged at `lsn` but not applied: enter it
+/// in flight again and apply its record. Idempotent (puts and deletes are),
+/// so it may have been partly or wholly applied before the crash. Returns
+/// the number of ops.
+pub(crate) fn finish_unapplied(e: &Engine, lsn: Lsn, rec: Arc<[u8]>) -> Result<usize> {
+    let r = record::decode(&rec)?;
+    let ticket = e.resume_commit(lsn, rec.clone())?;
+    apply_all(e, &ticket, &r.ops)?;
+    ticket.finish()?;
     Ok(r.ops.len())
 }
 

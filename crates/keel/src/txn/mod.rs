@@ -49,7 +49,7 @@ use std::time::Duration;
 
 pub use scan::Scan;
 
-pub(crate) use commit::{apply_record, autocommit};
+pub(crate) use commit::{autocommit, finish_unapplied};
 pub(crate) use lock::{LockError, LockKey, LockManager};
 
 use crate::btree::node::{check_entry, max_key_len};

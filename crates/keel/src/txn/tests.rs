@@ -1,4 +1,5 @@
-//! Unit tests that need the crate's insides: commit-record re-application.
+//! Unit tests that need the crate's insides: finishing commits recovery
+//! found unapplied, commit bookkeeping.
 
 use super::record::{encode, Op};
 use super::*;
@@ -18,7 +19,7 @@ fn db() -> (tempfile::TempDir, Db) {
 }
 
 #[test]
-fn apply_record_is_idempotent() {
+fn finishing_an_unapplied_commit_is_idempotent() {
     let (_dir, db) = db();
     let t = db.create_table("t").unwrap();
     let u = db.create_table("u").unwrap();
@@ -41,10 +42,12 @@ fn apply_record_is_idempotent() {
             value: Some(b"2"),
         },
     ];
-    let rec = encode(99, &ops);
+    let rec: std::sync::Arc<[u8]> = encode(99, &ops).into();
     let e = &*db.inner.engine;
     for _ in 0..3 {
-        assert_eq!(apply_record(e, &rec).unwrap(), 3);
+        let lsn = e.log.lsn();
+        assert_eq!(finish_unapplied(e, lsn, rec.clone()).unwrap(), 3);
+        assert_eq!(e.adm.applying.load(Ordering::Relaxed), 0);
         assert_eq!(t.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
         assert_eq!(t.get(b"gone").unwrap(), None);
         assert_eq!(u.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
@@ -53,7 +56,7 @@ fn apply_record_is_idempotent() {
 }
 
 #[test]
-fn apply_record_rejects_corruption_before_applying() {
+fn a_malformed_record_is_rejected_before_anything_is_applied() {
     let (_dir, db) = db();
     let t = db.create_table("t").unwrap();
     let rt = t.tree.root().page_no;
@@ -71,8 +74,10 @@ fn apply_record_rejects_corruption_before_applying() {
     ];
     let rec = encode(1, &ops);
     let e = &*db.inner.engine;
-    assert!(apply_record(e, &rec[..rec.len() - 1]).is_err());
+    let torn: std::sync::Arc<[u8]> = rec[..rec.len() - 1].into();
+    assert!(finish_unapplied(e, e.log.lsn(), torn).is_err());
     assert_eq!(t.get(b"a").unwrap(), None);
+    assert_eq!(e.adm.applying.load(Ordering::Relaxed), 0);
 }
 
 #[test]

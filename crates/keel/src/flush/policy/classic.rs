@@ -23,8 +23,8 @@
 use std::time::Duration;
 
 use super::{Decision, FlushMode, FlushPolicy, FlushTargets, InstanceTarget, Snapshot};
-use crate::buffer::flush::FlushKind;
 use crate::config::Options;
+use crate::flush::batch::FlushKind;
 use crate::page::Lsn;
 
 /// InnoDB's `buf_flush_lsn_scan_factor`.

@@ -6,7 +6,7 @@
 //!
 //! Which pages go with a page is a pure function of its number, its area,
 //! the mode and a predicate "is this page dirty and flushable", so it can
-//! be tested without a pool. The batch writer (`super::flush`) passes a
+//! be tested without a pool. The batch writer (`super::batch`) passes a
 //! predicate that tries to add the page to its batch, which is why the
 //! predicate is called at most once per page and never for the page itself.
 

@@ -1,0 +1,211 @@
+//! What write-back (`crate::flush`) may do with frames, and nothing more:
+//! claim a dirty page for writing, find a neighbor's frame, release a claim
+//! written or unwritten, pick LRU and flush-list candidates, evict clean
+//! pages. The pool knows nothing of batches, doublewrite or the redo log.
+//!
+//! A claim holds the frame's shared latch and its `flushing` flag: the page
+//! cannot change or be evicted while it is written, readers keep reading
+//! it, and no second flusher claims it. Claims are taken with `try_read`
+//! only, so a flusher never waits for a latch a user thread holds.
+
+use std::sync::atomic::Ordering;
+
+use parking_lot::RwLockReadGuard;
+
+use super::BufferPool;
+use crate::io::AlignedBuf;
+use crate::metrics::Metrics;
+use crate::page::{Lsn, PageId};
+
+/// A dirty page claimed for writing.
+pub(crate) struct Claim<'a> {
+    /// Instance number.
+    pub inst: usize,
+    /// Frame index in the instance.
+    pub fid: u32,
+    /// The page.
+    pub id: PageId,
+    /// Its oldest unwritten change (its flush-list key).
+    pub oldest: Lsn,
+    guard: RwLockReadGuard<'a, AlignedBuf>,
+}
+
+impl Claim<'_> {
+    /// The page image (stable while the claim is held).
+    pub fn image(&self) -> &[u8] {
+        &self.guard
+    }
+}
+
+/// The hook the pool calls when a thread finds no free frame: write one
+/// dirty page from the LRU tail, and wake the page cleaners. Implemented by
+/// write-back (`crate::flush`), installed at wiring, so the pool calls down
+/// an interface it owns rather than up into the flushing code.
+pub(crate) trait FrameWriter: Send + Sync {
+    /// Write the dirty page in frame `fid` of instance `inst` (fixed by the
+    /// caller); true if it was written, false if another flusher or a
+    /// writer holds it.
+    fn write_victim(&self, pool: &BufferPool, inst: usize, fid: u32) -> crate::Result<bool>;
+    /// A thread is short of free frames: the cleaners should run.
+    fn frames_wanted(&self);
+}
+
+impl BufferPool {
+    /// Number of instances.
+    pub(crate) fn n_instances(&self) -> usize {
+        self.instances.len()
+    }
+
+    /// Frames over all instances.
+    pub(crate) fn total_frames(&self) -> usize {
+        self.instances.iter().map(|i| i.frames.len()).sum()
+    }
+
+    /// Claim frame `fid` of instance `inst` for writing, if it holds a dirty
+    /// page (`expect`, when given) that nobody latches exclusively and no
+    /// other flusher is writing.
+    pub(crate) fn claim(&self, inst: usize, fid: u32, expect: Option<PageId>) -> Option<Claim<'_>> {
+        let f = &self.instances[inst].frames[fid as usize];
+        if !f.is_dirty() {
+            return None;
+        }
+        let guard = f.latch.try_read()?;
+        let id = f.page()?;
+        // The frame may have been given another page since the hash lookup.
+        if expect.is_some_and(|e| e != id) {
+            return None;
+        }
+        if f.flushing.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        // Read only now: another flusher may have written the page and
+        // released it between the dirty check and the claim. From here on
+        // nobody else can change it (a shared latch and the flag are held).
+        let oldest = f.oldest();
+        if oldest == 0 {
+            f.flushing.store(false, Ordering::Release);
+            return None;
+        }
+        debug_assert_eq!(crate::page::page_id(&guard), id, "frame holds another page");
+        Some(Claim {
+            inst,
+            fid,
+            id,
+            oldest,
+            guard,
+        })
+    }
+
+    /// The newest change of a claimed page (its redo must be durable before
+    /// the page is written).
+    pub(crate) fn newest_modification(&self, c: &Claim<'_>) -> Lsn {
+        self.instances[c.inst].frames[c.fid as usize]
+            .newest_mod
+            .load(Ordering::Acquire)
+    }
+
+    /// The page is on disk as claimed: take it off the flush list, make it
+    /// clean and release it.
+    pub(crate) fn release_written(&self, c: Claim<'_>) {
+        let inst = &self.instances[c.inst];
+        let f = &inst.frames[c.fid as usize];
+        inst.flush_list.lock().remove(&(c.oldest, c.fid));
+        f.oldest_mod.store(0, Ordering::Release);
+        f.flushing.store(false, Ordering::Release);
+        Metrics::sub(&self.metrics.buffer_pool_pages_dirty, 1);
+        drop(c.guard);
+    }
+
+    /// The page was not written: it stays dirty, free for a later flush.
+    pub(crate) fn release_unwritten(&self, c: Claim<'_>) {
+        let f = &self.instances[c.inst].frames[c.fid as usize];
+        f.flushing.store(false, Ordering::Release);
+        drop(c.guard);
+    }
+
+    /// The frame holding `id` in instance `inst`, if cached. The page hash
+    /// is read while the caller may hold claims (shared latches), as an
+    /// evicter does (latch, then hash): nobody waits for a latch while
+    /// holding the hash lock, so this cannot deadlock.
+    pub(crate) fn frame_of(&self, inst: usize, id: PageId) -> Option<u32> {
+        self.instances[inst].hash.read().get(&id).copied()
+    }
+
+    /// Up to `max` frames from the oldest end of instance `inst`'s flush
+    /// list whose oldest modification is below `lsn_limit`.
+    pub(crate) fn flush_list_oldest(&self, inst: usize, max: usize, lsn_limit: Lsn) -> Vec<u32> {
+        self.instances[inst]
+            .flush_list
+            .lock()
+            .iter()
+            .take_while(|e| e.0 < lsn_limit)
+            .take(max)
+            .map(|e| e.1)
+            .collect()
+    }
+
+    /// LRU flushing, first step: scan up to `depth` frames from instance
+    /// `inst`'s LRU tail, move clean unfixed pages to the free list until
+    /// `want_free` frames are free, and return how many were freed and the
+    /// dirty frames met on the way (for the caller to write).
+    pub(crate) fn lru_free_clean(
+        &self,
+        inst: usize,
+        depth: usize,
+        want_free: usize,
+    ) -> (usize, Vec<u32>) {
+        let i = &self.instances[inst];
+        let mut evicted = 0;
+        let mut dirty = Vec::new();
+        let mut lists = i.lists.lock();
+        if lists.free.len() >= want_free {
+            return (0, dirty);
+        }
+        let cands: Vec<u32> = lists.lru.iter_from_tail(depth).collect();
+        for fid in cands {
+            if lists.free.len() >= want_free {
+                break;
+            }
+            if i.frames[fid as usize].is_dirty() {
+                dirty.push(fid);
+            } else if self.evict_to_free_list(inst, &mut lists, fid) {
+                evicted += 1;
+            }
+        }
+        (evicted, dirty)
+    }
+
+    /// LRU flushing, second step: free those of `fids` that are now clean
+    /// and unfixed, until `want_free` frames are free; returns how many.
+    pub(crate) fn free_if_clean(&self, inst: usize, fids: &[u32], want_free: usize) -> usize {
+        let mut lists = self.instances[inst].lists.lock();
+        let mut evicted = 0;
+        for &fid in fids {
+            if lists.free.len() >= want_free {
+                break;
+            }
+            if self.evict_to_free_list(inst, &mut lists, fid) {
+                evicted += 1;
+            }
+        }
+        evicted
+    }
+
+    fn evict_to_free_list(
+        &self,
+        inst: usize,
+        lists: &mut super::instance::Lists,
+        fid: u32,
+    ) -> bool {
+        let Some(g) = self.instances[inst].try_evict(lists, fid) else {
+            return false;
+        };
+        drop(g);
+        // Count the frame free before it is visible on the list, so a
+        // taker's decrement can never precede this increment.
+        Metrics::add(&self.metrics.buffer_pool_pages_free, 1);
+        Metrics::sub(&self.metrics.buffer_pool_pages_data, 1);
+        lists.free.push(fid);
+        true
+    }
+}

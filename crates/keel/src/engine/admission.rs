@@ -1,0 +1,430 @@
+//! Admission: who may append how much redo, and where writers wait.
+//!
+//! # The protocol
+//!
+//! Every redo append is covered by a *reservation* taken beforehand by a
+//! thread that holds **no latch and no log mutex**; that is the only place
+//! any thread waits for log space. A reservation of `n` bytes is granted
+//! when `age + reserved + n ≤ limit`, with `age` the checkpoint age and
+//! `reserved` the bytes granted and not yet appended or given back:
+//!
+//! - commits, mini-transactions and DDL use the free-check limit `L`
+//!   (InnoDB's: 95 % of the writers' capacity);
+//! - the checkpointer's relocation of in-flight commit records (see
+//!   `redo::inflight`) may use the gap up to `H`, the log's capacity less
+//!   one page.
+//!
+//! An appender first appends (the age grows), then gives its reservation
+//! back (`reserved` shrinks by the same amount), and a grant reads
+//! `reserved` before the age; so `age + reserved` is never under-counted,
+//! and `age + reserved ≤ L` (`≤ H` during a relocation) holds at all times.
+//! `H` is below the log's capacity, so the log never has to wait for space:
+//! the write-out in `redo` only writes.
+//!
+//! With InnoDB's margins the gap `H − L` is about 8 % of the log, so `R`
+//! is about 1/20 of it (5 MB of write set for the default 96 MiB log).
+//!
+//! What a thread reserves, and when:
+//! - **A commit** reserves its record group and its "applied" marker before
+//!   anything is logged, holding nothing. Its record also counts against the
+//!   *record limit* `R`: the in-flight records together never exceed `R`,
+//!   so one relocation group (at most about `1.5 R`) always fits in the gap
+//!   `H − L`. A write set larger than `R` is refused at once with
+//!   [`Error::TransactionTooLarge`], before anything is logged.
+//! - **Each operation** of a commit reserves, before it latches anything,
+//!   the most one mini-transaction changing one page can log; a B-tree
+//!   split or merge, which holds no latch at the moment it discovers it must
+//!   change more pages, reserves the bound for its whole path first (see
+//!   [`crate::mtr::mtr_bound`]). Unused bytes are given back after the op.
+//!   A mini-transaction checks its exact size against what its thread holds
+//!   before it appends; a shortfall is a broken bound and fails the op
+//!   without logging anything.
+//!
+//! # Why a waiting writer is eventually admitted
+//!
+//! A waiter holds no latch and no reservation it has not used. The page
+//! cleaners never wait for log space (the write-out never waits), so they
+//! can always flush; the checkpoint then advances to the oldest unwritten
+//! page change or the oldest in-flight pin, and pins can always be moved by
+//! a relocation (its space is set aside in `H − L`). Reservations held by
+//! threads running an operation are given back when the op's
+//! mini-transactions are logged, which needs no log space wait. So the age
+//! falls until the waiter fits. A writer polls every 100 µs (as InnoDB's
+//! `log_free_check`) and wakes the cleaners every millisecond.
+//!
+//! # What a wait leaves behind
+//!
+//! A wait ends with an error, and the caller's reservations untouched, when
+//! the cleaners fail (their message), the engine is poisoned, the database
+//! closes (new commits only), or after [`LOG_WAIT_TIMEOUT`]. A commit
+//! waiting for its record's space has logged nothing; an operation of a
+//! commit already logged is retried by the commit (see `txn::commit`).
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Poison, Result};
+use crate::flush::pacer::Pacer;
+use crate::flush::WriteBack;
+use crate::metrics::Metrics;
+use crate::redo::Log;
+use crate::space::Tablespace;
+
+/// How long a writer may wait for log space before it gets `LogOverloaded`.
+pub(crate) const LOG_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often a waiting writer looks at the checkpoint age.
+const FREE_CHECK_POLL: Duration = Duration::from_micros(100);
+
+/// Whether a wait is for new work (refused once the database closes) or
+/// for an operation of a commit already logged (which must finish).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Purpose {
+    /// A new commit or DDL statement.
+    New,
+    /// An operation of a commit whose record is logged.
+    InFlight,
+}
+
+/// Log-space admission for one engine (see the module doc).
+pub(crate) struct Admission {
+    log: Arc<Log>,
+    wb: Arc<WriteBack>,
+    space: Arc<Tablespace>,
+    metrics: Arc<Metrics>,
+    /// `L`: the free-check limit on `age + reserved`.
+    pub free_limit: u64,
+    /// `H`: the limit relocations may use.
+    pub hard_limit: u64,
+    /// `R`: most bytes of commit records in flight at once.
+    pub record_limit: u64,
+    reserved: AtomicU64,
+    /// Bytes of commit records admitted and not yet finished.
+    records: AtomicU64,
+    /// Bytes waiting writers need, and how many wait.
+    waiting_need: AtomicU64,
+    waiters: AtomicUsize,
+    /// New commits are refused (the database is closing).
+    closing: AtomicBool,
+    /// Commits already logged stop retrying (closing gave up on them).
+    abandon: AtomicBool,
+    /// Commits between their record and the end of their ticket.
+    pub(crate) applying: AtomicUsize,
+    /// Set when a logged commit could not be applied: memory no longer
+    /// matches an atomic history, so writes are refused until a restart
+    /// lets recovery finish the commit from the log.
+    pub(crate) poison: Poison,
+    /// The policy's limit on the writers' redo rate, as pauses.
+    pub(crate) pacer: Pacer,
+}
+
+impl Admission {
+    pub fn new(
+        log: Arc<Log>,
+        wb: Arc<WriteBack>,
+        space: Arc<Tablespace>,
+        metrics: Arc<Metrics>,
+        free_limit: u64,
+        hard_limit: u64,
+    ) -> Admission {
+        // A relocation group holds at most 24 + 1.52 R bytes: each record
+        // is at least 23 bytes and costs 12 more in the group
+        // (redo::inflight); two thirds of the gap leave room to spare.
+        let record_limit = hard_limit.saturating_sub(free_limit).saturating_sub(64) / 3 * 2;
+        Admission {
+            log,
+            wb,
+            space,
+            metrics,
+            free_limit,
+            hard_limit,
+            record_limit,
+            reserved: AtomicU64::new(0),
+            records: AtomicU64::new(0),
+            waiting_need: AtomicU64::new(0),
+            waiters: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            abandon: AtomicBool::new(false),
+            applying: AtomicUsize::new(0),
+            poison: Poison::default(),
+            pacer: Pacer::default(),
+        }
+    }
+
+    /// Bytes reserved by admitted writers plus what waiting writers need.
+    pub fn reserved_and_wanted(&self) -> u64 {
+        self.reserved.load(Ordering::Acquire) + self.waiting_need.load(Ordering::Acquire)
+    }
+
+    /// Writers waiting for log space now.
+    pub fn waiters(&self) -> usize {
+        self.waiters.load(Ordering::Acquire)
+    }
+
+    /// Refuse new commits from now on (the database is closing).
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+    }
+
+    /// Commits already logged stop retrying their operations.
+    pub fn abandon_in_flight(&self) {
+        self.abandon.store(true, Ordering::Release);
+    }
+
+    /// Whether logged commits should stop retrying.
+    pub fn abandoned(&self) -> bool {
+        self.abandon.load(Ordering::Acquire)
+    }
+
+    /// An error if writes are refused: closing (for new work), or poisoned.
+    pub fn check_writable(&self, purpose: Purpose) -> Result<()> {
+        if purpose == Purpose::New && self.closing.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        self.poison.check()?;
+        self.space.check_poisoned()?;
+        self.log.check_poisoned()
+    }
+
+    /// Grant `need` bytes if `age + reserved + need ≤ limit`.
+    fn try_reserve(&self, need: u64, limit: u64) -> bool {
+        self.reserved
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                // The age is read after `reserved` (module doc).
+                let age = self.log.age();
+                (age + r + need <= limit).then_some(r + need)
+            })
+            .is_ok()
+    }
+
+    /// Give back `n` reserved bytes (after appending them, or unused).
+    pub fn release(&self, n: u64) {
+        if n > 0 {
+            self.reserved.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+
+    /// Reserve `need` bytes under the free-check limit, waiting (holding no
+    /// latch: the caller's promise) while the log is too full. The wait is
+    /// counted as InnoDB counts its free-check waits.
+    pub fn reserve(&self, need: u64, purpose: Purpose) -> Result<()> {
+        self.check_writable(purpose)?;
+        if self.try_reserve(need, self.free_limit) {
+            return Ok(());
+        }
+        self.wait_until(need, purpose, || self.try_reserve(need, self.free_limit))
+    }
+
+    /// Admit a commit record of `record` bytes: reserve `need` bytes of log
+    /// and count the record against the record limit, waiting for both.
+    pub fn reserve_commit(&self, record: u64, need: u64) -> Result<()> {
+        if record > self.record_limit {
+            return Err(Error::TransactionTooLarge {
+                bytes: record,
+                limit: self.record_limit,
+                log_capacity: self.log.capacity(),
+            });
+        }
+        let take_record = || {
+            self.records
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                    (r + record <= self.record_limit).then_some(r + record)
+                })
+                .is_ok()
+        };
+        let both = || {
+            if !take_record() {
+                return false;
+            }
+            if self.try_reserve(need, self.free_limit) {
+                return true;
+            }
+            self.records.fetch_sub(record, Ordering::AcqRel);
+            false
+        };
+        self.check_writable(Purpose::New)?;
+        if both() {
+            return Ok(());
+        }
+        self.wait_until(need, Purpose::New, both)
+    }
+
+    /// Count a commit record against the record limit without waiting
+    /// (a commit recovery found unfinished: it was admitted before).
+    pub fn resume_record(&self, record: u64) {
+        self.records.fetch_add(record, Ordering::AcqRel);
+    }
+
+    /// A finished commit's record leaves the record limit.
+    pub fn release_record(&self, record: u64) {
+        self.records.fetch_sub(record, Ordering::AcqRel);
+    }
+
+    /// Reserve `need` bytes for a relocation group up to the hard limit,
+    /// without waiting (the checkpointer tries again next round).
+    pub fn try_reserve_relocation(&self, need: u64) -> bool {
+        self.try_reserve(need, self.hard_limit)
+    }
+
+    fn wait_until(
+        &self,
+        need: u64,
+        purpose: Purpose,
+        mut granted: impl FnMut() -> bool,
+    ) -> Result<()> {
+        let started = Instant::now();
+        Metrics::add(&self.metrics.buffer_flush_sync_waits, 1);
+        Metrics::add(&self.metrics.log_free_check_waits, 1);
+        let _waiting = Waiting::new(self, need);
+        let failures = self.wb.failures();
+        let mut polls = 0u64;
+        while !granted() {
+            // Waiting is pointless once the cleaners fail or writes are
+            // refused: say why instead of waiting for the timeout.
+            self.check_writable(purpose)?;
+            if purpose == Purpose::InFlight && self.abandoned() {
+                return Err(Error::Closed);
+            }
+            if self.wb.failures() > failures {
+                return Err(Error::LogOverloaded(format!(
+                    "the checkpoint cannot advance because the page cleaners failed: {}",
+                    self.wb.last_failure()
+                )));
+            }
+            if started.elapsed() > LOG_WAIT_TIMEOUT {
+                return Err(Error::LogOverloaded(format!(
+                    "checkpoint age {} bytes (+{} reserved) stayed above the limit of {} for {:?}; \
+                     the page cleaners cannot write pages back fast enough",
+                    self.log.age(),
+                    self.reserved.load(Ordering::Acquire),
+                    self.free_limit,
+                    LOG_WAIT_TIMEOUT
+                )));
+            }
+            // Ask the cleaners for a sync flush (again every ~1 ms, in case
+            // a round started just before this writer began to wait).
+            if polls.is_multiple_of(10) {
+                self.wb.wake_cleaners();
+            }
+            polls += 1;
+            std::thread::sleep(FREE_CHECK_POLL);
+        }
+        let us = started.elapsed().as_micros() as u64;
+        Metrics::add(&self.metrics.buffer_flush_sync_wait_us_total, us);
+        Metrics::add(&self.metrics.log_free_check_wait_us_total, us);
+        self.metrics
+            .buffer_flush_sync_wait_us_max
+            .fetch_max(us, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Pause as the policy's writer rate limit asks (holding no latch).
+    pub fn pace(&self) {
+        // Commits must not read the log for a limit nobody set.
+        if !self.pacer.is_active() {
+            return;
+        }
+        let pause = self.pacer.delay(self.log.lsn(), Instant::now());
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+            Metrics::add(
+                &self.metrics.buffer_flush_throttle_delay_us_total,
+                pause.as_micros() as u64,
+            );
+        }
+    }
+
+    /// A budget for the mini-transactions of one operation.
+    pub fn budget(&self, purpose: Purpose) -> Budget<'_> {
+        Budget {
+            adm: self,
+            purpose,
+            held: Cell::new(0),
+        }
+    }
+}
+
+/// A writer waiting for log space, counted while it waits so the cleaners'
+/// sync flush makes room for it.
+struct Waiting<'a> {
+    adm: &'a Admission,
+    need: u64,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(adm: &'a Admission, need: u64) -> Waiting<'a> {
+        adm.waiting_need.fetch_add(need, Ordering::AcqRel);
+        adm.waiters.fetch_add(1, Ordering::AcqRel);
+        Waiting { adm, need }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.adm.waiting_need.fetch_sub(self.need, Ordering::AcqRel);
+        self.adm.waiters.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Log space held by one thread for the mini-transactions of one operation
+/// (see the module doc). Not shared between threads; what is left is given
+/// back on drop.
+pub(crate) struct Budget<'a> {
+    adm: &'a Admission,
+    purpose: Purpose,
+    held: Cell<u64>,
+}
+
+impl Budget<'_> {
+    /// Hold at least `n` bytes, waiting for log space if needed. The caller
+    /// must hold no latch.
+    pub fn ensure(&self, n: u64) -> Result<()> {
+        let held = self.held.get();
+        if held < n {
+            self.adm.reserve(n - held, self.purpose)?;
+            self.held.set(n);
+        }
+        Ok(())
+    }
+
+    /// Hold at least `n` bytes if that needs no wait; may be called holding
+    /// latches.
+    pub fn try_ensure(&self, n: u64) -> bool {
+        let held = self.held.get();
+        if held >= n {
+            return true;
+        }
+        if self.adm.try_reserve(n - held, self.adm.free_limit) {
+            self.held.set(n);
+            return true;
+        }
+        false
+    }
+
+    /// Before appending `n` bytes: an error if the budget does not cover
+    /// them (a bound was broken; nothing has been appended).
+    pub fn check(&self, n: u64) -> Result<()> {
+        if n > self.held.get() {
+            return Err(Error::Corruption(format!(
+                "a mini-transaction of {n} redo bytes exceeds the {} its thread reserved: \
+                 the engine's redo bound is wrong (nothing was logged)",
+                self.held.get()
+            )));
+        }
+        Ok(())
+    }
+
+    /// After appending `n` bytes: they are in the log now.
+    pub fn spent(&self, n: u64) {
+        let n = n.min(self.held.get());
+        self.held.set(self.held.get() - n);
+        self.adm.release(n);
+    }
+}
+
+impl Drop for Budget<'_> {
+    fn drop(&mut self) {
+        self.adm.release(self.held.get());
+    }
+}

@@ -1,0 +1,122 @@
+//! A commit in progress, from its logged record to its "applied" marker.
+//!
+//! [`Engine::begin_commit`] admits the record (see [`super::admission`]),
+//! appends it and enters it in flight with the log; the caller applies the
+//! write set, one operation at a time, each under its own log budget; then
+//! [`CommitTicket::finish`] appends the marker, which takes the commit out
+//! of flight. Until then the checkpoint never passes the newest copy of the
+//! record, so recovery re-applies a commit a crash interrupted: the commit
+//! is decided by the log, not by the trees.
+//!
+//! A ticket dropped unfinished (applying failed in a way retrying could not
+//! mend) leaves the record in flight and poisons the engine: memory no
+//! longer matches an atomic history, so writes are refused until a restart
+//! lets recovery finish the commit from the log.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::admission::Purpose;
+use super::Engine;
+use crate::error::Result;
+use crate::page::Lsn;
+use crate::redo::format::GROUP_HDR;
+
+/// Bytes of the "applied" marker group.
+const MARKER: u64 = (GROUP_HDR + 8) as u64;
+
+/// A commit whose record is logged and whose write set is being applied.
+pub(crate) struct CommitTicket<'a> {
+    engine: &'a Engine,
+    /// The commit's id: the LSN of its record group.
+    pub lsn: Lsn,
+    record_len: u64,
+    /// The marker's reservation is still held.
+    marker_held: bool,
+    done: bool,
+}
+
+impl Engine {
+    /// Log the commit record `record`: wait for log space if needed (the
+    /// only point where a new commit may wait for flushing, holding no
+    /// latch), append the record and enter the commit in flight. A record
+    /// too large for this log is refused at once, before anything is logged.
+    pub fn begin_commit(&self, record: Arc<[u8]>) -> Result<CommitTicket<'_>> {
+        self.adm.check_writable(Purpose::New)?;
+        let record_len = record.len() as u64;
+        let group = (GROUP_HDR + record.len()) as u64;
+        self.adm.pace();
+        self.adm.reserve_commit(record_len, group + MARKER)?;
+        match self.log.append_commit(record) {
+            Ok(lsn) => {
+                self.adm.release(group);
+                self.adm.applying.fetch_add(1, Ordering::AcqRel);
+                Ok(CommitTicket {
+                    engine: self,
+                    lsn,
+                    record_len,
+                    marker_held: true,
+                    done: false,
+                })
+            }
+            Err(e) => {
+                self.adm.release(group + MARKER);
+                self.adm.release_record(record_len);
+                Err(e)
+            }
+        }
+    }
+
+    /// Take up again a commit recovery found logged at `lsn` but not
+    /// applied: it is in flight again, to be finished like any other.
+    pub fn resume_commit(&self, lsn: Lsn, record: Arc<[u8]>) -> Result<CommitTicket<'_>> {
+        let record_len = record.len() as u64;
+        self.adm.reserve(MARKER, Purpose::InFlight)?;
+        self.log.resume_commit(lsn, record);
+        self.adm.resume_record(record_len);
+        self.adm.applying.fetch_add(1, Ordering::AcqRel);
+        Ok(CommitTicket {
+            engine: self,
+            lsn,
+            record_len,
+            marker_held: true,
+            done: false,
+        })
+    }
+}
+
+impl CommitTicket<'_> {
+    /// The write set has been applied to the trees: log that, so recovery
+    /// need not re-apply it, and let the checkpoint pass. Returns the LSN
+    /// the caller must make durable.
+    pub fn finish(mut self) -> Result<Lsn> {
+        let end = self.engine.log.append_applied(self.lsn)?;
+        self.done = true;
+        self.engine.adm.release(MARKER);
+        self.marker_held = false;
+        self.engine.adm.release_record(self.record_len);
+        Ok(end)
+    }
+}
+
+impl Drop for CommitTicket<'_> {
+    fn drop(&mut self) {
+        self.engine.adm.applying.fetch_sub(1, Ordering::AcqRel);
+        if self.marker_held {
+            self.engine.adm.release(MARKER);
+        }
+        if !self.done {
+            // Applying failed half way: the record stays in flight so the
+            // checkpoint never passes it; recovery will re-apply it.
+            self.engine.adm.poison.set(format!(
+                "the commit logged at LSN {} could not be applied after an error; restart the \
+                 engine so that recovery completes it from the redo log",
+                self.lsn
+            ));
+            log::error!(
+                "commit at LSN {} was not fully applied; writes are refused until a restart re-applies it",
+                self.lsn
+            );
+        }
+    }
+}

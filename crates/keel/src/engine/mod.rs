@@ -1,0 +1,362 @@
+//! The engine's shared state and its wiring: options, tablespace, buffer
+//! pool, write-back, redo log, admission, metrics. Everything below the
+//! public `Db` handle reaches it through here.
+//!
+//! - [`admission`]: who may append how much redo, and where writers wait;
+//! - [`commit`]: a commit in progress, from its logged record to its
+//!   "applied" marker;
+//! - this file: opening the files and wiring the parts, checkpoints, the
+//!   page cleaners' view of the engine, shutdown.
+
+pub(crate) mod admission;
+pub(crate) mod commit;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::buffer::{BufferPool, PoolConfig};
+use crate::config::Options;
+use crate::error::{Error, Result};
+use crate::flush::cleaner::{CleanerHost, LogView};
+use crate::flush::doublewrite::{Doublewrite, Geometry};
+use crate::flush::{Wal, WriteBack, WriteConfig};
+use crate::io::{FileSystem, FlushMethod, OsFileSystem, ThrottledFileSystem};
+use crate::metrics::Metrics;
+use crate::page::Lsn;
+use crate::redo::Log;
+use crate::space::Tablespace;
+use admission::Admission;
+
+/// Space-header page layout (page 0), after the common header.
+pub(crate) mod space_header {
+    /// Next never-used page number.
+    pub const HWM: usize = 32;
+    /// First page of the free list (0 = empty; page 0 is never free).
+    pub const FREE_HEAD: usize = 36;
+    /// Pages on the free list.
+    pub const FREE_COUNT: usize = 40;
+    /// Root page of the catalog tree.
+    pub const CATALOG_ROOT: usize = 44;
+    /// On a free page: the next free page.
+    pub const FREE_NEXT: usize = 32;
+}
+
+pub(crate) struct Engine {
+    pub opts: Options,
+    pub pool: BufferPool,
+    pub wb: Arc<WriteBack>,
+    pub log: Arc<Log>,
+    pub adm: Admission,
+    pub metrics: Arc<Metrics>,
+    /// InnoDB's marks, for reports and the classic policy.
+    pub max_modified_age_async: u64,
+    pub max_modified_age_sync: u64,
+    /// Torn pages the doublewrite area repaired at open.
+    pub torn_pages_repaired: u64,
+    last_log_flush_ms: AtomicU64,
+    started: Instant,
+}
+
+struct LogWal(Arc<Log>);
+
+impl Wal for LogWal {
+    fn flush_up_to(&self, lsn: Lsn) -> Result<()> {
+        self.0.write_up_to(lsn, true)
+    }
+    fn flushed_lsn(&self) -> Lsn {
+        self.0.flushed_lsn()
+    }
+}
+
+impl Engine {
+    /// Open or create the files in `dir` and build the pool. Returns the
+    /// engine and whether the database was created.
+    pub fn open(
+        dir: &Path,
+        opts: Options,
+        fs: Option<Arc<dyn FileSystem>>,
+    ) -> Result<(Engine, bool)> {
+        opts.validate()?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "create directory", e))?;
+        let (data_fs, log_fs) = match fs {
+            Some(fs) => (fs.clone(), fs),
+            None => default_fs(&opts)?,
+        };
+        let metrics = Arc::new(Metrics::default());
+        let created = !data_fs.exists(&dir.join(crate::space::data_file_name(0)));
+        let (space, log) = if created {
+            let space = Tablespace::create(
+                &*data_fs,
+                dir,
+                opts.page_size,
+                opts.data_files,
+                metrics.clone(),
+            )?;
+            let log = Log::create(
+                &*log_fs,
+                dir,
+                opts.log_file_size,
+                opts.log_files_in_group,
+                space.creation_id(),
+                metrics.clone(),
+            )?;
+            (space, log)
+        } else {
+            let space = Tablespace::open(
+                &*data_fs,
+                dir,
+                opts.page_size,
+                opts.data_files,
+                metrics.clone(),
+            )?;
+            let (log, _) = Log::open(&*log_fs, dir, space.creation_id(), metrics.clone())?;
+            (space, log)
+        };
+        let log = Arc::new(log);
+        let (dblwr, torn_pages_repaired) =
+            open_doublewrite(&*data_fs, dir, &opts, &space, created, &metrics)?;
+        let space = Arc::new(space);
+        let wal: Arc<dyn Wal> = Arc::new(LogWal(log.clone()));
+        let wb = Arc::new(WriteBack::new(
+            space.clone(),
+            metrics.clone(),
+            wal,
+            dblwr,
+            WriteConfig {
+                write_io_threads: opts.write_io_threads,
+                flush_neighbors: opts.flush_neighbors,
+            },
+        ));
+        let pool = BufferPool::new(pool_config(&opts), space.clone(), metrics.clone());
+        pool.set_writer(wb.clone());
+        // InnoDB's limits, from the capacity: a safety margin gives the
+        // writers' capacity, the free-check limit lies 5 % below it, the
+        // async and sync marks at 7/8 and 15/16 of the limit.
+        let cap = log.capacity();
+        let writer_cap = cap - (cap / 32).max(64 << 10).min(cap / 4);
+        let free_limit = writer_cap - writer_cap / 20;
+        let adm = Admission::new(
+            log.clone(),
+            wb.clone(),
+            space,
+            metrics.clone(),
+            free_limit,
+            cap - 4096,
+        );
+        let engine = Engine {
+            opts,
+            pool,
+            wb,
+            log,
+            adm,
+            max_modified_age_async: free_limit / 8 * 7,
+            max_modified_age_sync: free_limit / 16 * 15,
+            metrics,
+            torn_pages_repaired,
+            last_log_flush_ms: AtomicU64::new(0),
+            started: Instant::now(),
+        };
+        let m = &engine.metrics;
+        Metrics::set(&m.log_max_modified_age_async, engine.max_modified_age_async);
+        Metrics::set(&m.log_max_modified_age_sync, engine.max_modified_age_sync);
+        Metrics::set(&m.log_free_check_limit, free_limit);
+        Ok((engine, created))
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.opts.page_size
+    }
+
+    pub fn space_id(&self) -> u32 {
+        self.pool.space.space_id()
+    }
+
+    /// Write a checkpoint at the oldest LSN any change not yet in the data
+    /// files, or any commit not yet applied, carries. When commits in
+    /// flight hold it back, their records are first relocated to the end of
+    /// the log (see `redo::inflight`), space permitting.
+    pub fn checkpoint(&self) -> Result<bool> {
+        let bound = || {
+            self.log
+                .checkpoint_bound(|| self.pool.oldest_modification())
+        };
+        let (pages, mut pin) = bound();
+        // Relocating costs the records' bytes; do it when the pins hold the
+        // checkpoint back by more than that is worth.
+        let worth = (self.log.capacity() / 64).max(4096);
+        if pin.is_some_and(|p| p + worth < pages) {
+            let need = self.log.relocation_len() as u64;
+            if self.adm.try_reserve_relocation(need) {
+                let moved = self.log.relocate_in_flight(need as usize);
+                self.adm.release(need);
+                if let Some((_, bytes)) = moved? {
+                    Metrics::add(&self.metrics.log_relocations, 1);
+                    Metrics::add(&self.metrics.log_relocated_bytes, bytes as u64);
+                    pin = bound().1;
+                }
+            }
+        }
+        let target = pin.map_or(pages, |p| p.min(pages));
+        // Only log that is already durable can be named by a checkpoint;
+        // the page writes below the target must be durable too.
+        let target = target.min(self.log.flushed_lsn());
+        if target <= self.log.checkpoint_lsn() {
+            return Ok(false);
+        }
+        self.pool.space.sync()?;
+        self.log.write_checkpoint(target)
+    }
+
+    /// Make the log durable up to `lsn` as `flush_log_at_trx_commit` asks
+    /// (1: write and sync now, with group commit; 2: write now; 0: neither,
+    /// the background flush does both about once a second).
+    pub fn wait_durable(&self, lsn: Lsn) -> Result<()> {
+        match self.opts.flush_log_at_trx_commit {
+            1 => self.log.write_up_to(lsn, true),
+            2 => self.log.write_up_to(lsn, false),
+            _ => Ok(()),
+        }
+    }
+
+    /// Periodic work of the first page cleaner: once a second write and
+    /// sync the log (flush_log_at_trx_commit 0 and 2), and checkpoint.
+    pub fn background_tick(&self) -> Result<()> {
+        let now = self.started.elapsed().as_millis() as u64;
+        if now.saturating_sub(self.last_log_flush_ms.load(Ordering::Relaxed)) >= 1000 {
+            self.last_log_flush_ms.store(now, Ordering::Relaxed);
+            self.log.write_up_to(self.log.lsn(), true)?;
+        }
+        self.checkpoint().map(|_| ())
+    }
+
+    /// A sharp checkpoint: write every page changed before this call, sync,
+    /// and checkpoint as far as commits in flight allow. Changes made by
+    /// other threads meanwhile are not waited for.
+    pub fn flush_and_checkpoint(&self) -> Result<()> {
+        let end = self.log.lsn();
+        self.log.write_up_to(end, true)?;
+        self.wb.flush_below(&self.pool, end + 1)?;
+        self.checkpoint().map(|_| ())
+    }
+
+    /// Wait, up to `timeout`, until no commit is being applied (closing
+    /// lets commits already logged finish while the cleaners still run).
+    pub fn drain_commits(&self, timeout: Duration) -> bool {
+        let start = Instant::now();
+        while self.adm.applying.load(Ordering::Acquire) > 0 {
+            if start.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+}
+
+/// Open (or create) the doublewrite files and, after a crash, repair torn
+/// pages from them before anything reads a page. The areas then serve this
+/// run's flushes, unless `doublewrite` is off.
+fn open_doublewrite(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    opts: &Options,
+    space: &Tablespace,
+    created: bool,
+    metrics: &Arc<Metrics>,
+) -> Result<(Option<Doublewrite>, u64)> {
+    let exists = fs.exists(&dir.join(crate::flush::doublewrite::file_name(0)));
+    if !opts.doublewrite && !exists {
+        return Ok((None, 0));
+    }
+    let geometry = Geometry {
+        files: opts.doublewrite_files,
+        // One area per cleaner and per foreground flusher that may run at once.
+        areas: 2 * opts.effective_page_cleaners() + 2,
+        pages_per_area: opts.doublewrite_pages,
+        page_size: opts.page_size,
+    };
+    let mut d =
+        Doublewrite::open_or_create(fs, dir, geometry, space.creation_id(), metrics.clone())?;
+    let mut repaired = 0;
+    if !created {
+        let rep = d.repair_torn_pages(fs, space)?;
+        repaired = rep.pages_restored.len() as u64;
+        if repaired > 0 || !rep.areas_skipped.is_empty() {
+            log::warn!("doublewrite repair in {}: {rep}", dir.display());
+        }
+    }
+    Ok((opts.doublewrite.then_some(d), repaired))
+}
+
+fn pool_config(opts: &Options) -> PoolConfig {
+    let instances = opts.effective_instances();
+    let frames = (opts.buffer_pool_size / opts.page_size as u64) as usize;
+    PoolConfig {
+        page_size: opts.page_size,
+        frames: frames - frames % instances,
+        instances,
+        old_blocks_pct: opts.old_blocks_pct,
+        old_blocks_time_ms: opts.old_blocks_time,
+        free_wait_timeout: Duration::from_secs(30),
+    }
+}
+
+impl CleanerHost for Engine {
+    fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+    fn write_back(&self) -> &WriteBack {
+        &self.wb
+    }
+    fn log_view(&self) -> LogView {
+        LogView {
+            current_lsn: self.log.lsn(),
+            checkpoint_lsn: self.log.checkpoint_lsn(),
+            flushed_lsn: self.log.flushed_lsn(),
+            capacity: self.log.capacity(),
+            free_check_limit: self.adm.free_limit,
+            max_modified_age_async: self.max_modified_age_async,
+            max_modified_age_sync: self.max_modified_age_sync,
+            redo_reserved: self.adm.reserved_and_wanted(),
+            free_check_waiters: self.adm.waiters(),
+        }
+    }
+    fn flush_list_sample(&self) -> usize {
+        // The classic policy caps pages_for_lsn at 2 × io_capacity_max after
+        // dividing the count by 3: it never needs more entries than this.
+        (6 * self.opts.effective_io_capacity_max() as usize).clamp(1024, 1 << 16)
+    }
+    fn set_writer_log_rate(&self, rate: Option<f64>) {
+        self.adm
+            .pacer
+            .set_rate(rate, self.log.lsn(), Instant::now());
+    }
+    fn tick(&self, urgent: bool) -> Result<()> {
+        if urgent {
+            // Redo must be durable before a checkpoint can name it.
+            self.log.write_up_to(self.log.lsn(), true)?;
+        }
+        self.background_tick()
+    }
+}
+
+/// The file systems the options ask for: data files with `flush_method`,
+/// wrapped in the throttled device model unless `device = unlimited`; the
+/// redo log with buffered writes and fdatasync (O_DIRECT would need whole
+/// aligned blocks for every small commit), or not synced with `nosync`.
+pub(crate) fn default_fs(opts: &Options) -> Result<(Arc<dyn FileSystem>, Arc<dyn FileSystem>)> {
+    let os: Arc<dyn FileSystem> = Arc::new(OsFileSystem::new(opts.flush_method));
+    let log_method = match opts.flush_method {
+        FlushMethod::NoSync => FlushMethod::NoSync,
+        _ => FlushMethod::Fsync,
+    };
+    let log_fs: Arc<dyn FileSystem> = Arc::new(OsFileSystem::new(log_method));
+    let spec = opts.device_spec()?;
+    if spec.is_unlimited() {
+        Ok((os, log_fs))
+    } else {
+        Ok((Arc::new(ThrottledFileSystem::new(os, spec)), log_fs))
+    }
+}

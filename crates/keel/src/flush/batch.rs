@@ -1,0 +1,447 @@
+//! The batch writer shared by every kind of flush (LRU batch, flush-list
+//! batch, single page, shutdown).
+//!
+//! A batch claims each page through the pool (shared latch, `try_read`
+//! only: a page a user thread holds exclusively is skipped, never waited
+//! for, so a flusher cannot deadlock with a user thread), copies it into one
+//! aligned buffer in (file, offset) order with a fresh checksum, and writes
+//! it back chunk by chunk; only then are the chunk's pages marked clean and
+//! released. A page is therefore neither changed nor evicted while it is
+//! written, and readers keep reading it.
+//!
+//! Except for single-page flushes, a batch also takes the dirty neighbors of
+//! each page it writes (`flush_neighbors`, chosen in [`super::neighbors`]),
+//! claimed exactly like requested pages.
+//!
+//! # One chunk, step by step (what each failure leaves behind)
+//!
+//! 1. **Write-ahead rule.** The redo of every change in the batch is made
+//!    durable, then checked in every build: a page whose page LSN is past
+//!    the durable end of the log fails the batch before anything is written.
+//! 2. **Allocation.** The data files are extended (allocated, not sparse)
+//!    to cover the batch. A full disk fails here, before anything is
+//!    written: the pages that do not fit stay dirty for a later flush to
+//!    retry, the others are written, and the batch reports the error.
+//! 3. **Doublewrite** (when on): the chunk is written to a claimed area and
+//!    synced. A failure leaves the in-place pages untouched; the area is
+//!    freed and the pages stay dirty.
+//! 4. **In place.** One write per contiguous run, different files in
+//!    parallel. With doublewrite, a failure here may have left a torn page
+//!    whose only good copy is in the area, so the area must not be reused
+//!    until the pages are whole on disk: the writes are retried a few times
+//!    holding the area, and if they keep failing the data files are
+//!    poisoned and the area is never given back (recovery repairs from it
+//!    after the restart). Without doublewrite there is nothing to protect:
+//!    the pages stay dirty and are retried later.
+//! 5. **Sync.** With doublewrite the data files are synced before the area
+//!    is reused ([`Tablespace::sync`] never skips a write that completed);
+//!    a failed sync poisons the data files and the area is not given back.
+//!    Without doublewrite the checkpoint's sync covers the writes.
+//! 6. The chunk's pages are marked clean and released; the area is freed.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use super::neighbors::{self, NeighborMode};
+use super::writeback::WriteBack;
+use crate::buffer::{BufferPool, Claim};
+use crate::error::{Error, Result};
+use crate::io::AlignedBuf;
+use crate::metrics::Metrics;
+use crate::page::{page_lsn, stamp_checksum, PageId};
+use crate::space::Tablespace;
+
+/// Why a batch is written (selects the counter it is charged to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushKind {
+    /// LRU batch flushing by a page cleaner.
+    Lru,
+    /// Flush-list flushing by a page cleaner for the checkpoint age
+    /// (adaptive flushing).
+    Adaptive,
+    /// Flush-list flushing by a page cleaner for any other reason (idle
+    /// flushing, dirty-page percentage).
+    Background,
+    /// A user thread writing one page to free a frame.
+    Single,
+    /// Shutdown or an explicit checkpoint.
+    All,
+    /// Sync flushing: the checkpoint age passed the sync mark.
+    Sync,
+}
+
+/// Pages a batch with neighbors may grow to before it is written and a new
+/// one started (the requested pages alone are never split), so that neighbor
+/// flushing keeps the batch buffer and the set of latched pages bounded.
+const NEIGHBOR_BATCH_PAGES: usize = 256;
+
+/// Attempts of a failed in-place write before the data files are poisoned
+/// (step 4 of the module doc), and the pause before each retry.
+const IN_PLACE_RETRIES: [Duration; 3] = [
+    Duration::from_millis(10),
+    Duration::from_millis(100),
+    Duration::from_millis(1000),
+];
+
+struct Item<'a> {
+    claim: Claim<'a>,
+    file: usize,
+    offset: u64,
+    /// Added only because it neighbors a requested page.
+    neighbor: bool,
+}
+
+/// Pages a batch has written so far.
+#[derive(Default)]
+struct Written {
+    pages: usize,
+    neighbors: usize,
+}
+
+impl WriteBack {
+    /// Write the dirty pages among `fids` of instance `inst` and, unless
+    /// `kind` is [`FlushKind::Single`], their dirty neighbors as
+    /// `flush_neighbors` asks; returns how many pages were written. Pages
+    /// that are clean, latched exclusively or being written by another
+    /// flusher are skipped.
+    pub(crate) fn flush_frames(
+        &self,
+        pool: &BufferPool,
+        inst: usize,
+        fids: &[u32],
+        kind: FlushKind,
+    ) -> Result<usize> {
+        let mode = match kind {
+            FlushKind::Single => NeighborMode::Off,
+            _ => NeighborMode::from_option(self.cfg.flush_neighbors),
+        };
+        if mode == NeighborMode::Off {
+            let items: Vec<Item<'_>> = fids
+                .iter()
+                .filter_map(|&fid| self.item(pool, inst, fid, None, false))
+                .collect();
+            return self.write_batch(pool, items, kind);
+        }
+        let area_size = neighbors::area_size(pool.total_frames());
+        let cap = fids.len().max(NEIGHBOR_BATCH_PAGES);
+        let requested: HashSet<u32> = fids.iter().copied().collect();
+        // Every frame this call has put in a batch, with the page it held.
+        let mut taken: HashMap<u32, PageId> = HashMap::new();
+        // Areas already swept whole (NeighborMode::Area).
+        let mut swept: HashSet<u32> = HashSet::new();
+        let mut items: Vec<Item<'_>> = Vec::new();
+        let mut written = 0;
+        for &fid in fids {
+            // Already written or batched as a neighbor of an earlier page:
+            // its own run or area was covered then.
+            if taken.contains_key(&fid) {
+                continue;
+            }
+            let Some(item) = self.item(pool, inst, fid, None, false) else {
+                continue;
+            };
+            let id = item.claim.id;
+            taken.insert(fid, id);
+            items.push(item);
+            let area = neighbors::area_of(id.page_no, area_size);
+            if mode == NeighborMode::Area && !swept.insert(area.start) {
+                continue;
+            }
+            // The predicate adds the neighbor to the batch when it can.
+            neighbors::pages_to_flush(id.page_no, area, mode, |page_no| {
+                let nid = PageId::new(id.space, page_no);
+                let Some(nfid) = pool.frame_of(inst, nid) else {
+                    return false;
+                };
+                if let Some(&held) = taken.get(&nfid) {
+                    return held == nid;
+                }
+                match self.item(pool, inst, nfid, Some(nid), !requested.contains(&nfid)) {
+                    Some(it) => {
+                        taken.insert(nfid, nid);
+                        items.push(it);
+                        true
+                    }
+                    None => false,
+                }
+            });
+            if items.len() >= cap {
+                written += self.write_batch(pool, std::mem::take(&mut items), kind)?;
+            }
+        }
+        written += self.write_batch(pool, items, kind)?;
+        Ok(written)
+    }
+
+    fn item<'a>(
+        &self,
+        pool: &'a BufferPool,
+        inst: usize,
+        fid: u32,
+        expect: Option<PageId>,
+        neighbor: bool,
+    ) -> Option<Item<'a>> {
+        let claim = pool.claim(inst, fid, expect)?;
+        let (file, offset) = self.space.locate(claim.id.page_no);
+        Some(Item {
+            claim,
+            file,
+            offset,
+            neighbor,
+        })
+    }
+
+    /// Write one batch of claimed pages, release them and count them.
+    fn write_batch(
+        &self,
+        pool: &BufferPool,
+        items: Vec<Item<'_>>,
+        kind: FlushKind,
+    ) -> Result<usize> {
+        if items.is_empty() {
+            return Ok(0);
+        }
+        let mut done = Written::default();
+        let r = self.write_items(pool, items, &mut done);
+        let m = &self.metrics;
+        let n = done.pages as u64;
+        Metrics::add(&m.buffer_pages_written, n);
+        Metrics::add(&m.buffer_flush_batches, 1);
+        Metrics::add(&m.buffer_flush_neighbor_total_pages, done.neighbors as u64);
+        let counter = match kind {
+            FlushKind::Lru => &m.buffer_LRU_batch_flush_total_pages,
+            FlushKind::Adaptive => &m.buffer_flush_adaptive_total_pages,
+            FlushKind::Background | FlushKind::All => &m.buffer_flush_background_total_pages,
+            FlushKind::Single => &m.buffer_LRU_single_flush_total_pages,
+            FlushKind::Sync => &m.buffer_flush_sync_total_pages,
+        };
+        Metrics::add(counter, n);
+        r.map(|()| done.pages)
+    }
+
+    /// Steps 1–6 of the module doc for a claimed batch. Every claim is
+    /// released before this returns: written ones clean, the rest dirty.
+    /// `done` counts what was written, also when a later chunk fails.
+    fn write_items(
+        &self,
+        pool: &BufferPool,
+        mut items: Vec<Item<'_>>,
+        done: &mut Written,
+    ) -> Result<()> {
+        let r = self.check_wal(pool, &items);
+        if let Err(e) = r {
+            items
+                .into_iter()
+                .for_each(|it| pool.release_unwritten(it.claim));
+            return Err(e);
+        }
+        items.sort_by_key(|i| (i.file, i.offset));
+        let (items, no_room) = self.allocate(pool, items);
+        let r = self.write_allocated(pool, items, done);
+        match no_room {
+            Some(e) => Err(e),
+            None => r,
+        }
+    }
+
+    /// Step 2: extend the files to cover `items` (sorted); the pages that
+    /// do not fit are released dirty, and the first such error returned.
+    fn allocate<'a>(
+        &self,
+        pool: &BufferPool,
+        items: Vec<Item<'a>>,
+    ) -> (Vec<Item<'a>>, Option<Error>) {
+        let ps = self.space.page_size() as u64;
+        let mut err = None;
+        let mut failed_file = None;
+        let mut kept = Vec::with_capacity(items.len());
+        for it in items {
+            // One failure makes every later page of that file fail too.
+            if failed_file == Some(it.file) {
+                pool.release_unwritten(it.claim);
+                continue;
+            }
+            match self.space.allocate(it.file, it.offset + ps) {
+                Ok(()) => kept.push(it),
+                Err(e) => {
+                    failed_file = Some(it.file);
+                    err.get_or_insert(e);
+                    pool.release_unwritten(it.claim);
+                }
+            }
+        }
+        (kept, err)
+    }
+
+    /// Steps 3–6 for allocated items, sorted by file and offset.
+    fn write_allocated(
+        &self,
+        pool: &BufferPool,
+        items: Vec<Item<'_>>,
+        done: &mut Written,
+    ) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let ps = self.space.page_size();
+        let mut buf = AlignedBuf::new(ps * items.len());
+        for (k, it) in items.iter().enumerate() {
+            let dst = &mut buf[k * ps..(k + 1) * ps];
+            dst.copy_from_slice(it.claim.image());
+            debug_assert!(
+                page_lsn(dst) >= it.claim.oldest,
+                "page LSN older than its oldest change"
+            );
+            stamp_checksum(dst);
+        }
+        let per = self
+            .dblwr
+            .as_ref()
+            .map_or(items.len(), |d| d.pages_per_area());
+        let mut first = 0;
+        let mut items = items.into_iter();
+        while first < buf.len() / ps {
+            let chunk: Vec<Item<'_>> = items.by_ref().take(per).collect();
+            let bytes = &buf[first * ps..(first + chunk.len()) * ps];
+            first += chunk.len();
+            if let Err(e) = self.write_chunk(&chunk, bytes) {
+                chunk
+                    .into_iter()
+                    .chain(items)
+                    .for_each(|it| pool.release_unwritten(it.claim));
+                return Err(e);
+            }
+            for it in chunk {
+                done.pages += 1;
+                done.neighbors += usize::from(it.neighbor);
+                pool.release_written(it.claim);
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 1: the redo of every change in the batch must be durable before
+    /// any of its pages reaches the data files. Checked in every build.
+    fn check_wal(&self, pool: &BufferPool, items: &[Item<'_>]) -> Result<()> {
+        let newest = items
+            .iter()
+            .map(|i| pool.newest_modification(&i.claim))
+            .max()
+            .unwrap_or(0);
+        self.wal.flush_up_to(newest)?;
+        let durable = self.wal.flushed_lsn();
+        for it in items {
+            let lsn = page_lsn(it.claim.image());
+            if lsn > durable {
+                return Err(Error::Corruption(format!(
+                    "write-ahead rule violated: page {} has page LSN {lsn} but the redo log \
+                     is durable only up to LSN {durable}; the batch was not written",
+                    it.claim.id
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Steps 3–5 for one chunk (its items sorted and allocated, `bytes`
+    /// their images).
+    fn write_chunk(&self, chunk: &[Item<'_>], bytes: &[u8]) -> Result<()> {
+        let ps = self.space.page_size();
+        self.space.check_poisoned()?;
+        let Some(d) = &self.dblwr else {
+            return self.write_runs(chunk, bytes);
+        };
+        let pages: Vec<(PageId, &[u8])> = chunk
+            .iter()
+            .enumerate()
+            .map(|(k, it)| (it.claim.id, &bytes[k * ps..(k + 1) * ps]))
+            .collect();
+        let mut area = d.claim();
+        area.write_and_sync(&pages)?;
+        let mut attempt = self.write_runs(chunk, bytes);
+        for pause in IN_PLACE_RETRIES {
+            let Err(e) = &attempt else { break };
+            log::warn!(
+                "in-place write of a doublewritten batch failed ({e}); retrying in {pause:?}"
+            );
+            std::thread::sleep(pause);
+            attempt = self.write_runs(chunk, bytes);
+        }
+        if let Err(e) = attempt {
+            self.space.poison(format!(
+                "an in-place page write failed ({e}) after its doublewrite copy was made; the data \
+                 files may hold a torn page whose only good copy is in doublewrite area {}: \
+                 restart the engine so that recovery repairs it",
+                area.area()
+            ));
+            area.keep_forever();
+            return Err(e);
+        }
+        if let Err(e) = self.space.sync() {
+            // The sync poisoned the data files; the copies stay for recovery.
+            area.keep_forever();
+            return Err(e);
+        }
+        drop(area);
+        Ok(())
+    }
+
+    /// Issue one write per contiguous run; different files in parallel.
+    fn write_runs(&self, items: &[Item<'_>], buf: &[u8]) -> Result<()> {
+        write_runs(
+            &self.space,
+            self.cfg.write_io_threads,
+            items.iter().map(|i| (i.file, i.offset)),
+            buf,
+        )
+    }
+}
+
+/// Write `buf` (whole pages, sorted by file and offset; page `k` goes to
+/// `places[k]`) with one write per contiguous run, up to `streams` files in
+/// parallel.
+fn write_runs(
+    space: &Tablespace,
+    streams: usize,
+    places: impl Iterator<Item = (usize, u64)>,
+    buf: &[u8],
+) -> Result<()> {
+    let ps = space.page_size();
+    // (file, offset, first page, page count)
+    let mut runs: Vec<(usize, u64, usize, usize)> = Vec::new();
+    for (k, (file, offset)) in places.enumerate() {
+        match runs.last_mut() {
+            Some(r) if r.0 == file && r.1 + (r.3 * ps) as u64 == offset => r.3 += 1,
+            _ => runs.push((file, offset, k, 1)),
+        }
+    }
+    let write = |r: &(usize, u64, usize, usize)| {
+        space.write_run(r.0, r.1, &buf[r.2 * ps..(r.2 + r.3) * ps])
+    };
+    let streams = streams.min(space.n_files());
+    if streams <= 1 || runs.len() == 1 {
+        return runs.iter().try_for_each(write);
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..streams)
+            .map(|t| {
+                let runs = &runs;
+                let write = &write;
+                s.spawn(move || {
+                    runs.iter()
+                        .filter(|r| r.0 % streams == t)
+                        .try_for_each(write)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect::<Result<Vec<()>>>()
+            .map(|_| ())
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

@@ -1,0 +1,308 @@
+//! The batch writer on a real pool: neighbors, counters, the WAL rule.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::FlushKind;
+use crate::buffer::{BufferPool, PoolConfig};
+use crate::error::{Error, Result};
+use crate::flush::{Wal, WriteBack, WriteConfig};
+use crate::io::{AlignedBuf, FlushMethod, OsFileSystem};
+use crate::metrics::Metrics;
+use crate::page::Lsn;
+use crate::page::{init_page, page_lsn, PageId, PageType};
+use crate::space::Tablespace;
+
+const PS: usize = 4096;
+/// 256 frames: areas of 16 pages.
+const FRAMES: usize = 256;
+
+/// A log that is durable as soon as it is asked to be.
+#[derive(Default)]
+struct HonestWal(AtomicU64);
+
+impl Wal for HonestWal {
+    fn flush_up_to(&self, lsn: Lsn) -> Result<()> {
+        self.0.fetch_max(lsn, Ordering::AcqRel);
+        Ok(())
+    }
+    fn flushed_lsn(&self) -> Lsn {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// A log that says it flushed and never did.
+struct LyingWal;
+
+impl Wal for LyingWal {
+    fn flush_up_to(&self, _lsn: Lsn) -> Result<()> {
+        Ok(())
+    }
+    fn flushed_lsn(&self) -> Lsn {
+        0
+    }
+}
+
+struct TestPool {
+    pool: BufferPool,
+    wb: WriteBack,
+    metrics: Arc<Metrics>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestPool {
+    fn new(flush_neighbors: u8, wal: Arc<dyn Wal>) -> TestPool {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let fs = OsFileSystem::new(FlushMethod::NoSync);
+        let space = Arc::new(Tablespace::create(&fs, dir.path(), PS, 2, metrics.clone()).unwrap());
+        let cfg = PoolConfig {
+            page_size: PS,
+            frames: FRAMES,
+            instances: 1,
+            old_blocks_pct: 37,
+            old_blocks_time_ms: 1000,
+            free_wait_timeout: Duration::from_secs(5),
+        };
+        let wcfg = WriteConfig {
+            write_io_threads: 2,
+            flush_neighbors,
+        };
+        let wb = WriteBack::new(space.clone(), metrics.clone(), wal, None, wcfg);
+        let pool = BufferPool::new(cfg, space, metrics.clone());
+        TestPool {
+            pool,
+            wb,
+            metrics,
+            _dir: dir,
+        }
+    }
+
+    /// Put page `page_no` in the pool, dirtied by redo `[start, start + 10)`
+    /// when `start` is given, clean otherwise.
+    fn put(&self, page_no: u32, start: Option<Lsn>) {
+        let id = PageId::new(0, page_no);
+        let mut w = self.pool.create(id).unwrap();
+        init_page(&mut w, id, PageType::BtreeLeaf);
+        if let Some(s) = start {
+            self.pool.mark_dirty(&mut w, s, s + 10);
+        }
+    }
+
+    fn metric(&self, name: &str) -> u64 {
+        self.metrics.get(name).unwrap()
+    }
+
+    /// Page numbers still on the flush list, ascending.
+    fn dirty_pages(&self) -> Vec<u32> {
+        let inst = &self.pool.instances[0];
+        let mut v: Vec<u32> = inst
+            .flush_list
+            .lock()
+            .iter()
+            .map(|&(_, fid)| inst.frames[fid as usize].page().unwrap().page_no)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Does the data file hold a valid image of `page_no`?
+    fn on_disk(&self, page_no: u32) -> bool {
+        let mut buf = AlignedBuf::new(PS);
+        self.pool
+            .space
+            .read_page(PageId::new(0, page_no), &mut buf)
+            .is_ok()
+    }
+}
+
+/// The dirty pattern `..D..D..DDDPD..D` on pages 16..32 (one
+/// area of 16 pages), plus dirty pages 15 and 32 just outside the area.
+/// P (page 27) has the oldest modification, so a one-page flush-list
+/// batch requests P alone. Position 13 (page 29) is in the pool but
+/// clean; the other `.` pages are not in the pool.
+const BASE: u32 = 16;
+const P: u32 = BASE + 11;
+const DIRTY: [u32; 8] = [2, 5, 8, 9, 10, 11, 12, 15];
+
+fn pattern_pool(mode: u8) -> TestPool {
+    let t = TestPool::new(mode, Arc::new(HonestWal::default()));
+    assert_eq!(crate::flush::neighbors::area_size(FRAMES), 16);
+    t.put(P, Some(1));
+    for (k, &i) in DIRTY.iter().filter(|&&i| BASE + i != P).enumerate() {
+        t.put(BASE + i, Some(100 + 10 * k as u64));
+    }
+    t.put(BASE, None);
+    t.put(BASE + 13, None);
+    t.put(BASE - 1, Some(500));
+    t.put(BASE + 16, Some(510));
+    assert_eq!(t.dirty_pages().len(), 10);
+    t
+}
+
+/// Flush P through a one-page background batch; check what was written.
+fn flush_p(mode: u8, expect: &[u32], writes: u64) {
+    let t = pattern_pool(mode);
+    let n =
+        t.wb.flush_list_batch(&t.pool, 0, 1, u64::MAX, FlushKind::Background)
+            .unwrap();
+    let expect: Vec<u32> = expect.iter().map(|i| BASE + i).collect();
+    assert_eq!(n, expect.len(), "mode {mode}");
+    let neighbors = expect.len() as u64 - 1;
+    assert_eq!(t.metric("buffer_pages_written"), expect.len() as u64);
+    assert_eq!(t.metric("buffer_flush_neighbor_total_pages"), neighbors);
+    assert_eq!(
+        t.metric("buffer_flush_background_total_pages"),
+        expect.len() as u64
+    );
+    assert_eq!(t.metric("buffer_flush_batches"), 1);
+    assert_eq!(
+        t.metric("os_data_writes"),
+        writes,
+        "mode {mode}: one write per run"
+    );
+    assert_eq!(
+        t.metric("buffer_pool_pages_dirty"),
+        10 - expect.len() as u64
+    );
+    for page in BASE - 1..=BASE + 16 {
+        let written = expect.contains(&page);
+        assert_eq!(t.on_disk(page), written, "mode {mode}: page {page}");
+        let dirty = t.dirty_pages().contains(&page);
+        let was_dirty =
+            page == BASE - 1 || page == BASE + 16 || DIRTY.iter().any(|&i| BASE + i == page);
+        assert_eq!(dirty, was_dirty && !written, "mode {mode}: page {page}");
+    }
+    let inst = &t.pool.instances[0];
+    assert!(inst
+        .frames
+        .iter()
+        .all(|f| !f.flushing.load(Ordering::Acquire)));
+}
+
+#[test]
+fn neighbors_off_writes_the_page_alone() {
+    flush_p(0, &[11], 1);
+}
+
+#[test]
+fn neighbors_contiguous_writes_the_dirty_run() {
+    // 8..=12 are contiguous in one file: a single write.
+    flush_p(1, &[8, 9, 10, 11, 12], 1);
+}
+
+#[test]
+fn neighbors_area_writes_every_dirty_page_of_the_area() {
+    // Runs 2, 5, 8..=12 and 15; pages 15 and 32 (other areas) stay dirty.
+    flush_p(2, &DIRTY, 4);
+}
+
+#[test]
+fn single_page_flush_never_takes_neighbors() {
+    let t = pattern_pool(2);
+    let inst = &t.pool.instances[0];
+    let fid = *inst.hash.read().get(&PageId::new(0, P)).unwrap();
+    t.wb.flush_frames(&t.pool, 0, &[fid], FlushKind::Single)
+        .unwrap();
+    assert_eq!(t.metric("buffer_pages_written"), 1);
+    assert_eq!(t.metric("buffer_LRU_single_flush_total_pages"), 1);
+    assert_eq!(t.metric("buffer_flush_neighbor_total_pages"), 0);
+    assert!(t.on_disk(P));
+    assert!(!t.on_disk(P - 1));
+}
+
+#[test]
+fn requested_pages_are_written_once_and_not_counted_as_neighbors() {
+    for mode in [1, 2] {
+        let t = pattern_pool(mode);
+        let n =
+            t.wb.flush_list_batch(&t.pool, 0, 100, u64::MAX, FlushKind::Adaptive)
+                .unwrap();
+        assert_eq!(n, 10, "mode {mode}");
+        assert_eq!(t.metric("buffer_pages_written"), 10);
+        assert_eq!(t.metric("os_data_written_bytes"), 10 * PS as u64);
+        assert_eq!(t.metric("buffer_flush_adaptive_total_pages"), 10);
+        assert_eq!(t.metric("buffer_flush_neighbor_total_pages"), 0);
+        assert!(t.dirty_pages().is_empty());
+    }
+}
+
+#[test]
+fn lru_batch_takes_neighbors() {
+    let t = pattern_pool(1);
+    let inst = &t.pool.instances[0];
+    let fid = *inst.hash.read().get(&PageId::new(0, P)).unwrap();
+    let n =
+        t.wb.flush_frames(&t.pool, 0, &[fid], FlushKind::Lru)
+            .unwrap();
+    assert_eq!(n, 5);
+    assert_eq!(t.metric("buffer_LRU_batch_flush_total_pages"), 5);
+    assert_eq!(t.metric("buffer_flush_neighbor_total_pages"), 4);
+}
+
+#[test]
+fn a_page_latched_exclusively_ends_the_run() {
+    let t = pattern_pool(1);
+    // Page 25 (position 9) is being changed by a user thread.
+    let held = t.pool.write(PageId::new(0, BASE + 9)).unwrap();
+    let n =
+        t.wb.flush_list_batch(&t.pool, 0, 1, u64::MAX, FlushKind::Background)
+            .unwrap();
+    drop(held);
+    assert_eq!(n, 3, "26, 27 and 28");
+    assert!(t.on_disk(BASE + 10) && t.on_disk(P) && t.on_disk(BASE + 12));
+    assert!(!t.on_disk(BASE + 8) && !t.on_disk(BASE + 9));
+}
+
+#[test]
+fn wal_rule_refuses_a_page_whose_redo_is_not_durable() {
+    let t = TestPool::new(2, Arc::new(LyingWal));
+    t.put(5, Some(1));
+    t.put(6, Some(20));
+    let err =
+        t.wb.flush_list_batch(&t.pool, 0, 1, u64::MAX, FlushKind::Background)
+            .unwrap_err();
+    match &err {
+        Error::Corruption(m) => {
+            assert!(m.contains("page 0:5") || m.contains("page 0:6"), "{m}");
+            assert!(m.contains("durable only up to LSN 0"), "{m}");
+            assert!(
+                m.contains("page LSN 11") || m.contains("page LSN 30"),
+                "{m}"
+            );
+        }
+        e => panic!("unexpected error {e}"),
+    }
+    // Nothing reached the data files: they still end after the header.
+    assert_eq!(t.metric("os_data_writes"), 0);
+    assert_eq!(t.metric("os_data_written_bytes"), 0);
+    let mut buf = AlignedBuf::new(PS);
+    for page in [5, 6] {
+        assert!(!t.pool.space.read_page_raw(page, &mut buf).unwrap());
+    }
+    // Both pages are still dirty, and free to be written later.
+    assert_eq!(t.dirty_pages(), [5, 6]);
+    assert_eq!(t.metric("buffer_pages_written"), 0);
+    assert_eq!(t.metric("buffer_pool_pages_dirty"), 2);
+    let inst = &t.pool.instances[0];
+    assert!(inst
+        .frames
+        .iter()
+        .all(|f| !f.flushing.load(Ordering::Acquire)));
+}
+
+#[test]
+fn wal_rule_honest_log_lets_the_page_through() {
+    let wal = Arc::new(HonestWal::default());
+    let t = TestPool::new(0, wal.clone());
+    t.put(5, Some(1));
+    let n =
+        t.wb.flush_list_batch(&t.pool, 0, 1, u64::MAX, FlushKind::Background)
+            .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(wal.flushed_lsn(), 11);
+    assert!(t.dirty_pages().is_empty());
+    let mut buf = AlignedBuf::new(PS);
+    t.pool.space.read_page(PageId::new(0, 5), &mut buf).unwrap();
+    assert_eq!(page_lsn(&buf), 11);
+}

@@ -1,0 +1,191 @@
+//! Write-back's state and its entry points: what the page cleaners, a
+//! thread short of frames, a checkpoint and shutdown ask for. The batch
+//! writer itself is in [`super::batch`].
+//!
+//! # Waking the cleaners
+//! `wakeup` is a counter under a mutex with a condvar. A thread short of
+//! frames, or a writer stopped in the free check, bumps it and notifies;
+//! the coordinator reads it at the start of a round and sleeps only if it
+//! has not moved since, so a wake-up during a round is never lost. Nobody
+//! holds a page latch or the log mutex while bumping it.
+//!
+//! # Failures
+//! A failed cleaner round is counted with its message; writers waiting for
+//! the cleaners (in the free check) compare the count with what they saw
+//! when they began to wait and give up with that message instead of
+//! waiting for their timeout.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::batch::FlushKind;
+use super::doublewrite::Doublewrite;
+use super::policy::Decision;
+use crate::buffer::{BufferPool, FrameWriter};
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::page::Lsn;
+use crate::space::Tablespace;
+
+/// The write-ahead rule's hook: before a page whose newest change ended at
+/// `lsn` is written, the redo log must be durable up to `lsn`.
+pub trait Wal: Send + Sync {
+    /// Make the log durable up to `lsn`.
+    fn flush_up_to(&self, lsn: Lsn) -> Result<()>;
+    /// The end of the durable log: the batch writer refuses to write a page
+    /// whose page LSN lies beyond it.
+    fn flushed_lsn(&self) -> Lsn;
+}
+
+/// How batches are written, from the options.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteConfig {
+    /// Threads that write one batch in parallel (one stream per data file
+    /// at most).
+    pub write_io_threads: usize,
+    /// Neighbor flushing: 0 = none, 1 = the contiguous dirty run around a
+    /// written page, 2 = every dirty page of its area (single-page flushes
+    /// never write neighbors).
+    pub flush_neighbors: u8,
+}
+
+/// Write-back: the data files' writer side, the doublewrite areas, the
+/// write-ahead hook, and the state the page cleaners share with writers.
+pub struct WriteBack {
+    pub(crate) space: Arc<Tablespace>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) wal: Arc<dyn Wal>,
+    /// Doublewrite areas, when `doublewrite` is on.
+    pub(crate) dblwr: Option<Doublewrite>,
+    pub(crate) cfg: WriteConfig,
+    /// Bumped and signalled when a thread wants free frames or room in the
+    /// log (module doc).
+    pub(crate) wakeup: (Mutex<u64>, Condvar),
+    /// The policy's last decision, for the status report.
+    pub(crate) last_decision: Mutex<Decision>,
+    /// Cleaner failures so far and the last one's message.
+    failures: (AtomicU64, Mutex<String>),
+}
+
+impl WriteBack {
+    /// Write-back for `space` with the given log hook and doublewrite areas.
+    pub(crate) fn new(
+        space: Arc<Tablespace>,
+        metrics: Arc<Metrics>,
+        wal: Arc<dyn Wal>,
+        dblwr: Option<Doublewrite>,
+        cfg: WriteConfig,
+    ) -> WriteBack {
+        WriteBack {
+            space,
+            metrics,
+            wal,
+            dblwr,
+            cfg,
+            wakeup: (Mutex::new(0), Condvar::new()),
+            last_decision: Mutex::new(Decision::default()),
+            failures: Default::default(),
+        }
+    }
+
+    /// Wake the page cleaners.
+    pub fn wake_cleaners(&self) {
+        let (m, c) = &self.wakeup;
+        *m.lock() += 1;
+        c.notify_all();
+    }
+
+    /// Record that a page cleaner failed to flush or checkpoint.
+    pub(crate) fn note_failure(&self, msg: String) {
+        *self.failures.1.lock() = msg;
+        self.failures.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Cleaner failures so far.
+    pub(crate) fn failures(&self) -> u64 {
+        self.failures.0.load(Ordering::Acquire)
+    }
+
+    /// The last cleaner failure's message.
+    pub(crate) fn last_failure(&self) -> String {
+        self.failures.1.lock().clone()
+    }
+
+    /// LRU batch flush of one instance: scan up to `depth` frames from the
+    /// tail, move clean unfixed ones to the free list and write the dirty
+    /// ones (then free them too), until `want_free` frames are free.
+    /// Returns (pages written, pages evicted).
+    pub fn lru_flush(
+        &self,
+        pool: &BufferPool,
+        inst: usize,
+        depth: usize,
+        want_free: usize,
+    ) -> Result<(usize, usize)> {
+        let (mut evicted, dirty) = pool.lru_free_clean(inst, depth, want_free);
+        let written = self.flush_frames(pool, inst, &dirty, FlushKind::Lru)?;
+        if written > 0 {
+            evicted += pool.free_if_clean(inst, &dirty, want_free);
+        }
+        Metrics::add(
+            &self.metrics.buffer_LRU_batch_evict_total_pages,
+            evicted as u64,
+        );
+        Ok((written, evicted))
+    }
+
+    /// Write up to `max` pages from the oldest end of instance `inst`'s
+    /// flush list whose oldest modification is below `lsn_limit`.
+    pub fn flush_list_batch(
+        &self,
+        pool: &BufferPool,
+        inst: usize,
+        max: usize,
+        lsn_limit: Lsn,
+        kind: FlushKind,
+    ) -> Result<usize> {
+        let fids = pool.flush_list_oldest(inst, max, lsn_limit);
+        self.flush_frames(pool, inst, &fids, kind)
+    }
+
+    /// Write every page whose oldest change is below `lsn_limit`, then sync
+    /// the data files: a sharp checkpoint up to an LSN taken by the caller
+    /// (shutdown passes the end of the log). Pages changed after the call
+    /// began are not waited for, so concurrent writers cannot keep it
+    /// going forever; pages latched exclusively by a user thread are
+    /// retried (for at most about 100 s before giving up with an error).
+    pub fn flush_below(&self, pool: &BufferPool, lsn_limit: Lsn) -> Result<()> {
+        const ROUNDS: usize = 100_000;
+        for round in 0..ROUNDS {
+            let mut left = false;
+            for i in 0..pool.n_instances() {
+                self.flush_list_batch(pool, i, 256, lsn_limit, FlushKind::All)?;
+                left |= !pool.flush_list_oldest(i, 1, lsn_limit).is_empty();
+            }
+            if !left {
+                return self.space.sync();
+            }
+            // Held by a user thread for the moment: let it finish.
+            std::thread::sleep(std::time::Duration::from_micros(if round < 100 {
+                10
+            } else {
+                1000
+            }));
+        }
+        Err(Error::LogOverloaded(format!(
+            "pages changed before LSN {lsn_limit} stayed latched by other threads for {ROUNDS} flush rounds"
+        )))
+    }
+}
+
+impl FrameWriter for WriteBack {
+    fn write_victim(&self, pool: &BufferPool, inst: usize, fid: u32) -> Result<bool> {
+        Ok(self.flush_frames(pool, inst, &[fid], FlushKind::Single)? > 0)
+    }
+
+    fn frames_wanted(&self) {
+        self.wake_cleaners();
+    }
+}

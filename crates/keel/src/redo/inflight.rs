@@ -1,0 +1,164 @@
+//! Commits in flight: their logical record is in the log, their write set
+//! not yet applied to every page. Recovery re-applies such a commit from its
+//! record, so the checkpoint must never pass the newest copy of it: each
+//! entry's *pin* is the start LSN of the newest record group holding it.
+//!
+//! A long-running commit (a large write set, or one stalled for log space)
+//! would hold the checkpoint back for as long as it runs. To release the
+//! pins, the checkpointer relocates every in-flight record into one
+//! `TXN_RELOCATED` group appended at the current end of the log; the pins
+//! move there, and the checkpoint may pass the original records. Recovery
+//! merges both kinds of group into one map keyed by the commit's own LSN,
+//! from which `TXN_APPLIED` markers remove the commits that finished.
+//!
+//! Relocated group payload (integers little-endian):
+//!
+//! | size | field                                   |
+//! |-----:|-----------------------------------------|
+//! | 4    | number of commits `n`                   |
+//! | n ×  | commit LSN u64, record length u32, record bytes |
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::page::{get_u32, get_u64, Lsn};
+
+/// Bytes a relocated group adds per commit besides its record.
+pub(crate) const RELOCATED_ENTRY_OVERHEAD: usize = 12;
+
+struct Entry {
+    /// Start of the newest group holding the record.
+    pin: Lsn,
+    record: Arc<[u8]>,
+}
+
+/// The in-flight commits, keyed by the LSN of their `TXN_COMMIT` group.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    map: BTreeMap<Lsn, Entry>,
+    record_bytes: usize,
+}
+
+impl InFlight {
+    pub fn insert(&mut self, commit: Lsn, record: Arc<[u8]>) {
+        self.record_bytes += record.len();
+        if let Some(old) = self.map.insert(
+            commit,
+            Entry {
+                pin: commit,
+                record,
+            },
+        ) {
+            self.record_bytes -= old.record.len();
+        }
+    }
+
+    /// Forget a finished commit; false if it was not in flight.
+    pub fn remove(&mut self, commit: Lsn) -> bool {
+        match self.map.remove(&commit) {
+            Some(e) => {
+                self.record_bytes -= e.record.len();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The oldest pin: the checkpoint may not pass it.
+    pub fn min_pin(&self) -> Option<Lsn> {
+        self.map.values().map(|e| e.pin).min()
+    }
+
+    /// Payload bytes of a relocated group holding every in-flight record.
+    pub fn relocation_len(&self) -> usize {
+        4 + self.map.len() * RELOCATED_ENTRY_OVERHEAD + self.record_bytes
+    }
+
+    /// Encode the relocated group's payload.
+    pub fn encode_relocation(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.relocation_len());
+        out.extend_from_slice(&(self.map.len() as u32).to_le_bytes());
+        for (&commit, e) in &self.map {
+            out.extend_from_slice(&commit.to_le_bytes());
+            out.extend_from_slice(&(e.record.len() as u32).to_le_bytes());
+            out.extend_from_slice(&e.record);
+        }
+        out
+    }
+
+    /// Every record now also lives in the group starting at `pin`.
+    pub fn move_pins(&mut self, pin: Lsn) {
+        for e in self.map.values_mut() {
+            e.pin = pin;
+        }
+    }
+}
+
+/// Decode a relocated group's payload into (commit LSN, record) pairs.
+pub fn decode_relocation(p: &[u8]) -> Result<Vec<(Lsn, &[u8])>, String> {
+    let bad = |what: &str| Err(format!("relocated commits group: {what}"));
+    if p.len() < 4 {
+        return bad("shorter than its count");
+    }
+    let n = get_u32(p, 0) as usize;
+    // Never trust `n` for an allocation larger than the bytes can hold.
+    let mut out = Vec::with_capacity(n.min(p.len() / RELOCATED_ENTRY_OVERHEAD));
+    let mut at = 4;
+    for i in 0..n {
+        let Some(head) = p.get(at..at + RELOCATED_ENTRY_OVERHEAD) else {
+            return bad(&format!("entry {i} of {n} truncated"));
+        };
+        let (commit, len) = (get_u64(head, 0), get_u32(head, 8) as usize);
+        at += RELOCATED_ENTRY_OVERHEAD;
+        let Some(record) = p.get(at..at.saturating_add(len)) else {
+            return bad(&format!(
+                "record {i} of {n} ({len} bytes) runs past the group"
+            ));
+        };
+        out.push((commit, record));
+        at += len;
+    }
+    if at != p.len() {
+        return bad(&format!("{} trailing bytes", p.len() - at));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn relocation_round_trips_and_moves_every_pin() {
+        let mut f = InFlight::default();
+        f.insert(100, Arc::from(&b"abc"[..]));
+        f.insert(250, Arc::from(&b""[..]));
+        f.insert(300, Arc::from(&b"hello"[..]));
+        assert!(f.remove(250));
+        assert!(!f.remove(250));
+        assert_eq!(f.min_pin(), Some(100));
+        let p = f.encode_relocation();
+        assert_eq!(p.len(), f.relocation_len());
+        let d = decode_relocation(&p).unwrap();
+        assert_eq!(d, vec![(100, &b"abc"[..]), (300, &b"hello"[..])]);
+        f.move_pins(9000);
+        assert_eq!(f.min_pin(), Some(9000));
+        f.remove(100);
+        f.remove(300);
+        assert!(f.is_empty());
+        assert_eq!(f.relocation_len(), 4);
+    }
+
+    proptest! {
+        #[test]
+        fn decoding_any_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode_relocation(&bytes);
+        }
+    }
+}
