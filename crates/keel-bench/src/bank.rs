@@ -388,25 +388,14 @@ impl std::fmt::Display for VerifyReport {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::testing::small_options;
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
-
-    fn small() -> keel::Options {
-        let mut o = keel::Options::default();
-        o.apply_sets([
-            "page_size=4096",
-            "buffer_pool_size=1MiB",
-            "flush_method=nosync",
-            "log_file_size=1MiB",
-        ])
-        .unwrap();
-        o
-    }
 
     #[test]
     fn transfers_keep_the_total_and_verify_sees_tampering() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), small()).unwrap();
+        let db = Db::open(dir.path(), small_options()).unwrap();
         let bank = setup(&db, 50).unwrap();
         let mut acked = Vec::new();
         std::thread::scope(|s| {

@@ -8,3 +8,6 @@ pub mod durability;
 pub mod iobench;
 pub mod oltp;
 pub mod sys;
+
+#[cfg(test)]
+mod testing;

@@ -16,10 +16,9 @@ use anyhow::Result;
 use clap::Args;
 use keel::space::header::{FileHeader, HEADER_LEN};
 use keel::{Db, Options, TreeStats};
-use keel_bench::oltp::{index_key, Row, INDEX_SUFFIX};
+use keel_bench::oltp::{index_vs_rows, INDEX_SUFFIX};
 
-/// Mismatches shown by id in one problem line; the rest are counted.
-const SHOW: usize = 5;
+use crate::engine_args::EngineArgs;
 
 /// `keel check`'s arguments.
 #[derive(Args)]
@@ -30,42 +29,21 @@ pub struct CheckArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    engine: CheckEngineArgs,
+    engine: EngineArgs,
 }
 
 /// Engine options for opening the database to check. The page size and the
-/// number of data files come from the header of `data-0.keel`; a config
-/// file, `--set` and `--device` are applied after, so an explicit value wins.
-#[derive(Args)]
-struct CheckEngineArgs {
-    /// TOML file with engine options.
-    #[arg(long, value_name = "FILE.toml")]
-    config: Option<PathBuf>,
-    /// Set one engine option, e.g. --set buffer_pool_size=64MiB (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    sets: Vec<String>,
-    /// Device model: unlimited, hdd-raid10, sata-ssd, nvme, or a spec like iops=1500,bw=120MiB,lat=100us,seek=4ms,qd=8.
-    #[arg(long, value_name = "SPEC")]
-    device: Option<String>,
-}
-
-impl CheckEngineArgs {
-    fn options(&self, header: Option<&FileHeader>) -> Result<Options> {
-        let mut o = match &self.config {
-            Some(p) => Options::from_toml_file(p)?,
-            None => Options::default(),
-        };
+/// number of data files come from the header of `data-0.keel`, over a
+/// config file's; `--set` and `--device` are applied after, so an explicit
+/// value wins.
+fn options(engine: &EngineArgs, header: Option<&FileHeader>) -> Result<Options> {
+    engine.options_with(|o| {
         if let Some(h) = header {
             o.set("page_size", &h.page_size.to_string())?;
             o.set("data_files", &h.n_files.to_string())?;
         }
-        o.apply_sets(self.sets.iter().map(String::as_str))?;
-        if let Some(d) = &self.device {
-            o.set("device", d)?;
-        }
-        o.validate()?;
-        Ok(o)
-    }
+        Ok(())
+    })
 }
 
 /// One checked tree, as listed.
@@ -116,7 +94,7 @@ pub fn run(args: CheckArgs) -> Result<()> {
     Ok(())
 }
 
-fn check_dir(dir: &Path, engine: &CheckEngineArgs) -> Result<Outcome> {
+fn check_dir(dir: &Path, engine: &EngineArgs) -> Result<Outcome> {
     let mut out = Outcome {
         recovered: false,
         recovery: None,
@@ -130,7 +108,7 @@ fn check_dir(dir: &Path, engine: &CheckEngineArgs) -> Result<Outcome> {
             None
         }
     };
-    let opts = engine.options(header.as_ref())?;
+    let opts = options(engine, header.as_ref())?;
     if header.is_none() {
         // Opening would only fail again on the same file.
         return Ok(out);
@@ -268,152 +246,6 @@ fn pair_up(
         entries.push(ix_entry);
     }
     entries
-}
-
-/// Mismatches of one kind: the first [`SHOW`] described, the rest counted.
-#[derive(Default)]
-struct Samples {
-    count: usize,
-    shown: Vec<String>,
-}
-
-impl Samples {
-    fn wants_more(&self) -> bool {
-        self.shown.len() < SHOW
-    }
-    fn add(&mut self, what: impl FnOnce() -> String) {
-        if self.wants_more() {
-            self.shown.push(what());
-        }
-        self.count += 1;
-    }
-    fn report(&self, problems: &mut Vec<String>, head: impl FnOnce(usize) -> String) {
-        if self.count == 0 {
-            return;
-        }
-        let mut line = format!("{}: {}", head(self.count), self.shown.join("; "));
-        if self.count > self.shown.len() {
-            line += &format!("; and {} more", self.count - self.shown.len());
-        }
-        problems.push(line);
-    }
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {many}")
-    }
-}
-
-/// Every row of `table` has exactly one entry (k, id) in `index`, and every
-/// entry of `index` is (k, id) of an existing row. Returns the problems
-/// found; an `Err` is a read that failed during the scans.
-///
-/// One scan of each tree: the rows' expected entries (12 bytes per row) are
-/// sorted and merged with the index, which is in (k, id) order.
-fn index_vs_rows(db: &Db, table: &str, index: &str) -> keel::Result<Vec<String>> {
-    let t = db.table(table)?;
-    let ix = db.table(index)?;
-    let mut problems = Vec::new();
-
-    let mut undecodable = Samples::default();
-    let mut expected: Vec<[u8; 12]> = Vec::new();
-    for r in t.range(..)? {
-        let (key, value) = r?;
-        let Ok(id) = <[u8; 8]>::try_from(key.as_slice()).map(u64::from_be_bytes) else {
-            undecodable.add(|| format!("key {key:02x?} is {} bytes, not 8", key.len()));
-            continue;
-        };
-        match Row::decode(&value) {
-            Some(row) => expected.push(index_key(row.k, id)),
-            None => undecodable.add(|| format!("id {id}: value is {} bytes", value.len())),
-        }
-    }
-    expected.sort_unstable();
-
-    let mut missing = Samples::default();
-    let mut stray: Vec<(u32, u64)> = Vec::new();
-    let mut stray_count = 0usize;
-    let mut malformed = Samples::default();
-    let mut exp = expected.iter().peekable();
-    for r in ix.range(..)? {
-        let (key, value) = r?;
-        let Ok(key12) = <[u8; 12]>::try_from(key.as_slice()) else {
-            malformed.add(|| format!("key {key:02x?} is {} bytes, not 12", key.len()));
-            continue;
-        };
-        if !value.is_empty() {
-            let (k, id) = split_index_key(&key12);
-            malformed.add(|| format!("(k {k}, id {id}) has a {}-byte value", value.len()));
-        }
-        while let Some(e) = exp.next_if(|e| **e < key12) {
-            note_missing(e, &mut missing);
-        }
-        if exp.next_if(|e| **e == key12).is_none() {
-            if stray.len() < SHOW {
-                stray.push(split_index_key(&key12));
-            }
-            stray_count += 1;
-        }
-    }
-    for e in exp {
-        note_missing(e, &mut missing);
-    }
-
-    undecodable.report(&mut problems, |n| {
-        format!(
-            "{table}: {} that cannot be decoded as sysbench rows",
-            plural(n, "row", "rows")
-        )
-    });
-    missing.report(&mut problems, |n| {
-        format!(
-            "{table}: {} no entry in index {index}",
-            plural(n, "row has", "rows have")
-        )
-    });
-    malformed.report(&mut problems, |n| {
-        format!(
-            "{table}: {} of index {index} malformed",
-            plural(n, "entry is", "entries are")
-        )
-    });
-    // Say what each shown stray entry points at.
-    let mut strays = Samples::default();
-    for &(k, id) in &stray {
-        let why = match t.get(&id.to_be_bytes())? {
-            None => format!("no row with id {id}"),
-            Some(v) => match Row::decode(&v) {
-                Some(row) => format!("row id {id} has k {}", row.k),
-                None => format!("row id {id} cannot be decoded"),
-            },
-        };
-        strays.add(|| format!("(k {k}, id {id}): {why}"));
-    }
-    strays.count = stray_count;
-    strays.report(&mut problems, |n| {
-        format!(
-            "{table}: {} of index {index} {} no row with that k",
-            plural(n, "entry", "entries"),
-            if n == 1 { "points to" } else { "point to" }
-        )
-    });
-    Ok(problems)
-}
-
-fn note_missing(e: &[u8; 12], missing: &mut Samples) {
-    let (k, id) = split_index_key(e);
-    missing.add(|| format!("id {id} (k {k})"));
-}
-
-fn split_index_key(key: &[u8; 12]) -> (u32, u64) {
-    let mut k = [0u8; 4];
-    let mut id = [0u8; 8];
-    k.copy_from_slice(&key[..4]);
-    id.copy_from_slice(&key[4..]);
-    (u32::from_be_bytes(k), u64::from_be_bytes(id))
 }
 
 fn pages(s: &TreeStats) -> usize {

@@ -24,6 +24,8 @@ use keel_bench::bank::{self, Bank, TransferId};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use crate::engine_args::EngineArgs;
+
 /// Transfer ids of one cycle start at `cycle × CYCLE_IDS`.
 const CYCLE_IDS: u64 = 1_000_000_000;
 /// Each child thread numbers its transfers from `base + thread × THREAD_IDS`.
@@ -39,6 +41,10 @@ const POLL: Duration = Duration::from_millis(5);
 /// every recovery that no money appeared or vanished and that no
 /// acknowledged transfer was lost.
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("sets", |a| a.help(
+    "Set one engine option, e.g. --set buffer_pool_size=4MiB (repeatable). \
+     flush_log_at_trx_commit is always 1",
+)))]
 pub struct CrashtestArgs {
     /// Kill-and-recover cycles.
     #[arg(long, default_value_t = 20)]
@@ -62,10 +68,9 @@ pub struct CrashtestArgs {
     /// Random seed for the kill delays and the transfers (default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Set one engine option, e.g. --set buffer_pool_size=4MiB (repeatable).
-    /// flush_log_at_trx_commit is always 1.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
+    // Passed on to the child.
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 /// The child side of `keel crashtest` (started by the parent, not by hand).
@@ -86,23 +91,21 @@ pub struct ChildArgs {
     /// First transfer id of this child.
     #[arg(long)]
     pub base_id: u64,
-    /// Engine options.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
+    // As the parent was given them.
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Stop on its own after this many seconds (in case the parent is gone).
     #[arg(long, default_value_t = 600)]
     pub max_secs: u64,
 }
 
-/// Engine options from `--set`, with `flush_log_at_trx_commit = 1`.
-fn options(sets: &[String]) -> Result<Options> {
-    let mut o = Options::default();
-    o.apply_sets(sets.iter().map(String::as_str))?;
+/// The engine options, which must keep `flush_log_at_trx_commit = 1`.
+fn options(engine: &EngineArgs) -> Result<Options> {
+    let o = engine.options()?;
     ensure!(
         o.flush_log_at_trx_commit == 1,
         "crashtest needs flush_log_at_trx_commit=1 (every acknowledged commit durable)"
     );
-    o.validate()?;
     Ok(o)
 }
 
@@ -116,7 +119,7 @@ pub fn run(args: CrashtestArgs) -> Result<()> {
 /// (tests can point it at any binary that does).
 pub fn run_with_exe(exe: &Path, child_args_prefix: &[&str], args: &CrashtestArgs) -> Result<()> {
     check_args(args)?;
-    let opts = options(&args.sets)?;
+    let opts = options(&args.engine)?;
     let seed = args.seed.unwrap_or_else(clock_seed);
     let (work, tmp) = work_dir(args)?;
     let db_dir = work.join("db");
@@ -262,10 +265,8 @@ impl Parent<'_> {
             .args(["--accounts", &self.args.accounts.to_string()])
             .args(["--threads", &self.args.threads.to_string()])
             .args(["--seed", &child_seed.to_string()])
-            .args(["--base-id", &(cycle * CYCLE_IDS).to_string()]);
-        for s in &self.args.sets {
-            cmd.args(["--set", s]);
-        }
+            .args(["--base-id", &(cycle * CYCLE_IDS).to_string()])
+            .args(self.args.engine.to_args());
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -429,7 +430,7 @@ pub fn child(args: ChildArgs) -> Result<()> {
         (1..=MAX_THREADS).contains(&args.threads),
         "--threads must be between 1 and {MAX_THREADS}"
     );
-    let opts = options(&args.sets)?;
+    let opts = options(&args.engine)?;
     let db =
         Db::open(&args.dir, opts).with_context(|| format!("opening {}", args.dir.display()))?;
     let bank = Bank::open(&db, args.accounts)?;

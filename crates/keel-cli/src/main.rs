@@ -5,11 +5,14 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use keel::{Db, Options};
+use keel::Db;
 use keel_bench::basic::{self, BasicConfig};
+
+use engine_args::EngineArgs;
 
 mod check;
 mod crashtest;
+mod engine_args;
 mod inspect;
 mod iobench;
 mod oltp;
@@ -91,35 +94,6 @@ struct RecoveryArgs {
     engine: EngineArgs,
 }
 
-/// Engine options shared by every command that opens a database.
-#[derive(Args, Clone)]
-struct EngineArgs {
-    /// TOML file with engine options.
-    #[arg(long, value_name = "FILE.toml")]
-    config: Option<PathBuf>,
-    /// Set one engine option, e.g. --set buffer_pool_size=64MiB (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    sets: Vec<String>,
-    /// Device model: unlimited, hdd-raid10, sata-ssd, nvme, or a spec like iops=1500,bw=120MiB,lat=100us,seek=4ms,qd=8.
-    #[arg(long, value_name = "SPEC")]
-    device: Option<String>,
-}
-
-impl EngineArgs {
-    fn options(&self) -> Result<Options> {
-        let mut o = match &self.config {
-            Some(p) => Options::from_toml_file(p)?,
-            None => Options::default(),
-        };
-        o.apply_sets(self.sets.iter().map(String::as_str))?;
-        if let Some(d) = &self.device {
-            o.set("device", d)?;
-        }
-        o.validate()?;
-        Ok(o)
-    }
-}
-
 #[derive(Args)]
 struct BasicArgs {
     /// Rows to load.
@@ -176,16 +150,16 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 fn bench_basic(a: BasicArgs) -> Result<()> {
-    let mut opts = a.engine.options()?;
-    opts.set("buffer_pool_size", &a.buffer_pool_size)?;
-    a.engine.apply_overrides_after(&mut opts)?;
+    // --set and --device win over the shorthand flag.
+    let opts = a.engine.options_with(|o| {
+        o.set("buffer_pool_size", &a.buffer_pool_size)
+            .context("--buffer-pool-size")
+    })?;
     let tmp;
     let dir = match &a.datadir {
         Some(d) => d.clone(),
         None => {
-            tmp = tempfile::Builder::new()
-                .prefix("keel-bench-")
-                .tempdir_in(".")?;
+            tmp = scratch_dir(&None)?;
             tmp.path().to_path_buf()
         }
     };
@@ -245,23 +219,13 @@ fn bench_basic(a: BasicArgs) -> Result<()> {
     Ok(())
 }
 
-impl EngineArgs {
-    /// --set and --device win over shorthand flags.
-    fn apply_overrides_after(&self, o: &mut Options) -> Result<()> {
-        o.apply_sets(self.sets.iter().map(String::as_str))?;
-        if let Some(d) = &self.device {
-            o.set("device", d)?;
-        }
-        o.validate()?;
-        Ok(())
-    }
-}
-
+/// A temporary directory `keel-bench-*` in `dir` (default: here).
 fn scratch_dir(dir: &Option<PathBuf>) -> Result<tempfile::TempDir> {
     let base = dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    Ok(tempfile::Builder::new()
+    tempfile::Builder::new()
         .prefix("keel-bench-")
-        .tempdir_in(base)?)
+        .tempdir_in(&base)
+        .with_context(|| format!("creating a temporary directory in {}", base.display()))
 }
 
 fn bench_commit(a: CommitArgs) -> Result<()> {
@@ -291,7 +255,9 @@ fn bench_commit(a: CommitArgs) -> Result<()> {
 
 fn bench_recovery(a: RecoveryArgs) -> Result<()> {
     let opts = a.engine.options()?;
-    let redo = keel::config::parse_size(&a.redo).map_err(anyhow::Error::msg)?;
+    let redo = keel::config::parse_size(&a.redo)
+        .map_err(anyhow::Error::msg)
+        .context("--redo")?;
     let tmp = scratch_dir(&a.dir)?;
     let r = keel_bench::durability::recovery_time(tmp.path(), opts, redo)?;
     println!(

@@ -7,11 +7,13 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::Args;
 use keel::Options;
 use keel_bench::oltp::{self, Event, OltpParams, OltpReport, Plan, RandType, RunResult, Workload};
+
+use crate::engine_args::EngineArgs;
 
 mod resolve;
 
@@ -21,6 +23,9 @@ use resolve::{resolve, Resolved};
 /// watch throughput next to checkpoint age, dirty pages and flushing.
 #[derive(Args, Debug, Clone)]
 #[command(after_help = after_help())]
+#[command(mut_arg("config", |a| a.help(
+    "TOML file with engine options (keys it sets override the scenario's and the preset's)",
+)))]
 pub struct OltpArgs {
     /// Scenario preset reproducing one field report (seed), or `list` to list
     /// them. It fills only what the command line does not give: flags,
@@ -68,19 +73,13 @@ pub struct OltpArgs {
     /// Skip prepare when --datadir already holds the tables.
     #[arg(long)]
     pub reuse_data: bool,
-    /// TOML file with engine options (keys it sets override the scenario's and the preset's).
-    #[arg(long, value_name = "FILE.toml")]
-    pub config: Option<PathBuf>,
-    /// Set one engine option, e.g. --set buffer_pool_size=64MiB (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
+    // Only the keys a --config file sets override (see resolve.rs).
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Set one engine option only while the tables are prepared, e.g.
     /// --prepare-set device=unlimited (repeatable; after the preset's).
     #[arg(long = "prepare-set", value_name = "KEY=VALUE")]
     pub prepare_sets: Vec<String>,
-    /// Device model: unlimited, hdd-raid10, sata-ssd, nvme, or a spec like iops=1500,bw=120MiB,lat=100us,seek=4ms,qd=8.
-    #[arg(long, value_name = "SPEC")]
-    pub device: Option<String>,
     /// Run once per value, on identical data, e.g. --vary buffer_pool_size=32MiB,64MiB
     /// or --vary threads=1,8 (repeatable: every combination runs).
     #[arg(long, value_name = "KEY=V1,V2,...")]
@@ -147,7 +146,8 @@ pub fn run(a: OltpArgs) -> Result<()> {
         None => {
             tmp = tempfile::Builder::new()
                 .prefix("keel-oltp-")
-                .tempdir_in(".")?;
+                .tempdir_in(".")
+                .context("creating a temporary data directory here (or give --datadir)")?;
             tmp.path().join("db")
         }
     };

@@ -3,33 +3,22 @@
 //! from the file header), a row missing from under its index entry, a
 //! flipped byte in a page, and a crashed directory (recovered, then clean).
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
-use keel::{Db, Options};
+use common::{keel_in, set_flags, small_options, SMALL_SETS};
+use keel::Db;
 use keel_bench::oltp::{index_key, index_name, table_name, Row};
-
-fn keel(args: &[&str], cwd: &Path) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// `keel check DIR --json`, parsed; no engine option is given, so the page
 /// size (4096, not the default) must come from the data file's header.
 fn check_json(db: &Path, cwd: &Path) -> (bool, serde_json::Value) {
-    let (ok, stdout, stderr) = keel(&["check", db.to_str().unwrap(), "--json"], cwd);
-    let v: serde_json::Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\nstderr: {stderr}"));
-    assert_eq!(v["ok"].as_bool().unwrap(), ok, "{v:#}\n{stderr}");
-    (ok, v)
+    let r = keel_in(cwd, &["check", db.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", r.stdout, r.stderr));
+    assert_eq!(v["ok"].as_bool().unwrap(), r.ok(), "{v:#}\n{}", r.stderr);
+    (r.ok(), v)
 }
 
 fn table_rows(v: &serde_json::Value, name: &str) -> u64 {
@@ -54,51 +43,30 @@ fn problems(v: &serde_json::Value) -> Vec<String> {
 
 /// A small sysbench database in `cwd/db`, with 4 KiB pages.
 fn bench_db(cwd: &Path) -> std::path::PathBuf {
-    let (ok, out, err) = keel(
-        &[
-            "bench",
-            "oltp",
-            "--tables",
-            "2",
-            "--table-size",
-            "300",
-            "--threads",
-            "2",
-            "--time",
-            "0.3",
-            "--report-interval",
-            "0.3",
-            "--range-size",
-            "10",
-            "--datadir",
-            "db",
-            "--report",
-            "rep",
-            "--set",
-            "page_size=4096",
-            "--set",
-            "buffer_pool_size=1MiB",
-            "--set",
-            "flush_method=nosync",
-            "--set",
-            "log_file_size=1MiB",
-        ],
-        cwd,
-    );
-    assert!(ok, "{out}{err}");
+    let mut args = vec![
+        "bench",
+        "oltp",
+        "--tables",
+        "2",
+        "--table-size",
+        "300",
+        "--threads",
+        "2",
+        "--time",
+        "0.3",
+        "--report-interval",
+        "0.3",
+        "--range-size",
+        "10",
+        "--datadir",
+        "db",
+        "--report",
+        "rep",
+    ];
+    args.extend(set_flags(SMALL_SETS));
+    let r = keel_in(cwd, &args);
+    assert!(r.ok(), "{r}");
     cwd.join("db")
-}
-
-fn small_options() -> Options {
-    let mut o = Options::default();
-    o.apply_sets([
-        "page_size=4096",
-        "buffer_pool_size=1MiB",
-        "flush_method=nosync",
-        "log_file_size=1MiB",
-    ])
-    .unwrap();
-    o
 }
 
 #[test]
@@ -123,12 +91,16 @@ fn clean_bench_database_passes_and_a_row_missing_under_its_index_entry_fails() {
         "{v:#}"
     );
     // The human form says the same.
-    let (ok, out, err) = keel(&["check", db.to_str().unwrap()], tmp.path());
-    assert!(ok && out.contains("check passed"), "{out}{err}");
-    assert!(out.contains("sbtest1.k") && out.contains("ok"), "{out}");
+    let r = keel_in(tmp.path(), &["check", db.to_str().unwrap()]);
+    assert!(r.ok() && r.stdout.contains("check passed"), "{r}");
+    assert!(
+        r.stdout.contains("sbtest1.k") && r.stdout.contains("ok"),
+        "{}",
+        r.stdout
+    );
 
     // Delete one row behind the index's back: its index entry is now stray.
-    let d = Db::open(&db, small_options()).unwrap();
+    let d = Db::open(&db, small_options(&[])).unwrap();
     let t = d.table(&table_name(1)).unwrap();
     let (key, value) = t.range(..).unwrap().nth(7).unwrap().unwrap();
     let id = u64::from_be_bytes(key.as_slice().try_into().unwrap());
@@ -154,11 +126,12 @@ fn clean_bench_database_passes_and_a_row_missing_under_its_index_entry_fails() {
     );
     // Trees themselves are fine and still listed.
     assert_eq!(table_rows(&v, "sbtest1.k"), table_rows(&v, "sbtest1") + 1);
-    let (ok, out, err) = keel(&["check", db.to_str().unwrap()], tmp.path());
-    assert!(!ok, "{out}{err}");
+    let r = keel_in(tmp.path(), &["check", db.to_str().unwrap()]);
+    assert!(!r.ok(), "{r}");
     assert!(
-        out.contains("check FAILED") && out.contains(&format!("id {id}")),
-        "{out}"
+        r.stdout.contains("check FAILED") && r.stdout.contains(&format!("id {id}")),
+        "{}",
+        r.stdout
     );
 }
 
@@ -187,11 +160,12 @@ fn flipped_byte_in_a_page_fails_naming_page_and_file() {
             .any(|p| p.contains("page") && p.contains(":3") && p.contains("data-0.keel")),
         "{p:?}"
     );
-    let (ok, out, err) = keel(&["check", db.to_str().unwrap()], tmp.path());
-    assert!(!ok && out.contains("check FAILED"), "{out}{err}");
+    let r = keel_in(tmp.path(), &["check", db.to_str().unwrap()]);
+    assert!(!r.ok() && r.stdout.contains("check FAILED"), "{r}");
     assert!(
-        out.contains("checksum") && out.contains("data-0.keel"),
-        "{out}"
+        r.stdout.contains("checksum") && r.stdout.contains("data-0.keel"),
+        "{}",
+        r.stdout
     );
 }
 
@@ -199,7 +173,7 @@ fn flipped_byte_in_a_page_fails_naming_page_and_file() {
 fn crashed_directory_is_recovered_then_passes() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
-    let d = Db::open(&dir, small_options()).unwrap();
+    let d = Db::open(&dir, small_options(&[])).unwrap();
     let t = d.create_table("sbtest1").unwrap();
     let ix = d.create_table("sbtest1_k").unwrap();
     let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(5);
@@ -212,15 +186,17 @@ fn crashed_directory_is_recovered_then_passes() {
     }
     d.simulate_crash();
 
-    let (ok, out, err) = keel(&["check", dir.to_str().unwrap()], tmp.path());
-    assert!(ok, "{out}{err}");
+    let r = keel_in(tmp.path(), &["check", dir.to_str().unwrap()]);
+    assert!(r.ok(), "{r}");
     assert!(
-        out.contains("recovered: ") && out.contains("redo group(s) applied"),
-        "{out}"
+        r.stdout.contains("recovered: ") && r.stdout.contains("redo group(s) applied"),
+        "{}",
+        r.stdout
     );
     assert!(
-        out.contains("sbtest1.k") && out.contains("check passed"),
-        "{out}"
+        r.stdout.contains("sbtest1.k") && r.stdout.contains("check passed"),
+        "{}",
+        r.stdout
     );
     // Recovered once; the second check finds a clean directory.
     let (ok, v) = check_json(&dir, tmp.path());

@@ -1,20 +1,9 @@
 #![allow(clippy::unwrap_used)]
 //! The `keel` commands run end to end with tiny parameters, so they never rot.
 
-use std::process::Command;
+mod common;
 
-fn keel(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
+use common::keel;
 
 #[test]
 fn bench_basic_then_check_then_check_finds_a_corrupted_page() {
@@ -44,7 +33,7 @@ fn bench_basic_then_check_then_check_finds_a_corrupted_page() {
         db_s,
     ];
     args.extend(small);
-    let (ok, out) = keel(&args);
+    let (ok, out) = keel(&args).ok_and_text();
     assert!(ok, "{out}");
     assert!(
         out.contains("point_get") && out.contains("invariants hold"),
@@ -52,14 +41,14 @@ fn bench_basic_then_check_then_check_finds_a_corrupted_page() {
     );
     let mut args = vec!["check", db_s];
     args.extend(small);
-    let (ok, out) = keel(&args);
+    let (ok, out) = keel(&args).ok_and_text();
     assert!(ok && out.contains("check passed"), "{out}");
     // Flip a byte in page 3 (file 0, offset 4 × 4096).
     let path = db.join("data-0.keel");
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[4 * 4096 + 100] ^= 0xff;
     std::fs::write(&path, bytes).unwrap();
-    let (ok, out) = keel(&args);
+    let (ok, out) = keel(&args).ok_and_text();
     assert!(!ok, "{out}");
     assert!(
         out.contains("checksum") && out.contains("data-0.keel"),
@@ -86,7 +75,8 @@ fn bench_commit_and_recovery_run() {
         "page_size=4096",
         "--set",
         "log_file_size=1MiB",
-    ]);
+    ])
+    .ok_and_text();
     assert!(ok, "{out}");
     assert_eq!(
         out.lines()
@@ -104,7 +94,8 @@ fn bench_commit_and_recovery_run() {
         d,
         "--set",
         "buffer_pool_size=32MiB",
-    ]);
+    ])
+    .ok_and_text();
     assert!(ok, "{out}");
     assert!(
         out.contains("recovery") && out.contains("page records applied"),
@@ -114,24 +105,14 @@ fn bench_commit_and_recovery_run() {
 
 #[test]
 fn bad_options_are_rejected_by_name() {
-    let (ok, out) = keel(&[
-        "bench",
-        "basic",
-        "--rows",
-        "10",
-        "--set",
-        "no_such_option=1",
-    ]);
-    assert!(!ok && out.contains("no_such_option"), "{out}");
-    let (ok, out) = keel(&[
-        "bench",
-        "basic",
-        "--rows",
-        "10",
-        "--set",
-        "page_cleaners=lots",
-    ]);
-    assert!(!ok && out.contains("page_cleaners"), "{out}");
-    let (ok, out) = keel(&["bench", "basic", "--rows", "10", "--device", "iops=fast"]);
-    assert!(!ok && out.contains("device"), "{out}");
+    for (flags, needle) in [
+        (["--set", "no_such_option=1"], "no_such_option"),
+        (["--set", "page_cleaners=lots"], "page_cleaners"),
+        (["--device", "iops=fast"], "device"),
+    ] {
+        let mut args = vec!["bench", "basic", "--rows", "10"];
+        args.extend(flags);
+        let (ok, out) = keel(&args).ok_and_text();
+        assert!(!ok && out.contains(needle), "{flags:?}: {out}");
+    }
 }

@@ -9,13 +9,15 @@
 //! instances with four page cleaners flush in parallel, neighbor areas
 //! included.
 
-use std::process::Command;
+mod common;
+
+use common::{keel_cmd, run};
 
 #[test]
 fn sigkilled_bank_transfers_keep_total_and_every_acknowledged_commit() {
     let dir = tempfile::tempdir().unwrap();
     let started = std::time::Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
+    let out = run(keel_cmd()
         .args(["crashtest", "--cycles", "20", "--threads", "4"])
         .args(["--accounts", "64", "--seed", "20240917"])
         .arg("--dir")
@@ -29,15 +31,9 @@ fn sigkilled_bank_transfers_keep_total_and_every_acknowledged_commit() {
         .args(["--set", "buffer_pool_instances=4"])
         .args(["--set", "page_cleaners=4"])
         // Batches that also write whole neighbor areas.
-        .args(["--set", "flush_neighbors=2"])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if !out.status.success() {
+        .args(["--set", "flush_neighbors=2"]));
+    let text = out.text();
+    if !out.ok() {
         // Keep the database and the crash image for the post-mortem.
         let kept = dir.keep();
         panic!(

@@ -2,35 +2,15 @@
 //! `keel inspect`: reads a closed or crashed database directory without
 //! opening the engine.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
+use std::path::Path;
+
+use common::{keel, small_options};
 use keel::{Db, Options};
 
-fn keel(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn options() -> Options {
-    let mut o = Options::default();
-    for (k, v) in [
-        ("page_size", "4096"),
-        ("buffer_pool_size", "1MiB"),
-        ("flush_method", "nosync"),
-        ("log_file_size", "1MiB"),
-        ("data_files", "2"),
-    ] {
-        o.set(k, v).unwrap();
-    }
-    o
+    small_options(&["data_files=2"])
 }
 
 /// A database with a table of `rows` rows, left open.
@@ -43,10 +23,17 @@ fn populate(dir: &Path, rows: u32) -> Db {
     db
 }
 
+/// `keel inspect DIR`'s report; it must succeed.
+fn inspect_text(dir: &Path) -> String {
+    let r = keel(&["inspect", dir.to_str().unwrap()]);
+    assert_eq!(r.code, Some(0), "{r}");
+    r.stdout
+}
+
 fn inspect_json(dir: &Path) -> serde_json::Value {
-    let (code, out, err) = keel(&["inspect", "--json", dir.to_str().unwrap()]);
-    assert_eq!(code, Some(0), "{out}{err}");
-    serde_json::from_str(&out).unwrap()
+    let r = keel(&["inspect", "--json", dir.to_str().unwrap()]);
+    assert_eq!(r.code, Some(0), "{r}");
+    serde_json::from_str(&r.stdout).unwrap()
 }
 
 #[test]
@@ -54,8 +41,7 @@ fn after_close_nothing_lies_beyond_the_checkpoint() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     populate(&dir, 2000).close().unwrap();
-    let (code, out, err) = keel(&["inspect", dir.to_str().unwrap()]);
-    assert_eq!(code, Some(0), "{out}{err}");
+    let out = inspect_text(&dir);
     for s in [
         "data-0.keel: version 1, page size 4096",
         "data-1.keel",
@@ -79,8 +65,7 @@ fn after_a_crash_recovery_has_redo_to_replay() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     populate(&dir, 2000).simulate_crash();
-    let (code, out, err) = keel(&["inspect", dir.to_str().unwrap()]);
-    assert_eq!(code, Some(0), "{out}{err}");
+    let out = inspect_text(&dir);
     assert!(out.contains("recovery would replay "), "{out}");
     assert!(!out.contains("recovery would replay 0 bytes"), "{out}");
     let j = inspect_json(&dir);
@@ -170,26 +155,28 @@ fn json_has_the_data_files_checkpoints_and_doublewrite() {
 fn missing_directory_and_foreign_files_are_clear_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("nope");
-    let (code, out, err) = keel(&["inspect", missing.to_str().unwrap()]);
-    assert_eq!(code, Some(1), "{out}{err}");
+    let r = keel(&["inspect", missing.to_str().unwrap()]);
+    assert_eq!(r.code, Some(1), "{r}");
     assert!(
-        err.contains("cannot inspect") && err.contains("nope"),
-        "{err}"
+        r.stderr.contains("cannot inspect") && r.stderr.contains("nope"),
+        "{}",
+        r.stderr
     );
 
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    let (code, _, err) = keel(&["inspect", empty.to_str().unwrap()]);
-    assert_eq!(code, Some(1));
-    assert!(err.contains("holds no Keel database"), "{err}");
+    let r = keel(&["inspect", empty.to_str().unwrap()]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("holds no Keel database"), "{}", r.stderr);
 
     let foreign = tmp.path().join("foreign");
     std::fs::create_dir(&foreign).unwrap();
     std::fs::write(foreign.join("data-0.keel"), vec![b'x'; 8192]).unwrap();
-    let (code, _, err) = keel(&["inspect", "--json", foreign.to_str().unwrap()]);
-    assert_eq!(code, Some(1));
+    let r = keel(&["inspect", "--json", foreign.to_str().unwrap()]);
+    assert_eq!(r.code, Some(1));
     assert!(
-        err.contains("data-0.keel") && err.contains("not a Keel data file"),
-        "{err}"
+        r.stderr.contains("data-0.keel") && r.stderr.contains("not a Keel data file"),
+        "{}",
+        r.stderr
     );
 }

@@ -1,46 +1,9 @@
 #![allow(clippy::unwrap_used)]
 //! `keel bench oltp` end to end with tiny tables and a second of running.
 
-use std::process::Command;
+mod common;
 
-fn keel(args: &[&str], cwd: &std::path::Path) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-const SMALL: &[&str] = &[
-    "--tables",
-    "2",
-    "--table-size",
-    "500",
-    "--threads",
-    "4",
-    "--time",
-    "1",
-    "--report-interval",
-    "0.5",
-    "--range-size",
-    "20",
-    "--set",
-    "page_size=4096",
-    "--set",
-    "buffer_pool_size=1MiB",
-    "--set",
-    "flush_method=nosync",
-    "--set",
-    "doublewrite=false",
-    "--set",
-    "log_file_size=1MiB",
-];
+use common::{keel_in, tiny_oltp_flags};
 
 #[test]
 fn bench_oltp_prints_interval_lines_status_and_writes_json_csv_and_report() {
@@ -48,8 +11,8 @@ fn bench_oltp_prints_interval_lines_status_and_writes_json_csv_and_report() {
     let mut args = vec![
         "bench", "oltp", "--json", "out.json", "--csv", "out.csv", "--report", "rep",
     ];
-    args.extend(SMALL);
-    let (ok, out) = keel(&args, dir.path());
+    args.extend(tiny_oltp_flags("4", "1"));
+    let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
     assert!(ok, "{out}");
     assert!(
         out.contains("] thds: 4 tps: ") && out.contains("ckpt age"),
@@ -96,9 +59,9 @@ fn bench_oltp_rejects_bad_options_before_any_work() {
         (vec!["--prepare-set", "page_size=8192"], "page_size"),
     ] {
         let mut args = vec!["bench", "oltp", "--report", "rep"];
-        args.extend(SMALL);
+        args.extend(tiny_oltp_flags("4", "1"));
         args.extend(extra.iter());
-        let (ok, out) = keel(&args, dir.path());
+        let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
         assert!(!ok, "{extra:?} accepted: {out}");
         assert!(out.contains(needle), "{extra:?}: {out}");
         assert!(!out.contains("prepare"), "{extra:?}: work started: {out}");
@@ -108,9 +71,9 @@ fn bench_oltp_rejects_bad_options_before_any_work() {
 #[test]
 fn preset_list_and_help_describe_every_preset() {
     let dir = tempfile::tempdir().unwrap();
-    let (ok, list) = keel(&["bench", "oltp", "--preset", "list"], dir.path());
+    let (ok, list) = keel_in(dir.path(), &["bench", "oltp", "--preset", "list"]).ok_and_text();
     assert!(ok, "{list}");
-    let (ok, help) = keel(&["bench", "oltp", "--help"], dir.path());
+    let (ok, help) = keel_in(dir.path(), &["bench", "oltp", "--help"]).ok_and_text();
     assert!(ok, "{help}");
     for name in [
         "disaster-55",
@@ -132,7 +95,7 @@ fn preset_list_and_help_describe_every_preset() {
         );
     }
     assert!(!list.contains("prepare"), "work started: {list}");
-    let (ok, out) = keel(&["bench", "oltp", "--preset", "nope"], dir.path());
+    let (ok, out) = keel_in(dir.path(), &["bench", "oltp", "--preset", "nope"]).ok_and_text();
     assert!(
         !ok && out.contains("nope") && out.contains("lru-scan-depth"),
         "{out}"
@@ -143,7 +106,8 @@ fn preset_list_and_help_describe_every_preset() {
 fn a_preset_runs_end_to_end_and_flags_and_sets_win_over_it() {
     let dir = tempfile::tempdir().unwrap();
     let started = std::time::Instant::now();
-    let (ok, out) = keel(
+    let (ok, out) = keel_in(
+        dir.path(),
         &[
             "bench",
             "oltp",
@@ -176,8 +140,8 @@ fn a_preset_runs_end_to_end_and_flags_and_sets_win_over_it() {
             "--report",
             "rep",
         ],
-        dir.path(),
-    );
+    )
+    .ok_and_text();
     assert!(ok, "{out}");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(20),

@@ -2,41 +2,20 @@
 //! SIGUSR1 during `keel bench oltp` prints the engine status report between
 //! the interval lines, as well as at the end of the run.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-const SMALL: &[&str] = &[
-    "--tables",
-    "2",
-    "--table-size",
-    "500",
-    "--threads",
-    "2",
-    "--time",
-    "4",
-    "--report-interval",
-    "0.5",
-    "--range-size",
-    "20",
-    "--set",
-    "page_size=4096",
-    "--set",
-    "buffer_pool_size=1MiB",
-    "--set",
-    "flush_method=nosync",
-    "--set",
-    "doublewrite=false",
-    "--set",
-    "log_file_size=1MiB",
-];
+use common::{keel_cmd, tiny_oltp_flags};
 
 #[test]
 fn sigusr1_prints_the_status_report_during_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let mut args = vec!["bench", "oltp", "--report", "rep"];
-    args.extend(SMALL);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
+    args.extend(tiny_oltp_flags("2", "4"));
+    let mut child = keel_cmd()
         .args(&args)
         .current_dir(dir.path())
         .stdout(Stdio::piped())

@@ -260,19 +260,3 @@ pub fn render_html(report: &IobenchReport) -> String {
     );
     page
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nice_ceil_rounds_up_to_round_numbers() {
-        assert_eq!(nice_ceil(0.0), 1.0);
-        assert_eq!(nice_ceil(7.0), 10.0);
-        assert_eq!(nice_ceil(1800.0), 2000.0);
-        assert_eq!(nice_ceil(2100.0), 2500.0);
-        assert_eq!(nice_ceil(30_000.0), 50_000.0);
-        assert_eq!(compact(12_500.0), "12.5k");
-        assert_eq!(compact(2_000_000.0), "2M");
-    }
-}

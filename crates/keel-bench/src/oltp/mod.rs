@@ -23,6 +23,7 @@ mod runner;
 mod sample;
 mod status;
 mod summary;
+mod verify;
 mod workload;
 
 pub use bench::{run_plan, Event, OltpReport, Plan, RunResult};
@@ -41,3 +42,4 @@ pub use runner::run;
 pub use sample::{Interval, PagesFlushed};
 pub use status::{status_report, status_text, StatusInput};
 pub use summary::{LatencyMs, Summary};
+pub use verify::index_vs_rows;

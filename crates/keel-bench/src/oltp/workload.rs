@@ -181,17 +181,13 @@ impl<'a> Client<'a> {
     fn index_update(&mut self, tx: &mut Txn) -> Result<(), Error> {
         let id = self.id();
         let t = self.table();
-        let key = primary_key(id);
-        let Some(v) = tx.get_for_update(&t.primary, &key)? else {
+        let Some(mut row) = row_for_update(tx, t, id)? else {
             return Ok(());
-        };
-        let Some(mut row) = Row::decode(&v) else {
-            return Err(bad_row(t, id));
         };
         tx.delete(&t.index, &index_key(row.k, id))?;
         row.k = row.k.wrapping_add(1);
         tx.put(&t.index, &index_key(row.k, id), &[])?;
-        tx.put(&t.primary, &key, &row.encode())
+        tx.put(&t.primary, &primary_key(id), &row.encode())
     }
 
     /// `UPDATE sbtest SET c = ? WHERE id = ?`
@@ -199,15 +195,11 @@ impl<'a> Client<'a> {
         let id = self.id();
         let fresh = Row::random(0, &mut self.rng);
         let t = self.table();
-        let key = primary_key(id);
-        let Some(v) = tx.get_for_update(&t.primary, &key)? else {
+        let Some(mut row) = row_for_update(tx, t, id)? else {
             return Ok(());
         };
-        let Some(mut row) = Row::decode(&v) else {
-            return Err(bad_row(t, id));
-        };
         row.c = fresh.c;
-        tx.put(&t.primary, &key, &row.encode())
+        tx.put(&t.primary, &primary_key(id), &row.encode())
     }
 
     /// `DELETE FROM sbtest WHERE id = ?` then `INSERT` of a new row with
@@ -236,6 +228,14 @@ impl<'a> Client<'a> {
         tx.put(&t.primary, &primary_key(id), &row.encode())?;
         tx.put(&t.index, &index_key(row.k, id), &[])
     }
+}
+
+/// Row `id` of `t`, locked for update; `None` if there is no such row.
+fn row_for_update(tx: &mut Txn, t: &SbTable, id: u64) -> Result<Option<Row>, Error> {
+    let Some(v) = tx.get_for_update(&t.primary, &primary_key(id))? else {
+        return Ok(None);
+    };
+    Row::decode(&v).map(Some).ok_or_else(|| bad_row(t, id))
 }
 
 fn bad_row(t: &SbTable, id: u64) -> Error {

@@ -49,8 +49,9 @@ fn engine_options(a: &OltpArgs, preset: Option<&Preset>) -> Result<Options> {
     if let Some(p) = preset {
         p.apply_options(&mut o)?;
     }
-    if let Some(path) = &a.config {
-        let file = Options::from_toml_file(path)?;
+    if let Some(path) = &a.engine.config {
+        let file = Options::from_toml_file(path)
+            .with_context(|| format!("--config {}", path.display()))?;
         let given = config_keys(path)?;
         for (k, v) in file.entries() {
             if given.contains(&k) {
@@ -58,11 +59,7 @@ fn engine_options(a: &OltpArgs, preset: Option<&Preset>) -> Result<Options> {
             }
         }
     }
-    o.apply_sets(a.sets.iter().map(String::as_str))?;
-    if let Some(d) = &a.device {
-        o.set("device", d)?;
-    }
-    o.validate()?;
+    a.engine.apply_overrides(&mut o)?;
     Ok(o)
 }
 
@@ -114,16 +111,17 @@ fn given_keys(a: &OltpArgs) -> Result<Vec<String>> {
         .filter(|(_, given)| *given)
         .map(|(k, _)| k.to_string())
         .collect();
-    if let Some(path) = &a.config {
+    if let Some(path) = &a.engine.config {
         keys.extend(config_keys(path)?);
     }
     keys.extend(
-        a.sets
+        a.engine
+            .sets
             .iter()
             .filter_map(|s| s.split_once('='))
             .map(|(k, _)| k.trim().to_string()),
     );
-    if a.device.is_some() {
+    if a.engine.device.is_some() {
         keys.push("device".into());
     }
     keys.extend(

@@ -1,0 +1,238 @@
+//! The check that a sysbench table and its `k` index agree, entry for
+//! entry: `keel check` runs it on every `sbtestN` of a directory, and the
+//! workload's tests after every run.
+
+use keel::{Db, Table};
+
+use super::rows::{index_key, primary_key, Row};
+
+/// Mismatches shown by id in one problem line; the rest are counted.
+const SHOW: usize = 5;
+
+/// Checks that every row of `table` has exactly one entry (k, id) in
+/// `index`, and that every entry of `index` is the (k, id) of an existing
+/// row, with an empty value.
+///
+/// Returns the problems found, empty when the two agree: at most one line
+/// per kind of mismatch (rows that cannot be decoded, rows without an
+/// entry, malformed entries, entries pointing to no row with that k), each
+/// starting with `table:`, naming the first few ids and counting the rest.
+/// An `Err` is a tree that cannot be opened or a read that failed during
+/// the scans.
+///
+/// One scan of each tree: the rows' expected entries (12 bytes per row) are
+/// sorted and merged with the index, which is in (k, id) order.
+pub fn index_vs_rows(db: &Db, table: &str, index: &str) -> keel::Result<Vec<String>> {
+    let t = db.table(table)?;
+    let ix = db.table(index)?;
+    let (expected, undecodable) = expected_entries(&t)?;
+    let merged = merge(&ix, &expected)?;
+    let strays = explain_strays(&t, &merged)?;
+
+    let mut problems = Vec::new();
+    undecodable.report(&mut problems, |n| {
+        format!(
+            "{table}: {} that cannot be decoded as sysbench rows",
+            plural(n, "row", "rows")
+        )
+    });
+    merged.missing.report(&mut problems, |n| {
+        format!(
+            "{table}: {} no entry in index {index}",
+            plural(n, "row has", "rows have")
+        )
+    });
+    merged.malformed.report(&mut problems, |n| {
+        format!(
+            "{table}: {} of index {index} malformed",
+            plural(n, "entry is", "entries are")
+        )
+    });
+    strays.report(&mut problems, |n| {
+        format!(
+            "{table}: {} of index {index} {} no row with that k",
+            plural(n, "entry", "entries"),
+            if n == 1 { "points to" } else { "point to" }
+        )
+    });
+    Ok(problems)
+}
+
+/// The index entries the rows of `t` call for, sorted, and the rows that
+/// cannot be decoded.
+fn expected_entries(t: &Table) -> keel::Result<(Vec<[u8; 12]>, Samples)> {
+    let mut undecodable = Samples::default();
+    let mut expected: Vec<[u8; 12]> = Vec::new();
+    for r in t.range(..)? {
+        let (key, value) = r?;
+        let Ok(id) = <[u8; 8]>::try_from(key.as_slice()).map(u64::from_be_bytes) else {
+            undecodable.add(|| format!("key {key:02x?} is {} bytes, not 8", key.len()));
+            continue;
+        };
+        match Row::decode(&value) {
+            Some(row) => expected.push(index_key(row.k, id)),
+            None => undecodable.add(|| format!("id {id}: value is {} bytes", value.len())),
+        }
+    }
+    expected.sort_unstable();
+    Ok((expected, undecodable))
+}
+
+/// What merging the index with the expected entries found.
+#[derive(Default)]
+struct Merged {
+    missing: Samples,
+    malformed: Samples,
+    /// The first [`SHOW`] entries with no row, as (k, id).
+    stray: Vec<(u32, u64)>,
+    stray_count: usize,
+}
+
+/// One scan of `ix`, merged with `expected` (sorted).
+fn merge(ix: &Table, expected: &[[u8; 12]]) -> keel::Result<Merged> {
+    let mut m = Merged::default();
+    let mut exp = expected.iter().peekable();
+    for r in ix.range(..)? {
+        let (key, value) = r?;
+        let Ok(key12) = <[u8; 12]>::try_from(key.as_slice()) else {
+            m.malformed
+                .add(|| format!("key {key:02x?} is {} bytes, not 12", key.len()));
+            continue;
+        };
+        if !value.is_empty() {
+            let (k, id) = split_index_key(&key12);
+            m.malformed
+                .add(|| format!("(k {k}, id {id}) has a {}-byte value", value.len()));
+        }
+        while let Some(e) = exp.next_if(|e| **e < key12) {
+            note_missing(e, &mut m.missing);
+        }
+        if exp.next_if(|e| **e == key12).is_none() {
+            if m.stray.len() < SHOW {
+                m.stray.push(split_index_key(&key12));
+            }
+            m.stray_count += 1;
+        }
+    }
+    for e in exp {
+        note_missing(e, &mut m.missing);
+    }
+    Ok(m)
+}
+
+/// The stray entries, each shown with what its id points at in `t`.
+fn explain_strays(t: &Table, m: &Merged) -> keel::Result<Samples> {
+    let mut strays = Samples::default();
+    for &(k, id) in &m.stray {
+        let why = match t.get(&primary_key(id))? {
+            None => format!("no row with id {id}"),
+            Some(v) => match Row::decode(&v) {
+                Some(row) => format!("row id {id} has k {}", row.k),
+                None => format!("row id {id} cannot be decoded"),
+            },
+        };
+        strays.add(|| format!("(k {k}, id {id}): {why}"));
+    }
+    strays.count = m.stray_count;
+    Ok(strays)
+}
+
+fn note_missing(e: &[u8; 12], missing: &mut Samples) {
+    let (k, id) = split_index_key(e);
+    missing.add(|| format!("id {id} (k {k})"));
+}
+
+fn split_index_key(key: &[u8; 12]) -> (u32, u64) {
+    let mut k = [0u8; 4];
+    let mut id = [0u8; 8];
+    k.copy_from_slice(&key[..4]);
+    id.copy_from_slice(&key[4..]);
+    (u32::from_be_bytes(k), u64::from_be_bytes(id))
+}
+
+/// Mismatches of one kind: the first [`SHOW`] described, the rest counted.
+#[derive(Default)]
+struct Samples {
+    count: usize,
+    shown: Vec<String>,
+}
+
+impl Samples {
+    fn add(&mut self, what: impl FnOnce() -> String) {
+        if self.shown.len() < SHOW {
+            self.shown.push(what());
+        }
+        self.count += 1;
+    }
+
+    /// One problem line, `head(count): shown; ...; and N more`; none if
+    /// nothing was found.
+    fn report(&self, problems: &mut Vec<String>, head: impl FnOnce(usize) -> String) {
+        if self.count == 0 {
+            return;
+        }
+        let mut line = format!("{}: {}", head(self.count), self.shown.join("; "));
+        if self.count > self.shown.len() {
+            line += &format!("; and {} more", self.count - self.shown.len());
+        }
+        problems.push(line);
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::testing::small_options;
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    #[test]
+    fn agreeing_trees_pass_and_each_kind_of_mismatch_is_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), small_options()).unwrap();
+        let t = db.create_table("sbtest1").unwrap();
+        let ix = db.create_table("sbtest1_k").unwrap();
+        let mut rng = SmallRng::seed_from_u64(1);
+        for id in 1..=20u64 {
+            let row = Row::random(id as u32 % 7, &mut rng);
+            t.put(&primary_key(id), &row.encode()).unwrap();
+            ix.put(&index_key(row.k, id), &[]).unwrap();
+        }
+        assert!(index_vs_rows(&db, "sbtest1", "sbtest1_k")
+            .unwrap()
+            .is_empty());
+
+        // Rows 1..=7 lose their entries; row 8 its row; row 9 gets a value.
+        for id in 1..=7u64 {
+            ix.delete(&index_key(id as u32 % 7, id)).unwrap();
+        }
+        t.delete(&primary_key(8)).unwrap();
+        ix.put(&index_key(2, 9), b"x").unwrap();
+        let p = index_vs_rows(&db, "sbtest1", "sbtest1_k").unwrap();
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(
+            p[0].starts_with("sbtest1: 7 rows have no entry in index sbtest1_k: ")
+                && p[0].ends_with("; and 2 more"),
+            "{p:?}"
+        );
+        assert_eq!(
+            p[1],
+            "sbtest1: 1 entry is of index sbtest1_k malformed: (k 2, id 9) has a 1-byte value"
+        );
+        assert_eq!(
+            p[2],
+            "sbtest1: 1 entry of index sbtest1_k points to no row with that k: \
+             (k 1, id 8): no row with id 8"
+        );
+        db.close().unwrap();
+    }
+}

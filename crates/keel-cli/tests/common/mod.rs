@@ -1,0 +1,126 @@
+//! What the `keel` command's integration tests share: running the binary
+//! and collecting what it printed, and engine options small enough for a
+//! test.
+
+// Each test file uses some of these.
+#![allow(dead_code)]
+
+use std::fmt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use keel::Options;
+
+/// Engine options small enough for a test: 4 KiB pages, a 1 MiB pool and
+/// log, no syncs.
+pub const SMALL_SETS: &[&str] = &[
+    "page_size=4096",
+    "buffer_pool_size=1MiB",
+    "flush_method=nosync",
+    "log_file_size=1MiB",
+];
+
+/// The `keel` binary under test, ready for its arguments.
+pub fn keel_cmd() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_keel"))
+}
+
+/// What one run of `keel` printed, and how it ended.
+pub struct Run {
+    /// The exit code; `None` if a signal ended it.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Did it exit with status 0?
+    pub fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// Stdout, then stderr.
+    pub fn text(&self) -> String {
+        self.to_string()
+    }
+
+    /// [`ok`](Self::ok) and [`text`](Self::text), for a test that reads
+    /// the two outputs as one.
+    pub fn ok_and_text(&self) -> (bool, String) {
+        (self.ok(), self.text())
+    }
+}
+
+impl fmt::Display for Run {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.stdout, self.stderr)
+    }
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Run {
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// Run `cmd` to its end.
+pub fn run(cmd: &mut Command) -> Run {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+        .into()
+}
+
+/// `keel args`, in the test's own directory.
+pub fn keel(args: &[&str]) -> Run {
+    run(keel_cmd().args(args))
+}
+
+/// `keel args` in `cwd`.
+pub fn keel_in(cwd: &Path, args: &[&str]) -> Run {
+    run(keel_cmd().args(args).current_dir(cwd))
+}
+
+/// `--set KEY=VALUE` for each of `sets`.
+pub fn set_flags<'a>(sets: &[&'a str]) -> Vec<&'a str> {
+    sets.iter().flat_map(|s| ["--set", s]).collect()
+}
+
+/// [`SMALL_SETS`], then `extra`, as options to open a database with.
+pub fn small_options(extra: &[&str]) -> Options {
+    let mut o = Options::default();
+    o.apply_sets(SMALL_SETS.iter().chain(extra).copied())
+        .unwrap_or_else(|e| panic!("{e}"));
+    o
+}
+
+/// `keel bench oltp` flags for a tiny run on `threads` threads for `time`
+/// seconds: two tables of 500 rows, an interval line every half second,
+/// [`SMALL_SETS`] without the doublewrite.
+pub fn tiny_oltp_flags(threads: &'static str, time: &'static str) -> Vec<&'static str> {
+    let mut flags = vec![
+        "--tables",
+        "2",
+        "--table-size",
+        "500",
+        "--threads",
+        threads,
+        "--time",
+        time,
+        "--report-interval",
+        "0.5",
+        "--range-size",
+        "20",
+    ];
+    flags.extend(set_flags(&[
+        "page_size=4096",
+        "buffer_pool_size=1MiB",
+        "flush_method=nosync",
+        "doublewrite=false",
+        "log_file_size=1MiB",
+    ]));
+    flags
+}
