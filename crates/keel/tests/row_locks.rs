@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
 //! Row locks: a second writer waits and times out, proceeds once the owner
-//! commits; deadlocks of two and three transactions are detected at once
+//! commits; a thread that would wait for its own open transaction is told
+//! so at once; deadlocks of two and three transactions are detected at once
 //! with exactly one victim; and 8 threads of random bank transfers with
 //! retries conserve the total balance.
 
@@ -25,12 +26,68 @@ fn val(t: &Table, k: &[u8]) -> Option<String> {
 }
 
 #[test]
+fn a_thread_writing_a_row_its_own_open_transaction_locked_gets_an_error_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts(50.0)).unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut a = db.begin();
+    a.put(&t, b"k", b"a").unwrap();
+    let started = Instant::now();
+    let e = t.put(b"k", b"auto").unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    match &e {
+        Error::SelfDeadlock { table, owner } => {
+            assert_eq!(table, "t");
+            assert_eq!(*owner, a.id());
+        }
+        e => panic!("expected SelfDeadlock, got {e}"),
+    }
+    assert!(e.to_string().contains("commit or roll back"), "{e}");
+    // A second transaction on the same thread is refused the same way.
+    let mut b = db.begin();
+    assert!(matches!(
+        b.put(&t, b"k", b"b"),
+        Err(Error::SelfDeadlock { .. })
+    ));
+    drop(b);
+    // Once the transaction lives on another thread, this thread simply waits.
+    let t2 = t.clone();
+    std::thread::scope(|s| {
+        let h = s.spawn(move || {
+            assert_eq!(a.get(&t2, b"k").unwrap().as_deref(), Some(&b"a"[..]));
+            std::thread::sleep(Duration::from_millis(300));
+            a.commit().unwrap();
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        t.put(b"k", b"after").unwrap();
+        h.join().unwrap();
+    });
+    assert_eq!(val(&t, b"k").as_deref(), Some("after"));
+}
+
+#[test]
 fn second_writer_times_out_then_proceeds_after_commit() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), opts(0.2)).unwrap();
     let t = db.create_table("t").unwrap();
-    let mut a = db.begin();
-    a.put(&t, b"k", b"a").unwrap();
+    // Transaction a holds `k` on a thread of its own until told to commit.
+    let (locked_tx, locked) = std::sync::mpsc::channel();
+    let (commit_tx, commit) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let (db, t) = (db.clone(), t.clone());
+        std::thread::spawn(move || {
+            let mut a = db.begin();
+            a.put(&t, b"k", b"a").unwrap();
+            locked_tx.send(()).unwrap();
+            commit.recv().unwrap();
+            a.commit().unwrap();
+        })
+    };
+    locked.recv().unwrap();
     let mut b = db.begin();
     b.put(&t, b"other", b"b").unwrap();
 
@@ -62,9 +119,10 @@ fn second_writer_times_out_then_proceeds_after_commit() {
             b.commit().unwrap();
         });
         std::thread::sleep(Duration::from_millis(50));
-        a.commit().unwrap();
+        commit_tx.send(()).unwrap();
         h.join().unwrap();
     });
+    holder.join().unwrap();
     assert_eq!(val(&t, b"k").as_deref(), Some("b"));
     assert_eq!(val(&t, b"other").as_deref(), Some("b"));
     let m = db.metrics();

@@ -128,7 +128,11 @@ pub(crate) fn autocommit(t: &Table, key: &[u8], value: Option<&[u8]>) -> Result<
     let sys = &inner.trx_sys;
     let id = sys.next_id();
     let lk = (t.tree.root().page_no, key.to_vec());
-    sys.lock(e, id, &lk, t.name())?;
+    sys.locks.note_thread(id, std::thread::current().id());
+    if let Err(err) = sys.lock(e, id, &lk, t.name()) {
+        sys.locks.release(id, []);
+        return Err(err);
+    }
     let ops = [Op {
         root: lk.0,
         key,

@@ -15,8 +15,17 @@
 //! refused (it is the victim). The graph therefore never holds a cycle.
 //! Waiters sleep on one condvar with a deadline: every loop that waits has
 //! a timeout.
+//!
+//! A thread can also wait for itself: it holds an open transaction's lock
+//! and asks for the same row through another transaction (a `Table::put`
+//! while its `Txn` is open, say). No cycle shows in the graph, since the
+//! graph knows transactions, not threads, so the manager also remembers
+//! which thread last used each transaction (`note_thread`); a request that
+//! would wait for a lock whose owner was last used on the requesting
+//! thread is refused at once instead of waiting out its timeout.
 
 use std::collections::{HashMap, VecDeque};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -31,6 +40,9 @@ pub(crate) enum LockError {
     Deadlock,
     /// The owner kept the lock for the whole timeout; the request was withdrawn.
     Timeout(Duration),
+    /// The owner (this transaction id) was last used on the requesting
+    /// thread: waiting would wait for itself. Nothing was queued.
+    SelfDeadlock(u64),
 }
 
 struct Entry {
@@ -43,6 +55,8 @@ struct State {
     locks: HashMap<LockKey, Entry>,
     /// Waiting transaction → the owner of the lock it waits for.
     waits_for: HashMap<u64, u64>,
+    /// Transaction → the thread that last used it (only those noted).
+    threads: HashMap<u64, ThreadId>,
 }
 
 /// Exclusive row locks for every transaction of one database.
@@ -62,7 +76,11 @@ impl LockManager {
         timeout: Duration,
     ) -> Result<Option<Duration>, LockError> {
         let mut st = self.state.lock();
-        let State { locks, waits_for } = &mut *st;
+        let State {
+            locks,
+            waits_for,
+            threads,
+        } = &mut *st;
         let Some(entry) = locks.get_mut(key) else {
             locks.insert(
                 key.clone(),
@@ -76,6 +94,11 @@ impl LockManager {
         if entry.owner == txn {
             return Ok(None);
         }
+        if let (Some(me), Some(owner)) = (threads.get(&txn), threads.get(&entry.owner)) {
+            if me == owner {
+                return Err(LockError::SelfDeadlock(entry.owner));
+            }
+        }
         if closes_cycle(waits_for, txn, entry.owner) {
             return Err(LockError::Deadlock);
         }
@@ -88,7 +111,9 @@ impl LockManager {
                 return Ok(Some(start.elapsed()));
             }
             if Instant::now() >= deadline {
-                let State { locks, waits_for } = &mut *st;
+                let State {
+                    locks, waits_for, ..
+                } = &mut *st;
                 if let Some(e) = locks.get_mut(key) {
                     e.waiters.retain(|&w| w != txn);
                 }
@@ -99,13 +124,23 @@ impl LockManager {
         }
     }
 
+    /// Remember that `txn` is being used by thread `t` (see the module doc).
+    pub fn note_thread(&self, txn: u64, t: ThreadId) {
+        self.state.lock().threads.insert(txn, t);
+    }
+
     /// Release every lock in `keys` that `txn` owns, handing each to its
-    /// first waiter.
+    /// first waiter; `txn` is done (its thread is forgotten).
     pub fn release<'k>(&self, txn: u64, keys: impl IntoIterator<Item = &'k LockKey>) {
         let mut handed_over = false;
         {
             let mut st = self.state.lock();
-            let State { locks, waits_for } = &mut *st;
+            let State {
+                locks,
+                waits_for,
+                threads,
+            } = &mut *st;
+            threads.remove(&txn);
             for key in keys {
                 let Some(entry) = locks.get_mut(key) else {
                     continue;
@@ -221,6 +256,29 @@ mod tests {
         assert_eq!(m.lock(2, &k("c"), T), Err(LockError::Deadlock));
         m.release(2, [&k("a")]);
         assert!(h3.join().unwrap().unwrap().is_some());
+    }
+
+    #[test]
+    fn a_thread_asking_for_a_lock_its_own_open_transaction_holds_is_refused_at_once() {
+        let m = LockManager::default();
+        let me = std::thread::current().id();
+        m.note_thread(1, me);
+        m.lock(1, &k("a"), T).unwrap();
+        m.note_thread(2, me);
+        let started = Instant::now();
+        assert_eq!(m.lock(2, &k("a"), T), Err(LockError::SelfDeadlock(1)));
+        assert!(started.elapsed() < Duration::from_millis(100));
+        // Another thread's transaction waits normally.
+        let other = std::thread::spawn(|| std::thread::current().id())
+            .join()
+            .unwrap();
+        m.note_thread(3, other);
+        assert!(matches!(
+            m.lock(3, &k("a"), Duration::from_millis(10)),
+            Err(LockError::Timeout(_))
+        ));
+        m.release(1, [&k("a")]);
+        assert_eq!(m.held(), 0);
     }
 
     #[test]

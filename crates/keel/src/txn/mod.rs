@@ -103,6 +103,10 @@ impl TrxSys {
                     table: table.to_string(),
                 })
             }
+            Err(LockError::SelfDeadlock(owner)) => Err(Error::SelfDeadlock {
+                table: table.to_string(),
+                owner,
+            }),
         }
     }
 }
@@ -116,6 +120,7 @@ impl Db {
             writes: BTreeMap::new(),
             locks: HashSet::new(),
             state: State::Active,
+            thread: std::cell::Cell::new(None),
         }
     }
 }
@@ -143,6 +148,9 @@ pub struct Txn {
     /// Row locks held.
     locks: HashSet<LockKey>,
     state: State,
+    /// The thread that used this transaction last, as the lock manager
+    /// knows it (to refuse a thread waiting for itself).
+    thread: std::cell::Cell<Option<std::thread::ThreadId>>,
 }
 
 impl Txn {
@@ -262,6 +270,13 @@ impl Txn {
     pub fn rollback(self) {}
 
     fn check(&self, table: &Table) -> Result<()> {
+        // Locks held since another thread used this transaction now belong
+        // to this thread's waits (see the lock manager's module doc).
+        let me = std::thread::current().id();
+        if !self.locks.is_empty() && self.thread.get() != Some(me) {
+            self.inner.trx_sys.locks.note_thread(self.id, me);
+            self.thread.set(Some(me));
+        }
         assert!(
             Arc::ptr_eq(&self.inner, &table.inner),
             "table `{}` belongs to another database than transaction {}",
@@ -294,6 +309,11 @@ impl Txn {
             return Ok(());
         }
         let sys = &self.inner.trx_sys;
+        let me = std::thread::current().id();
+        if self.thread.get() != Some(me) {
+            sys.locks.note_thread(self.id, me);
+            self.thread.set(Some(me));
+        }
         match sys.lock(&self.inner.engine, self.id, &lk, table.name()) {
             Ok(()) => {
                 self.locks.insert(lk);
