@@ -203,3 +203,93 @@ impl Drop for Mtr<'_> {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::btree::test_engine::engine;
+    use crate::engine::admission::Purpose;
+    use proptest::prelude::*;
+
+    /// The worst patterns for the bound: every byte changed, and a change
+    /// every `gap` bytes (as many ranges as merging allows).
+    fn pattern(ps: usize, gap: usize) -> Vec<u8> {
+        (0..ps)
+            .map(|i| u8::from(gap == 0 || i % gap == 0))
+            .collect()
+    }
+
+    fn record_len(before: &[u8], after: &[u8], zeroed: bool) -> u64 {
+        let ranges = format::diff_ranges(before, after);
+        let mut out = Vec::new();
+        format::encode_page_record(&mut out, 0, 1, zeroed, after, &ranges);
+        out.len() as u64
+    }
+
+    #[test]
+    fn adversarial_pages_stay_within_the_page_record_bound() {
+        for ps in [4096, 16384, 65536] {
+            let before = vec![0u8; ps];
+            for gap in [0, 1, 2, 8, 9, 10, 17, 4096] {
+                let after = pattern(ps, gap);
+                let n = record_len(&before, &after, false);
+                assert!(n <= page_record_max(ps), "ps {ps} gap {gap}: {n}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn every_page_record_stays_within_the_bound(
+            ps in prop::sample::select(vec![4096usize, 16384, 65536]),
+            edits in prop::collection::vec((any::<usize>(), 1usize..3000, any::<u8>()), 0..60),
+            zeroed in any::<bool>(),
+        ) {
+            let before = vec![0x5au8; ps];
+            let mut after = if zeroed { vec![0u8; ps] } else { before.clone() };
+            for (off, len, v) in edits {
+                let off = off % ps;
+                let end = (off + len).min(ps);
+                after[off..end].fill(v);
+            }
+            let base = if zeroed { vec![0u8; ps] } else { before };
+            let n = record_len(&base, &after, zeroed);
+            prop_assert!(n <= page_record_max(ps), "{} > {}", n, page_record_max(ps));
+        }
+    }
+
+    /// Change page `id` through an mtr paid by `budget`; returns the result.
+    fn change(e: &Engine, budget: &Budget<'_>, id: PageId, byte: u8) -> Result<Lsn> {
+        let mut mtr = Mtr::new(e, budget);
+        let mut p = e.pool.write(id).unwrap();
+        p[100..200].fill(byte);
+        mtr.keep(p);
+        mtr.commit()
+    }
+
+    #[test]
+    fn an_mtr_that_cannot_log_puts_its_pages_back_and_leaves_them_clean() {
+        let e = engine(4096);
+        let id = PageId::new(e.space_id(), 0);
+        e.flush_and_checkpoint().unwrap();
+        let before = e.pool.read(id).unwrap().to_vec();
+        // A budget too small for the change: a broken bound.
+        let small = e.adm.budget(Purpose::New);
+        small.ensure(10).unwrap();
+        let err = change(&e, &small, id, 7).unwrap_err();
+        assert!(err.to_string().contains("redo bound"), "{err}");
+        assert_eq!(&e.pool.read(id).unwrap()[..], &before[..]);
+        assert_eq!(e.pool.oldest_modification(), None, "nothing may be dirty");
+        // A log that refuses appends (poisoned).
+        let budget = e.adm.budget(Purpose::New);
+        budget.ensure(mtr_bound(1, 4096)).unwrap();
+        e.log.poison_for_test("test");
+        assert!(matches!(
+            change(&e, &budget, id, 9),
+            Err(Error::Poisoned(_))
+        ));
+        assert_eq!(&e.pool.read(id).unwrap()[..], &before[..]);
+        assert_eq!(e.pool.oldest_modification(), None);
+    }
+}

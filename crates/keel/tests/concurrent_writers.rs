@@ -100,3 +100,37 @@ fn eight_threads_on_overlapping_ranges() {
     drop(t);
     db.close().unwrap();
 }
+
+#[test]
+fn flush_returns_while_writers_keep_writing() {
+    // Db::flush writes what was dirty when it began; pages writers dirty
+    // meanwhile are not waited for, so it ends however busy the database is.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_opts(256)).unwrap();
+    let t = db.create_table("t").unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for w in 0..4u32 {
+            let (t, stop) = (&t, &stop);
+            s.spawn(move || {
+                let mut i = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    t.put(
+                        &(i.wrapping_mul(2_654_435_761) ^ w).to_be_bytes(),
+                        &[w as u8; 100],
+                    )
+                    .unwrap();
+                    i += 1;
+                }
+            });
+        }
+        for _ in 0..5 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let started = std::time::Instant::now();
+            db.flush().unwrap();
+            assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    t.check().unwrap();
+}

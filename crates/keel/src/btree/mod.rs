@@ -51,7 +51,7 @@ pub(crate) mod node;
 mod node_tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod test_engine;
+pub(crate) mod test_engine;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;

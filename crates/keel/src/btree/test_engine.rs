@@ -14,7 +14,7 @@ use crate::mtr::{mtr_bound, Mtr};
 use crate::page::{get_u32, init_page, put_u32, PageId, PageType};
 
 /// An engine and the directory that holds its files.
-pub(super) struct TestEngine {
+pub(crate) struct TestEngine {
     engine: Engine,
     /// Allocation state saved while the allocation failpoint is on.
     saved: Mutex<Option<[u32; 3]>>,
@@ -29,7 +29,7 @@ impl Deref for TestEngine {
 }
 
 /// A fresh engine with pages of `page_size` bytes.
-pub(super) fn engine(page_size: usize) -> TestEngine {
+pub(crate) fn engine(page_size: usize) -> TestEngine {
     let dir = tempfile::tempdir().unwrap();
     let o = Options {
         page_size,

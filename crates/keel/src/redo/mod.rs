@@ -535,4 +535,58 @@ impl Log {
     pub(crate) fn check_poisoned(&self) -> Result<()> {
         self.poisoned.check()
     }
+
+    /// Refuse every later append (tests of what a refused append leaves).
+    #[cfg(test)]
+    pub(crate) fn poison_for_test(&self, reason: &str) {
+        self.poisoned.set(reason);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::io::{FlushMethod, OsFileSystem};
+
+    fn log() -> (tempfile::TempDir, Log) {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = OsFileSystem::new(FlushMethod::NoSync);
+        let log = Log::create(&fs, dir.path(), 1 << 20, 2, 7, Arc::default()).unwrap();
+        (dir, log)
+    }
+
+    #[test]
+    fn a_commit_pins_the_checkpoint_until_applied_and_a_refused_one_pins_nothing() {
+        let (_dir, log) = log();
+        let c = log.append_commit(Arc::from(&b"record"[..])).unwrap();
+        assert_eq!(log.checkpoint_bound(|| None).1, Some(c));
+        log.append_applied(c).unwrap();
+        assert_eq!(log.checkpoint_bound(|| None).1, None);
+        // A refused append registers nothing that could pin the checkpoint.
+        log.poison_for_test("test");
+        assert!(log.append_commit(Arc::from(&b"record"[..])).is_err());
+        assert_eq!(log.checkpoint_bound(|| None).1, None);
+    }
+
+    #[test]
+    fn relocation_moves_every_pin_to_the_end_of_the_log() {
+        let (_dir, log) = log();
+        let a = log.append_commit(Arc::from(&b"first"[..])).unwrap();
+        let b = log.append_commit(Arc::from(&b"second"[..])).unwrap();
+        assert_eq!(log.checkpoint_bound(|| None).1, Some(a));
+        let need = log.relocation_len();
+        assert_eq!(
+            log.relocate_in_flight(need - 1).unwrap(),
+            None,
+            "over budget"
+        );
+        let (at, len) = log.relocate_in_flight(need).unwrap().unwrap();
+        assert_eq!(len, need);
+        assert!(at > b);
+        assert_eq!(log.checkpoint_bound(|| None).1, Some(at));
+        log.append_applied(a).unwrap();
+        log.append_applied(b).unwrap();
+        assert_eq!(log.checkpoint_bound(|| None).1, None);
+    }
 }
