@@ -102,7 +102,7 @@ fn a_full_disk_stalls_commits_without_poisoning_and_they_finish_when_space_retur
     assert!(err.is_none(), "{err:?}");
     // The disk is full: data files cannot grow (their space is allocated
     // before any page is written in place, so this is where ENOSPC shows).
-    fs.arm("data.set_len:enospc:sticky", 0).unwrap();
+    fs.arm("/data-.set_len:enospc:sticky", 0).unwrap();
     let writer = {
         let db = db.clone();
         std::thread::spawn(move || fill(&db, "grow", 150, 0))
@@ -140,7 +140,7 @@ fn a_failed_in_place_write_poisons_and_the_restart_repairs_from_doublewrite() {
     let (acked, err) = run(&db, 300, 0, &mut rng);
     assert!(err.is_none());
     // Every in-place page write fails; the doublewrite copies were made.
-    fs.arm("data.write:eio:sticky", 0).unwrap();
+    fs.arm("/data-.write:eio:sticky", 0).unwrap();
     let err = db.flush().expect_err("page writes fail");
     assert!(err.to_string().contains("data-"), "{err}");
     // The area holding the copies must not be reused: writes are refused.

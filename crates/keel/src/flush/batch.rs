@@ -27,12 +27,12 @@
 //!    freed and the pages stay dirty.
 //! 4. **In place.** One write per contiguous run, different files in
 //!    parallel. With doublewrite, a failure here may have left a torn page
-//!    whose only good copy is in the area, so the area must not be reused
-//!    until the pages are whole on disk: the writes are retried a few times
-//!    holding the area, and if they keep failing the data files are
-//!    poisoned and the area is never given back (recovery repairs from it
-//!    after the restart). Without doublewrite there is nothing to protect:
-//!    the pages stay dirty and are retried later.
+//!    whose only good copy is in the area, so the area must not be reused:
+//!    the data files are poisoned and the area is never given back
+//!    (recovery repairs from it after the restart). The space was allocated
+//!    in step 2, so this is a real write error, not a full disk. Without
+//!    doublewrite there is nothing to protect: the pages stay dirty and are
+//!    retried later.
 //! 5. **Sync.** With doublewrite the data files are synced before the area
 //!    is reused ([`Tablespace::sync`] never skips a write that completed);
 //!    a failed sync poisons the data files and the area is not given back.
@@ -40,7 +40,6 @@
 //! 6. The chunk's pages are marked clean and released; the area is freed.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
 
 use super::neighbors::{self, NeighborMode};
 use super::writeback::WriteBack;
@@ -74,14 +73,6 @@ pub enum FlushKind {
 /// one started (the requested pages alone are never split), so that neighbor
 /// flushing keeps the batch buffer and the set of latched pages bounded.
 const NEIGHBOR_BATCH_PAGES: usize = 256;
-
-/// Attempts of a failed in-place write before the data files are poisoned
-/// (step 4 of the module doc), and the pause before each retry.
-const IN_PLACE_RETRIES: [Duration; 3] = [
-    Duration::from_millis(10),
-    Duration::from_millis(100),
-    Duration::from_millis(1000),
-];
 
 struct Item<'a> {
     claim: Claim<'a>,
@@ -358,16 +349,7 @@ impl WriteBack {
             .collect();
         let mut area = d.claim();
         area.write_and_sync(&pages)?;
-        let mut attempt = self.write_runs(chunk, bytes);
-        for pause in IN_PLACE_RETRIES {
-            let Err(e) = &attempt else { break };
-            log::warn!(
-                "in-place write of a doublewritten batch failed ({e}); retrying in {pause:?}"
-            );
-            std::thread::sleep(pause);
-            attempt = self.write_runs(chunk, bytes);
-        }
-        if let Err(e) = attempt {
+        if let Err(e) = self.write_runs(chunk, bytes) {
             self.space.poison(format!(
                 "an in-place page write failed ({e}) after its doublewrite copy was made; the data \
                  files may hold a torn page whose only good copy is in doublewrite area {}: \

@@ -7,9 +7,12 @@
 //! durable image and, depending on the [`CrashMode`], none, some or torn
 //! parts of its pending writes; every handle opened before the crash fails
 //! from then on with EIO ("device lost power"), and files reopened through the
-//! same `FaultyFs` see only what became durable. A test therefore crashes the
-//! file system, drops (or leaks) the engine, and reopens the database with the
-//! same `FaultyFs`.
+//! same `FaultyFs` see only what became durable. A crash takes every file at
+//! one instant: no call on any file runs while it happens. It returns (and
+//! [`FaultyFs::crash_reports`] keeps) a [`CrashReport`] of what became of the
+//! unsynced writes, so a test can show that its crash mode did what it
+//! claims. A test therefore crashes the file system, drops (or leaks) the
+//! engine, and reopens the database with the same `FaultyFs`.
 //!
 //! Simplifications, each chosen because the engine does not depend on the
 //! difference:
@@ -27,29 +30,74 @@
 //!   fsync failures?").
 //!
 //! # Failpoints
-//! Named like raft-engine's (`log::write::enospc`): `"{name}.{op}:{errno}"`,
-//! optionally followed by `:sticky`, where `name` is a substring of the path
-//! (`data`, `dblwr`, `log`, or empty for every file), `op` is one of `read`,
-//! `write`, `sync`, `set_len`, and `errno` is `eio` or `enospc`. So
-//! `data.write:enospc` fails the next write to a data file with ENOSPC once,
-//! and `dblwr.sync:eio:sticky` fails every sync of a doublewrite file.
-//! [`FaultyFs::fail_after`] lets the first `n` matching calls succeed.
+//! Named like raft-engine's (`log::write::enospc`): `"{name}.{op}:{action}"`,
+//! where `name` is a substring of the path (`/data-`, `/dblwr-`, `/redo-`;
+//! the slash keeps a directory name from matching; empty for every file),
+//! `op` is one of `read`, `write`, `sync`, `set_len`, and `action` is one of
+//! - `eio` or `enospc`, optionally followed by `:sticky`: the call fails
+//!   with that errno (once, or every time until [`FaultyFs::disarm`]). So
+//!   `data.write:enospc` fails the next write to a data file with ENOSPC, and
+//!   `dblwr.sync:eio:sticky` fails every sync of a doublewrite file.
+//! - `crash`, `crash-random[=SEED]`, `crash-torn[=SEED]` (seed 0 if omitted):
+//!   the whole file system loses power at that call, as [`FaultyFs::crash`]
+//!   with [`CrashMode::DropUnsynced`], `Random` or `Torn` would, and the call
+//!   fails with EIO. A *write* that hits it is added to the pending writes
+//!   first, under the same locks as the crash, so the crash mode decides its
+//!   fate like any other unsynced write's (`data.write:crash-torn` can tear
+//!   the very page being written). A `read`, `sync` or `set_len` that hits
+//!   it has no effect: the power fails before it (`data.sync:crash` leaves
+//!   every in-place write since the last sync pending, then crashes).
+//! - `hold`: the calling thread pauses *before* the operation takes effect,
+//!   holding none of the file system's locks, until the test releases it
+//!   through the [`Trigger`] that arming returned; then the call proceeds,
+//!   or fails with EIO if the file system crashed meanwhile. A hold gives up
+//!   after [`HOLD_TIMEOUT`] (armed from text; [`FailKind::Hold`] sets its
+//!   own) and fails its call with `TimedOut`, so nothing hangs forever.
+//! - `delay=Nus` or `delay=Nms`: every matching call pauses that long before
+//!   it takes effect (holding no lock), until [`FaultyFs::disarm`]: a slow
+//!   device that widens the windows between the engine's bookkeeping and
+//!   its I/O, so random tests find the races in them.
+//!
+//! Crash and hold failpoints fire once. [`FaultyFs::fail_after`] (the typed
+//! API) and [`FaultyFs::arm`] (the text) let the first `n` matching calls
+//! succeed, and return a [`Trigger`]: how often the failpoint fired, and for
+//! a hold [`Trigger::wait_held`] and [`Trigger::release`]. A call on a handle
+//! that already lost power neither counts nor fires.
+//!
+//! ```
+//! # use std::time::Duration;
+//! # use keel::io::{FaultyFs, FileSystem, OpenMode};
+//! let fs = FaultyFs::new();
+//! let dev = fs.open("/db/data-0.keel".as_ref(), OpenMode::CreateNew).unwrap();
+//! let hold = fs.arm("data-.write:hold", 0).unwrap();
+//! let writer = std::thread::spawn(move || dev.write_at(b"page", 0));
+//! let held = hold.wait_held(Duration::from_secs(5)).unwrap(); // paused, before the write
+//! assert_eq!(held.op, "write");
+//! // ... here the test runs whatever must race with the write ...
+//! hold.release();
+//! writer.join().unwrap().unwrap();
+//! ```
 
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::{Device, FileSystem, OpenMode};
 
+mod device;
 mod failpoint;
 #[cfg(test)]
 mod tests;
+mod trigger;
 
-use failpoint::{Armed, Failpoints, Op};
-pub use failpoint::{Errno, FailKind, FailPoint};
+use device::FaultyDevice;
+use failpoint::{Armed, Failpoints};
+pub use failpoint::{Errno, FailKind, FailPoint, HOLD_TIMEOUT};
+use trigger::TriggerState;
+pub use trigger::{HeldCall, Trigger};
 
 /// The unit a torn write keeps or loses: the device's atomic write size.
 pub const SECTOR: usize = 4096;
@@ -73,6 +121,17 @@ pub enum CrashMode {
     },
 }
 
+/// What one power loss did to the writes that were not synced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CrashReport {
+    /// Unsynced writes that survived whole.
+    pub writes_kept: u64,
+    /// Unsynced writes lost whole.
+    pub writes_lost: u64,
+    /// Unsynced writes of which some sectors survived and some did not.
+    pub writes_torn: u64,
+}
+
 /// One file's images.
 #[derive(Default)]
 struct FileState {
@@ -86,16 +145,23 @@ struct FileState {
 }
 
 impl FileState {
-    fn crash(&mut self, mode: CrashMode, rng: &mut SplitMix64) {
+    fn crash(&mut self, mode: CrashMode, rng: &mut SplitMix64, report: &mut CrashReport) {
         for (offset, data) in std::mem::take(&mut self.pending) {
-            match mode {
-                CrashMode::DropUnsynced => {}
+            let (kept, of) = match mode {
+                CrashMode::DropUnsynced => (0, 1),
                 CrashMode::Random { .. } => {
-                    if rng.coin() {
+                    let keep = rng.coin();
+                    if keep {
                         apply(&mut self.durable, offset, &data);
                     }
+                    (usize::from(keep), 1)
                 }
                 CrashMode::Torn { .. } => self.keep_sectors(offset, &data, rng),
+            };
+            match kept {
+                0 => report.writes_lost += 1,
+                k if k == of => report.writes_kept += 1,
+                _ => report.writes_torn += 1,
             }
         }
         self.volatile = self.durable.clone();
@@ -103,24 +169,30 @@ impl FileState {
     }
 
     /// Keep each device sector that `data` touches with probability 1/2.
-    fn keep_sectors(&mut self, offset: u64, data: &[u8], rng: &mut SplitMix64) {
+    /// Returns (sectors kept, sectors touched).
+    fn keep_sectors(&mut self, offset: u64, data: &[u8], rng: &mut SplitMix64) -> (usize, usize) {
         if data.len() <= SECTOR {
-            if rng.coin() {
+            let keep = rng.coin();
+            if keep {
                 apply(&mut self.durable, offset, data);
             }
-            return;
+            return (usize::from(keep), 1);
         }
         let sector = SECTOR as u64;
         let end = offset + data.len() as u64;
         let mut start = offset;
+        let (mut kept, mut of) = (0, 0);
         while start < end {
             let stop = ((start / sector + 1) * sector).min(end);
+            of += 1;
             if rng.coin() {
                 let (a, b) = ((start - offset) as usize, (stop - offset) as usize);
                 apply(&mut self.durable, start, &data[a..b]);
+                kept += 1;
             }
             start = stop;
         }
+        (kept, of)
     }
 
     fn set_len(&mut self, len: usize) {
@@ -164,23 +236,31 @@ impl SplitMix64 {
     }
 }
 
-/// An in-memory [`FileSystem`] that loses unsynced writes on demand and fails
-/// calls at named failpoints (see the module documentation).
+/// What the file system and its open devices share.
 #[derive(Default)]
-pub struct FaultyFs {
+struct Shared {
     files: Mutex<HashMap<PathBuf, Arc<Mutex<FileState>>>>,
-    failpoints: Arc<Failpoints>,
+    failpoints: Failpoints,
+    /// Every crash so far, in order.
+    crashes: Mutex<Vec<CrashReport>>,
 }
 
-impl FaultyFs {
-    /// An empty file system.
-    pub fn new() -> Self {
-        Self::default()
-    }
+/// The last write before power fails: applied as pending to its file under
+/// the crash's locks, so nothing can sync it in between.
+struct LastWrite<'a> {
+    file: &'a Arc<Mutex<FileState>>,
+    epoch: u64,
+    offset: u64,
+    data: &'a [u8],
+}
 
-    /// Simulate power loss (see [`CrashMode`]). Files are visited in path
-    /// order so a seed always gives the same images.
-    pub fn crash(&self, mode: CrashMode) {
+impl Shared {
+    /// Power loss at one instant: the file table and then every file (in
+    /// path order, so a seed always gives the same images) are locked
+    /// before any file is touched, so no call on any file runs during the
+    /// crash. Lock order, everywhere: the file table, then files; a device
+    /// call locks only its own file and waits for nothing while it does.
+    fn crash(&self, mode: CrashMode, last: Option<LastWrite<'_>>) -> CrashReport {
         let seed = match mode {
             CrashMode::DropUnsynced => 0,
             CrashMode::Random { seed } | CrashMode::Torn { seed } => seed,
@@ -189,45 +269,100 @@ impl FaultyFs {
         let files = self.files.lock();
         let mut paths: Vec<&PathBuf> = files.keys().collect();
         paths.sort();
-        for path in paths {
-            files[path].lock().crash(mode, &mut rng);
+        let mut locked: Vec<(&Arc<Mutex<FileState>>, MutexGuard<'_, FileState>)> = paths
+            .iter()
+            .map(|p| (&files[*p], files[*p].lock()))
+            .collect();
+        if let Some(w) = last {
+            let found = locked.iter_mut().find(|(f, _)| Arc::ptr_eq(f, w.file));
+            if let Some((_, state)) = found.filter(|(_, s)| s.epoch == w.epoch) {
+                if !w.data.is_empty() {
+                    apply(&mut state.volatile, w.offset, w.data);
+                    state.pending.push((w.offset, w.data.to_vec()));
+                }
+            }
         }
+        let mut report = CrashReport::default();
+        for (_, state) in &mut locked {
+            state.crash(mode, &mut rng, &mut report);
+        }
+        self.crashes.lock().push(report);
+        report
+    }
+}
+
+/// An in-memory [`FileSystem`] that loses unsynced writes on demand and fails
+/// calls at named failpoints (see the module documentation).
+#[derive(Default)]
+pub struct FaultyFs {
+    shared: Arc<Shared>,
+}
+
+impl FaultyFs {
+    /// An empty file system.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Simulate power loss (see [`CrashMode`]): every file at one instant.
+    /// Returns what became of the unsynced writes.
+    pub fn crash(&self, mode: CrashMode) -> CrashReport {
+        self.shared.crash(mode, None)
+    }
+
+    /// What every crash so far did, in order, including those fired by
+    /// failpoints: a test's proof that a crash mode did what it claims.
+    pub fn crash_reports(&self) -> Vec<CrashReport> {
+        self.shared.crashes.lock().clone()
     }
 
     /// Arm `point`: the first `after_n_ops` matching calls succeed, then it
-    /// fires as `kind` says. Several failpoints may be armed at once; a call
-    /// fails if any fires.
-    pub fn fail_after(&self, point: FailPoint, after_n_ops: u64, kind: FailKind) {
-        self.failpoints.0.lock().push(Armed {
-            point,
-            skip: after_n_ops,
-            kind,
-        });
+    /// fires as `kind` says. Several failpoints may be armed at once; the
+    /// first armed that fires decides a call's fate. The returned trigger
+    /// counts the firings and controls a hold (see [`Trigger`]).
+    pub fn fail_after(&self, point: FailPoint, after_n_ops: u64, kind: FailKind) -> Trigger {
+        let spec = describe(&point, kind);
+        self.arm_with(point, after_n_ops, kind, spec)
     }
 
-    /// Arm a failpoint given as text, e.g. `"data.write:enospc"`.
-    pub fn arm(&self, spec: &str, after_n_ops: u64) -> Result<(), String> {
+    /// Arm a failpoint given as text, e.g. `"data.write:enospc"` or
+    /// `"data-.sync:crash-torn=7"` (see the module documentation).
+    pub fn arm(&self, spec: &str, after_n_ops: u64) -> Result<Trigger, String> {
         let (point, kind) = FailPoint::parse(spec)?;
-        self.fail_after(point, after_n_ops, kind);
-        Ok(())
+        Ok(self.arm_with(point, after_n_ops, kind, spec.to_owned()))
     }
 
-    /// Remove every armed failpoint.
+    fn arm_with(&self, point: FailPoint, skip: u64, kind: FailKind, spec: String) -> Trigger {
+        let trigger = TriggerState::new(spec);
+        self.shared.failpoints.0.lock().push(Armed {
+            point,
+            skip,
+            kind,
+            trigger: Arc::clone(&trigger),
+        });
+        Trigger::new(trigger)
+    }
+
+    /// Remove every armed failpoint. A thread already held at a hold stays
+    /// held until its trigger releases it (or is dropped).
     pub fn disarm(&self) {
-        self.failpoints.0.lock().clear();
+        self.shared.failpoints.0.lock().clear();
     }
 
     /// Is there a file at `path`, or a file below it (an implied directory)?
     pub fn exists(&self, path: &Path) -> bool {
-        let files = self.files.lock();
+        let files = self.shared.files.lock();
         files.contains_key(path) || files.keys().any(|p| p.starts_with(path))
+    }
+
+    fn file(&self, path: &Path) -> Option<Arc<Mutex<FileState>>> {
+        self.shared.files.lock().get(path).cloned()
     }
 
     /// The durable image of the file at `path`: what a crash now would leave
     /// (with [`CrashMode::DropUnsynced`]).
     pub fn durable_image(&self, path: &Path) -> Option<Vec<u8>> {
-        let file = self.files.lock().get(path).cloned()?;
-        let image = file.lock().durable.clone();
+        let image = self.file(path)?.lock().durable.clone();
         Some(image)
     }
 
@@ -236,10 +371,7 @@ impl FaultyFs {
     /// for a missing file.
     pub fn write_durable(&self, path: &Path, offset: u64, data: &[u8]) -> io::Result<()> {
         let file = self
-            .files
-            .lock()
-            .get(path)
-            .cloned()
+            .file(path)
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         let mut f = file.lock();
         apply(&mut f.durable, offset, data);
@@ -249,23 +381,47 @@ impl FaultyFs {
 
     /// Paths of every file, sorted.
     pub fn paths(&self) -> Vec<PathBuf> {
-        let mut paths: Vec<PathBuf> = self.files.lock().keys().cloned().collect();
+        let mut paths: Vec<PathBuf> = self.shared.files.lock().keys().cloned().collect();
         paths.sort();
         paths
     }
 }
 
+/// The text form of a failpoint armed through the typed API, for messages.
+fn describe(point: &FailPoint, kind: FailKind) -> String {
+    let (op, name) = match point {
+        FailPoint::Read { path_contains } => ("read", path_contains),
+        FailPoint::Write { path_contains } => ("write", path_contains),
+        FailPoint::Sync { path_contains } => ("sync", path_contains),
+        FailPoint::SetLen { path_contains } => ("set_len", path_contains),
+    };
+    let errno = |e: Errno| match e {
+        Errno::Eio => "eio",
+        Errno::Enospc => "enospc",
+    };
+    let action = match kind {
+        FailKind::Once(e) => errno(e).to_owned(),
+        FailKind::Sticky(e) => format!("{}:sticky", errno(e)),
+        FailKind::Crash(CrashMode::DropUnsynced) => "crash".to_owned(),
+        FailKind::Crash(CrashMode::Random { seed }) => format!("crash-random={seed}"),
+        FailKind::Crash(CrashMode::Torn { seed }) => format!("crash-torn={seed}"),
+        FailKind::Hold { timeout } => format!("hold ({timeout:?})"),
+        FailKind::Delay(pause) => format!("delay={}us", pause.as_micros()),
+    };
+    format!("{name}.{op}:{action}")
+}
+
 impl std::fmt::Debug for FaultyFs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FaultyFs")
-            .field("files", &self.files.lock().len())
+            .field("files", &self.shared.files.lock().len())
             .finish_non_exhaustive()
     }
 }
 
 impl FileSystem for FaultyFs {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn Device>> {
-        let mut files = self.files.lock();
+        let mut files = self.shared.files.lock();
         let file = match (files.get(path), mode) {
             (Some(_), OpenMode::CreateNew) => {
                 return Err(io::Error::new(
@@ -291,104 +447,11 @@ impl FileSystem for FaultyFs {
             path: path.to_owned(),
             file,
             epoch,
-            failpoints: Arc::clone(&self.failpoints),
+            shared: Arc::clone(&self.shared),
         }))
     }
 
     fn exists(&self, path: &Path) -> bool {
         FaultyFs::exists(self, path)
-    }
-}
-
-/// One open file of a [`FaultyFs`].
-struct FaultyDevice {
-    path: PathBuf,
-    file: Arc<Mutex<FileState>>,
-    /// The file's epoch when opened: a crash since then kills this handle.
-    epoch: u64,
-    failpoints: Arc<Failpoints>,
-}
-
-impl FaultyDevice {
-    /// Lock the file, failing if power was lost since this handle was opened.
-    /// The epoch is checked under the lock, so a call either completes before
-    /// a crash or fails.
-    fn live(&self) -> io::Result<parking_lot::MutexGuard<'_, FileState>> {
-        let state = self.file.lock();
-        if state.epoch != self.epoch {
-            return Err(io::Error::other(format!(
-                "{}: device lost power (EIO): handle opened before a simulated crash",
-                self.path.display()
-            )));
-        }
-        Ok(state)
-    }
-
-    /// [`Self::live`], then fail if an armed failpoint fires for `op`.
-    fn enter(&self, op: Op) -> io::Result<parking_lot::MutexGuard<'_, FileState>> {
-        let state = self.live()?;
-        self.failpoints.check(op, &self.path)?;
-        Ok(state)
-    }
-}
-
-impl Device for FaultyDevice {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let state = self.enter(Op::Read)?;
-        let end = offset.checked_add(buf.len() as u64);
-        match end {
-            Some(end) if end <= state.volatile.len() as u64 => {
-                buf.copy_from_slice(&state.volatile[offset as usize..end as usize]);
-                Ok(())
-            }
-            _ => Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "read of {} bytes at offset {offset} ends past the end of {} ({} bytes)",
-                    buf.len(),
-                    self.path.display(),
-                    state.volatile.len()
-                ),
-            )),
-        }
-    }
-
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let mut state = self.enter(Op::Write)?;
-        if buf.is_empty() {
-            return Ok(());
-        }
-        apply(&mut state.volatile, offset, buf);
-        state.pending.push((offset, buf.to_vec()));
-        Ok(())
-    }
-
-    fn sync(&self) -> io::Result<()> {
-        let mut state = self.live()?;
-        if let Err(e) = self.failpoints.check(Op::Sync, &self.path) {
-            // Linux after a failed fsync: the dirty pages are marked clean,
-            // so these writes never become durable (but stay readable).
-            state.pending.clear();
-            return Err(e);
-        }
-        let state = &mut *state;
-        for (offset, data) in std::mem::take(&mut state.pending) {
-            apply(&mut state.durable, offset, &data);
-        }
-        Ok(())
-    }
-
-    fn len(&self) -> io::Result<u64> {
-        Ok(self.live()?.volatile.len() as u64)
-    }
-
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        self.enter(Op::SetLen)?.set_len(len);
-        Ok(())
-    }
-
-    fn path(&self) -> &Path {
-        &self.path
     }
 }

@@ -4,18 +4,22 @@
 //! length. A [`FileSystem`] opens devices. Real files ([`file::OsFileSystem`]),
 //! the throttled model of a slower disk ([`throttle::ThrottledFileSystem`]) and,
 //! for tests, the faulty device are implementations of these traits, so they
-//! can be stacked.
+//! can be stacked. The faulty device is compiled for the crate's own tests
+//! and with the `test-util` feature (which keel's integration tests enable
+//! through a dev-dependency on keel itself); a normal build leaves it out.
 
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
 pub mod aligned;
+#[cfg(any(test, feature = "test-util"))]
 pub mod faulty;
 pub mod file;
 pub mod throttle;
 
 pub use aligned::AlignedBuf;
+#[cfg(any(test, feature = "test-util"))]
 pub use faulty::FaultyFs;
 pub use file::{FlushMethod, OsFileSystem};
 pub use throttle::{ThrottleSpec, ThrottledFileSystem};

@@ -7,8 +7,8 @@
 //! Once its record is logged, a commit is decided: it must reach every
 //! page, or the engine must refuse writes until recovery finishes it. So an
 //! operation that fails for a reason that passes — no free frame, a full
-//! disk while a page is written to make room, a log-space wait that timed
-//! out — is retried, holding nothing (its row locks aside), with a pause
+//! disk (ENOSPC) while a page is written to make room, a log-space wait
+//! that ended — is retried, holding nothing (its row locks aside), with a pause
 //! that grows to a second, for up to [`APPLY_RETRY_LIMIT`], logging why
 //! every ten seconds. Operations are idempotent and change nothing when
 //! they fail, so a retry is safe. Anything else (a corrupt page, a failed
@@ -64,10 +64,7 @@ fn apply_with_retry(e: &Engine, commit: Lsn, op: &Op<'_>) -> Result<bool> {
             Ok(found) => return Ok(found),
             Err(err) => err,
         };
-        let passing = matches!(
-            err,
-            Error::Io { .. } | Error::BufferPoolExhausted(_) | Error::LogOverloaded(_)
-        );
+        let passing = is_passing(&err);
         // A retry cannot help once writes are refused, or closing gave up.
         let refused = e
             .adm
@@ -89,6 +86,20 @@ fn apply_with_retry(e: &Engine, commit: Lsn, op: &Op<'_>) -> Result<bool> {
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Errors a retry may outlive: a full disk (space can be freed), no free
+/// frame, a wait for log space that ended. A failed read or write (EIO), a
+/// corrupt page, a poisoned engine do not pass.
+fn is_passing(err: &Error) -> bool {
+    match err {
+        Error::Io { source, .. } => matches!(
+            source.raw_os_error(),
+            Some(libc::ENOSPC) | Some(libc::EDQUOT)
+        ),
+        Error::BufferPoolExhausted(_) | Error::LogOverloaded(_) => true,
+        _ => false,
     }
 }
 

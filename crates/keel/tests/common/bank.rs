@@ -1,6 +1,8 @@
 #![allow(dead_code, clippy::unwrap_used)]
 //! A bank-transfer workload shared by the crash and fault tests.
 
+use std::collections::HashSet;
+
 use keel::{Db, Error, Options};
 use rand::rngs::SmallRng;
 use rand::Rng;
@@ -22,6 +24,22 @@ pub fn opts() -> Options {
     }
 }
 
+/// A bank: `accounts` accounts starting at [`START`], alternating between
+/// tables `bank_a` and `bank_b`, each row a little-endian balance followed
+/// by `pad` filler bytes (so the accounts can span many pages); every
+/// transfer also inserts a row into `bank_log`.
+#[derive(Clone, Copy, Debug)]
+pub struct Bank {
+    pub accounts: u64,
+    pub pad: usize,
+}
+
+/// The bank of the free functions below: 120 unpadded accounts.
+pub const SMALL: Bank = Bank {
+    accounts: ACCOUNTS,
+    pad: 0,
+};
+
 pub fn account_table(db: &Db, a: u64) -> keel::Table {
     db.table(if a.is_multiple_of(2) {
         "bank_a"
@@ -31,75 +49,114 @@ pub fn account_table(db: &Db, a: u64) -> keel::Table {
     .unwrap()
 }
 
-pub fn setup(db: &Db) {
-    db.create_table("bank_a").unwrap();
-    db.create_table("bank_b").unwrap();
-    db.create_table("bank_log").unwrap();
-    let mut tx = db.begin();
-    for a in 0..ACCOUNTS {
-        tx.put(
-            &account_table(db, a),
-            &a.to_be_bytes(),
-            &START.to_le_bytes(),
-        )
-        .unwrap();
+fn balance(v: &[u8]) -> u64 {
+    u64::from_le_bytes(v[..8].try_into().unwrap())
+}
+
+impl Bank {
+    fn row(&self, balance: u64) -> Vec<u8> {
+        let mut v = balance.to_le_bytes().to_vec();
+        v.resize(8 + self.pad, 0x5a);
+        v
     }
-    tx.commit().unwrap();
+
+    /// Create the tables and the accounts, committed (not flushed) 128 to
+    /// a transaction (a bigger one may not fit in the smallest log).
+    pub fn setup(&self, db: &Db) {
+        db.create_table("bank_a").unwrap();
+        db.create_table("bank_b").unwrap();
+        db.create_table("bank_log").unwrap();
+        for chunk in (0..self.accounts).collect::<Vec<_>>().chunks(128) {
+            let mut tx = db.begin();
+            for &a in chunk {
+                tx.put(&account_table(db, a), &a.to_be_bytes(), &self.row(START))
+                    .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+    }
+
+    /// One transfer; Ok(false) when it must be retried (deadlock, timeout).
+    pub fn transfer(&self, db: &Db, rng: &mut SmallRng, id: u64) -> Result<bool, Error> {
+        let n = self.accounts;
+        let a = rng.gen_range(0..n);
+        let b = (a + rng.gen_range(1..n)) % n;
+        let mut tx = db.begin();
+        let mut step = |tx: &mut keel::Txn| -> Result<(), Error> {
+            let (ta, tb) = (account_table(db, a), account_table(db, b));
+            let va = balance(&tx.get_for_update(&ta, &a.to_be_bytes())?.unwrap());
+            let vb = balance(&tx.get_for_update(&tb, &b.to_be_bytes())?.unwrap());
+            let amount = rng.gen_range(0..=va.min(50));
+            tx.put(&ta, &a.to_be_bytes(), &self.row(va - amount))?;
+            tx.put(&tb, &b.to_be_bytes(), &self.row(vb + amount))?;
+            let mut rec = Vec::new();
+            rec.extend_from_slice(&a.to_le_bytes());
+            rec.extend_from_slice(&b.to_le_bytes());
+            rec.extend_from_slice(&amount.to_le_bytes());
+            tx.put(&db.table("bank_log").unwrap(), &id.to_be_bytes(), &rec)?;
+            Ok(())
+        };
+        match step(&mut tx) {
+            Ok(()) => tx.commit().map(|_| true),
+            Err(Error::Deadlock { .. } | Error::LockWaitTimeout { .. } | Error::TxnAborted) => {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The total balance is unchanged, every acknowledged transfer is in
+    /// `bank_log`, and every tree checks out.
+    pub fn audit(&self, db: &Db, acked: &[u64]) -> Result<(), String> {
+        let mut total = 0;
+        let mut accounts = 0;
+        for t in ["bank_a", "bank_b"] {
+            for r in db.table(t).map_err(|e| e.to_string())?.range(..).unwrap() {
+                let (_, v) = r.map_err(|e| format!("scan of {t}: {e}"))?;
+                total += balance(&v);
+                accounts += 1;
+            }
+        }
+        if (accounts, total) != (self.accounts, self.accounts * START) {
+            return Err(format!(
+                "{accounts} accounts with a total balance of {total}, expected {} with {}",
+                self.accounts,
+                self.accounts * START
+            ));
+        }
+        let mut logged = HashSet::new();
+        for r in db.table("bank_log").unwrap().range(..).unwrap() {
+            let (k, _) = r.map_err(|e| format!("scan of bank_log: {e}"))?;
+            logged.insert(u64::from_be_bytes(k[..].try_into().unwrap()));
+        }
+        let missing: Vec<u64> = acked
+            .iter()
+            .copied()
+            .filter(|id| !logged.contains(id))
+            .collect();
+        if let Some(id) = missing.first() {
+            return Err(format!(
+                "{} of {} acknowledged transfers are missing, the first {id:#x}",
+                missing.len(),
+                acked.len()
+            ));
+        }
+        db.check().map_err(|e| format!("check: {e}"))?;
+        Ok(())
+    }
+}
+
+pub fn setup(db: &Db) {
+    SMALL.setup(db);
 }
 
 /// One transfer; Ok(false) when it must be retried (deadlock, timeout).
 pub fn transfer(db: &Db, rng: &mut SmallRng, id: u64) -> Result<bool, Error> {
-    let a = rng.gen_range(0..ACCOUNTS);
-    let b = (a + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
-    let mut tx = db.begin();
-    let mut step = |tx: &mut keel::Txn| -> Result<(), Error> {
-        let (ta, tb) = (account_table(db, a), account_table(db, b));
-        let va = u64::from_le_bytes(
-            tx.get_for_update(&ta, &a.to_be_bytes())?
-                .unwrap()
-                .try_into()
-                .unwrap(),
-        );
-        let vb = u64::from_le_bytes(
-            tx.get_for_update(&tb, &b.to_be_bytes())?
-                .unwrap()
-                .try_into()
-                .unwrap(),
-        );
-        let amount = rng.gen_range(0..=va.min(50));
-        tx.put(&ta, &a.to_be_bytes(), &(va - amount).to_le_bytes())?;
-        tx.put(&tb, &b.to_be_bytes(), &(vb + amount).to_le_bytes())?;
-        let mut rec = Vec::new();
-        rec.extend_from_slice(&a.to_le_bytes());
-        rec.extend_from_slice(&b.to_le_bytes());
-        rec.extend_from_slice(&amount.to_le_bytes());
-        tx.put(&db.table("bank_log").unwrap(), &id.to_be_bytes(), &rec)?;
-        Ok(())
-    };
-    match step(&mut tx) {
-        Ok(()) => tx.commit().map(|_| true),
-        Err(Error::Deadlock { .. } | Error::LockWaitTimeout { .. } | Error::TxnAborted) => {
-            Ok(false)
-        }
-        Err(e) => Err(e),
-    }
+    SMALL.transfer(db, rng, id)
 }
 
 pub fn verify(db: &Db, acked: &[u64]) {
-    let mut total = 0;
-    for t in ["bank_a", "bank_b"] {
-        for r in db.table(t).unwrap().range(..).unwrap() {
-            let (_, v) = r.unwrap();
-            total += u64::from_le_bytes(v.try_into().unwrap());
-        }
+    if let Err(e) = SMALL.audit(db, acked) {
+        panic!("{e}");
     }
-    assert_eq!(total, ACCOUNTS * START, "total balance changed");
-    let log = db.table("bank_log").unwrap();
-    for id in acked {
-        assert!(
-            log.get(&id.to_be_bytes()).unwrap().is_some(),
-            "acknowledged transfer {id} is missing"
-        );
-    }
-    db.check().unwrap();
 }

@@ -1,7 +1,10 @@
 #![allow(clippy::unwrap_used)]
 
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use super::*;
 
@@ -251,4 +254,349 @@ fn failpoint_specs_parse() {
         let e = FailPoint::parse(bad).unwrap_err();
         assert!(e.contains(bad), "{e}");
     }
+}
+
+#[test]
+fn crash_and_hold_specs_parse() {
+    let ok = [
+        ("data-.sync:crash", FailKind::Crash(CrashMode::DropUnsynced)),
+        (
+            "dblwr.write:crash-random=7",
+            FailKind::Crash(CrashMode::Random { seed: 7 }),
+        ),
+        (
+            "data.sync:crash-torn",
+            FailKind::Crash(CrashMode::Torn { seed: 0 }),
+        ),
+        (
+            "redo.read:hold",
+            FailKind::Hold {
+                timeout: HOLD_TIMEOUT,
+            },
+        ),
+    ];
+    for (spec, want) in ok {
+        assert_eq!(FailPoint::parse(spec).unwrap().1, want, "{spec}");
+    }
+    for bad in [
+        "data.sync:crash:sticky",
+        "data.sync:hold:sticky",
+        "data.sync:crash=3",
+        "data.sync:crash-torn=x",
+        "data.sync:crash-sideways",
+        "data.sync:",
+    ] {
+        let e = FailPoint::parse(bad).unwrap_err();
+        assert!(e.contains(bad), "{e}");
+    }
+}
+
+/// Two files: `data-0` with 0xaa synced and `page` bytes of 0xbb pending
+/// over it, `redo-0` with one synced byte.
+fn two_files(page: usize) -> (FaultyFs, Arc<dyn Device>, Arc<dyn Device>) {
+    let fs = FaultyFs::new();
+    let data = create(&fs, "data-0.keel");
+    data.write_at(&vec![0xaa; page], 0).unwrap();
+    data.sync().unwrap();
+    data.write_at(&vec![0xbb; page], 0).unwrap();
+    let redo = create(&fs, "redo-0.keel");
+    redo.write_at(&[1], 0).unwrap();
+    redo.sync().unwrap();
+    (fs, data, redo)
+}
+
+#[test]
+fn crash_at_a_sync_loses_power_before_the_sync_and_kills_every_handle() {
+    let (fs, data, redo) = two_files(SECTOR);
+    let trigger = fs.arm("data-.sync:crash", 1).unwrap();
+    redo.sync().unwrap(); // another file: not counted
+    data.sync().unwrap(); // the one call let through: 0xbb is durable
+    data.write_at(&[0xcc; 8], 0).unwrap();
+    redo.write_at(&[2], 1).unwrap();
+    assert_eq!((trigger.matched(), trigger.fired()), (1, 0));
+    let e = data.sync().unwrap_err();
+    assert!(e.to_string().contains("lost power") && e.to_string().contains("data-.sync:crash"));
+    assert_eq!(trigger.fired(), 1);
+    // Every handle opened before the crash is dead, on every file.
+    assert!(redo.sync().unwrap_err().to_string().contains("lost power"));
+    assert!(data.len().unwrap_err().to_string().contains("lost power"));
+    // The sync made nothing durable; the pending writes were dropped.
+    let image = read_all(&*reopen(&fs, "data-0.keel"));
+    assert!(
+        image == vec![0xbb; SECTOR],
+        "the sync at the crash took effect"
+    );
+    assert_eq!(read_all(&*reopen(&fs, "redo-0.keel")), vec![1]);
+    // Fired once, then disarmed.
+    reopen(&fs, "data-0.keel").sync().unwrap();
+}
+
+#[test]
+fn crash_at_a_write_leaves_the_write_pending_for_the_crash_mode() {
+    const PAGE: usize = 4 * SECTOR;
+    let outcome = |spec: &str| {
+        let (fs, data, _redo) = two_files(PAGE);
+        data.sync().unwrap();
+        let trigger = fs.arm(spec, 0).unwrap();
+        let e = data.write_at(&vec![0xcc; PAGE], 0).unwrap_err();
+        assert!(e.to_string().contains("lost power"), "{e}");
+        assert_eq!(trigger.fired(), 1);
+        let image = fs.durable_image(&path("data-0.keel")).unwrap();
+        let sectors: Vec<u8> = image.chunks(SECTOR).map(|s| s[0]).collect();
+        assert!(sectors.iter().all(|&b| b == 0xbb || b == 0xcc), "{spec}");
+        (sectors.contains(&0xbb), sectors.contains(&0xcc))
+    };
+    assert_eq!(outcome("data.write:crash"), (true, false), "dropped");
+    let (mut kept, mut lost, mut torn) = (0, 0, 0);
+    for seed in 0..20 {
+        match outcome(&format!("data.write:crash-random={seed}")) {
+            (false, true) => kept += 1,
+            (true, false) => lost += 1,
+            other => panic!("random crash tore a write: {other:?}"),
+        }
+        if outcome(&format!("data.write:crash-torn={seed}")) == (true, true) {
+            torn += 1;
+        }
+    }
+    assert!(kept >= 3 && lost >= 3, "kept {kept}, lost {lost} of 20");
+    assert!(torn >= 10, "only {torn} of 20 seeds tore the page");
+}
+
+#[test]
+fn crash_at_set_len_and_read_has_no_effect_before_the_power_fails() {
+    let (fs, data, _redo) = two_files(SECTOR);
+    fs.arm("data.set_len:crash", 0).unwrap();
+    assert!(data.set_len(10 * SECTOR as u64).is_err());
+    assert_eq!(reopen(&fs, "data-0.keel").len().unwrap(), SECTOR as u64);
+    let data = reopen(&fs, "data-0.keel");
+    data.write_at(&[0xdd; 8], 0).unwrap();
+    let trigger = fs.arm("data.read:crash", 0).unwrap();
+    assert!(data.read_at(&mut [0; 8], 0).is_err());
+    assert_eq!(trigger.fired(), 1);
+    let image = read_all(&*reopen(&fs, "data-0.keel"));
+    assert!(image == vec![0xaa; SECTOR], "the unsynced write survived");
+}
+
+#[test]
+fn calls_on_dead_handles_neither_count_nor_fire() {
+    let (fs, data, _redo) = two_files(SECTOR);
+    fs.crash(CrashMode::DropUnsynced);
+    let trigger = fs.arm("data.write:eio", 1).unwrap();
+    for _ in 0..3 {
+        assert!(data
+            .write_at(&[1], 0)
+            .unwrap_err()
+            .to_string()
+            .contains("lost power"));
+    }
+    assert_eq!((trigger.matched(), trigger.fired()), (0, 0));
+    let fresh = reopen(&fs, "data-0.keel");
+    fresh.write_at(&[1], 0).unwrap();
+    assert_eq!(
+        fresh.write_at(&[1], 0).unwrap_err().raw_os_error(),
+        Some(libc::EIO)
+    );
+    assert_eq!(trigger.fired(), 1);
+    trigger.wait_fired(Duration::ZERO).unwrap();
+}
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Write `data` at 0 on a thread named `writer`.
+fn write_on_a_thread(dev: &Arc<dyn Device>, data: Vec<u8>) -> JoinHandle<io::Result<()>> {
+    let dev = Arc::clone(dev);
+    std::thread::Builder::new()
+        .name("writer".into())
+        .spawn(move || dev.write_at(&data, 0))
+        .unwrap()
+}
+
+#[test]
+fn hold_pauses_a_write_before_it_takes_effect_and_leaves_the_file_usable() {
+    let fs = FaultyFs::new();
+    let dev = create(&fs, "data-0.keel");
+    let hold = fs.arm("data.write:hold", 1).unwrap();
+    dev.write_at(&[1; 4], 0).unwrap(); // let through
+    let writer = write_on_a_thread(&dev, vec![2; 8]);
+    let held = hold.wait_held(PATIENCE).unwrap();
+    assert_eq!(held.path, path("data-0.keel"));
+    assert_eq!((held.op, held.thread.as_deref()), ("write", Some("writer")));
+    assert_eq!(hold.fired(), 1);
+    // The paused thread holds no lock: the same file can be read, written
+    // and synced meanwhile, through the same handle too.
+    assert_eq!(
+        read_all(&*dev),
+        vec![1; 4],
+        "the held write did nothing yet"
+    );
+    dev.write_at(&[3; 2], 4).unwrap();
+    dev.sync().unwrap();
+    assert!(hold.release());
+    writer.join().unwrap().unwrap();
+    assert_eq!(
+        read_all(&*dev),
+        vec![2; 8],
+        "released, the write took effect"
+    );
+    // ... after the sync: it is pending, and a crash drops it.
+    fs.crash(CrashMode::DropUnsynced);
+    assert_eq!(read_all(&*reopen(&fs, "data-0.keel")), [1, 1, 1, 1, 3, 3]);
+}
+
+#[test]
+fn a_sync_held_covers_writes_issued_while_it_waits() {
+    // A sync paused before it takes effect makes durable what was written
+    // meanwhile: the race "write, then a concurrent sync, then release".
+    let fs = FaultyFs::new();
+    let dev = create(&fs, "data-0.keel");
+    let hold = fs.arm("data.sync:hold", 0).unwrap();
+    let syncer = {
+        let dev = Arc::clone(&dev);
+        std::thread::spawn(move || dev.sync())
+    };
+    assert_eq!(hold.wait_held(PATIENCE).unwrap().op, "sync");
+    dev.write_at(&[7; 16], 0).unwrap();
+    hold.release();
+    syncer.join().unwrap().unwrap();
+    fs.crash(CrashMode::DropUnsynced);
+    assert_eq!(read_all(&*reopen(&fs, "data-0.keel")), vec![7; 16]);
+}
+
+#[test]
+fn a_held_call_fails_if_the_power_failed_meanwhile() {
+    let fs = FaultyFs::new();
+    let dev = create(&fs, "data-0.keel");
+    let hold = fs.arm("data.write:hold", 0).unwrap();
+    let writer = write_on_a_thread(&dev, vec![2; 8]);
+    hold.wait_held(PATIENCE).unwrap();
+    fs.crash(CrashMode::Random { seed: 1 });
+    hold.release();
+    let e = writer.join().unwrap().unwrap_err();
+    assert!(e.to_string().contains("lost power"), "{e}");
+    assert_eq!(reopen(&fs, "data-0.keel").len().unwrap(), 0);
+}
+
+#[test]
+fn dropping_the_trigger_releases_the_held_thread() {
+    let fs = FaultyFs::new();
+    let dev = create(&fs, "data-0.keel");
+    let hold = fs.arm("data.write:hold", 0).unwrap();
+    let writer = write_on_a_thread(&dev, vec![2; 8]);
+    hold.wait_held(PATIENCE).unwrap();
+    drop(hold);
+    writer.join().unwrap().unwrap();
+    assert_eq!(read_all(&*dev), vec![2; 8]);
+}
+
+#[test]
+fn a_hold_released_before_anyone_arrives_pauses_no_one() {
+    let fs = FaultyFs::new();
+    let dev = create(&fs, "data-0.keel");
+    let hold = fs.arm("data.write:hold", 0).unwrap();
+    assert!(!hold.release(), "nobody was held");
+    dev.write_at(&[1], 0).unwrap();
+    assert_eq!(hold.fired(), 1);
+    let e = hold.wait_held(Duration::ZERO).unwrap_err();
+    assert!(e.contains("released already"), "{e}");
+}
+
+#[test]
+fn every_wait_of_a_hold_times_out() {
+    let fs = FaultyFs::new();
+    let dev = create(&fs, "data-0.keel");
+    let point = FailPoint::Write {
+        path_contains: "data".into(),
+    };
+    let timeout = Duration::from_millis(30);
+    let hold = fs.fail_after(point, 0, FailKind::Hold { timeout });
+    // Nobody arrives: the test's wait gives up.
+    let e = hold.wait_held(Duration::from_millis(10)).unwrap_err();
+    assert!(
+        e.contains("no thread reached") && e.contains("data.write:hold"),
+        "{e}"
+    );
+    let e = hold.wait_fired(Duration::from_millis(10)).unwrap_err();
+    assert!(e.contains("did not fire"), "{e}");
+    // Nobody releases: the held call gives up, having written nothing.
+    let started = Instant::now();
+    let e = dev.write_at(&[1], 0).unwrap_err();
+    assert!(started.elapsed() >= timeout);
+    assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+    assert!(e.to_string().contains("never released"), "{e}");
+    assert_eq!(dev.len().unwrap(), 0);
+    let e = hold.wait_held(PATIENCE).unwrap_err();
+    assert!(e.contains("gave up"), "{e}");
+    dev.write_at(&[1], 0).unwrap(); // fired once, then disarmed
+}
+
+#[test]
+fn crash_reports_say_what_became_of_each_unsynced_write() {
+    let crash_with = |mode| {
+        let fs = FaultyFs::new();
+        let dev = create(&fs, "data-0.keel");
+        for i in 0..32u64 {
+            dev.write_at(&vec![1; 4 * SECTOR], i * 4 * SECTOR as u64)
+                .unwrap();
+        }
+        let report = fs.crash(mode);
+        assert_eq!(fs.crash_reports(), vec![report]);
+        assert_eq!(
+            report.writes_kept + report.writes_lost + report.writes_torn,
+            32
+        );
+        report
+    };
+    let r = crash_with(CrashMode::DropUnsynced);
+    assert_eq!((r.writes_kept, r.writes_lost, r.writes_torn), (0, 32, 0));
+    let r = crash_with(CrashMode::Random { seed: 3 });
+    assert!(
+        r.writes_kept > 0 && r.writes_lost > 0 && r.writes_torn == 0,
+        "{r:?}"
+    );
+    let r = crash_with(CrashMode::Torn { seed: 3 });
+    assert!(r.writes_torn > 10, "{r:?}");
+
+    // A crash fired by a failpoint is reported too, the write it hit included.
+    let fs = FaultyFs::new();
+    let dev = create(&fs, "data-0.keel");
+    fs.arm("data.write:crash", 0).unwrap();
+    dev.write_at(&[1], 0).unwrap_err();
+    let r = fs.crash_reports();
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].writes_lost, 1);
+}
+
+#[test]
+fn a_delay_slows_every_matching_call_until_disarmed() {
+    let (p, k) = FailPoint::parse("data.write:delay=30ms").unwrap();
+    assert_eq!(k, FailKind::Delay(Duration::from_millis(30)));
+    assert_eq!(
+        FailPoint::parse("data.write:delay=5us").unwrap().1,
+        FailKind::Delay(Duration::from_micros(5))
+    );
+    for bad in [
+        "data.write:delay=5",
+        "data.write:delay=xms",
+        "data.write:delay=5ms:sticky",
+    ] {
+        assert!(FailPoint::parse(bad).is_err(), "{bad}");
+    }
+    let fs = FaultyFs::new();
+    let dev = create(&fs, "data-0.keel");
+    let slow = fs.fail_after(p, 1, k);
+    let started = Instant::now();
+    for i in 0..3 {
+        dev.write_at(&[i], u64::from(i)).unwrap();
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(60),
+        "two delayed writes took {took:?}"
+    );
+    assert_eq!((slow.matched(), slow.fired()), (3, 2));
+    assert_eq!(read_all(&*dev), [0, 1, 2]);
+    fs.disarm();
+    let started = Instant::now();
+    dev.write_at(&[3], 3).unwrap();
+    assert!(started.elapsed() < Duration::from_millis(30));
 }

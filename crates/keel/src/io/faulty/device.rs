@@ -1,0 +1,131 @@
+//! One open file of a [`FaultyFs`](super::FaultyFs).
+//!
+//! Every call first runs the failpoints, holding no lock of the file (a
+//! hold pauses there, and a crash locks every file), then locks its file and
+//! checks that the power has not failed since the handle was opened. So a
+//! call either completes before a crash or fails, and a paused call never
+//! keeps anyone else from the file.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::failpoint::{Action, Op};
+use super::{apply, FileState, LastWrite, Shared};
+use crate::io::Device;
+
+pub(super) struct FaultyDevice {
+    pub(super) path: PathBuf,
+    pub(super) file: Arc<Mutex<FileState>>,
+    /// The file's epoch when opened: a crash since then kills this handle.
+    pub(super) epoch: u64,
+    pub(super) shared: Arc<Shared>,
+}
+
+impl FaultyDevice {
+    /// Lock the file, failing if power was lost since this handle was opened.
+    fn live(&self) -> io::Result<MutexGuard<'_, FileState>> {
+        let state = self.file.lock();
+        if state.epoch != self.epoch {
+            return Err(self.lost_power("handle opened before a simulated crash"));
+        }
+        Ok(state)
+    }
+
+    fn lost_power(&self, why: &str) -> io::Error {
+        io::Error::other(format!(
+            "{}: device lost power (EIO): {why}",
+            self.path.display()
+        ))
+    }
+
+    /// Run the failpoints for `op`, then [`Self::live`]. `write` is the
+    /// buffer of a write, which a crash failpoint leaves pending.
+    fn enter(&self, op: Op, write: Option<(u64, &[u8])>) -> io::Result<MutexGuard<'_, FileState>> {
+        // A call on a dead handle neither counts nor fires.
+        drop(self.live()?);
+        match self.shared.failpoints.check(op, &self.path) {
+            Action::Proceed => {}
+            Action::Fail(e) => {
+                if op == Op::Sync {
+                    // Linux after a failed fsync: the dirty pages are marked
+                    // clean, so these writes never become durable (but stay
+                    // readable).
+                    self.live()?.pending.clear();
+                }
+                return Err(e);
+            }
+            Action::Crash(mode, trigger) => {
+                let last = write.map(|(offset, data)| LastWrite {
+                    file: &self.file,
+                    epoch: self.epoch,
+                    offset,
+                    data,
+                });
+                self.shared.crash(mode, last);
+                let why = format!("power failed at failpoint `{}`", trigger.spec());
+                return Err(self.lost_power(&why));
+            }
+            Action::Hold(timeout, trigger) => trigger.hold(&self.path, op.name(), timeout)?,
+            Action::Delay(pause) => std::thread::sleep(pause),
+        }
+        self.live()
+    }
+}
+
+impl Device for FaultyDevice {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let state = self.enter(Op::Read, None)?;
+        let end = offset.checked_add(buf.len() as u64);
+        match end {
+            Some(end) if end <= state.volatile.len() as u64 => {
+                buf.copy_from_slice(&state.volatile[offset as usize..end as usize]);
+                Ok(())
+            }
+            _ => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "read of {} bytes at offset {offset} ends past the end of {} ({} bytes)",
+                    buf.len(),
+                    self.path.display(),
+                    state.volatile.len()
+                ),
+            )),
+        }
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut state = self.enter(Op::Write, Some((offset, buf)))?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        apply(&mut state.volatile, offset, buf);
+        state.pending.push((offset, buf.to_vec()));
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        let mut state = self.enter(Op::Sync, None)?;
+        let state = &mut *state;
+        for (offset, data) in std::mem::take(&mut state.pending) {
+            apply(&mut state.durable, offset, &data);
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.live()?.volatile.len() as u64)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        self.enter(Op::SetLen, None)?.set_len(len);
+        Ok(())
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}

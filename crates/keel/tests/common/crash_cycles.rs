@@ -1,0 +1,443 @@
+#![allow(dead_code, clippy::unwrap_used)]
+//! Crash/recover cycles under concurrency, on the faulty in-memory device.
+//!
+//! Each cycle: writer threads commit small transactions (bank transfers,
+//! or accounts being opened on a new database) while four page cleaners
+//! flush four buffer pool instances under pressure (a pool of 96 frames,
+//! the smallest log); the power fails (the test pulls the plug, or an armed
+//! failpoint fires inside the engine's own I/O); the engine is dropped as a
+//! crash would drop it and the database is reopened on the same device.
+//! After every recovery the workload must audit clean: every acknowledged
+//! transaction whole and present, the invariants (total balance), every
+//! tree. "Acknowledged" includes commits that returned after the power
+//! failed: a crash fails every later call, so such a commit was durable
+//! before it. Every page the crash left torn must have been repaired from
+//! its doublewrite copy.
+//!
+//! Pages are 8 KiB, the smallest a crash tearing at 4 KiB sectors can tear
+//! (a 4 KiB page is one sector: kept or lost whole, never torn).
+//!
+//! Seeds are printed; `KEEL_TEST_SEED` replays the cycle plan (spells,
+//! failpoint counts, crash images), not the threads' interleaving.
+//! `KEEL_POWER_LOSS_CYCLES=n` runs every scenario for `n` cycles instead of
+//! its CI count (a long run: `KEEL_POWER_LOSS_CYCLES=2000`).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use keel::io::faulty::{CrashMode, FaultyFs};
+use keel::page::{page_id, verify_page, PageCheckError};
+use keel::{Db, Options};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::bank::Bank;
+use workload::Workload;
+
+pub mod workload;
+
+/// Writer threads per cycle.
+pub const WRITERS: u64 = 4;
+/// The page size: the smallest a crash tearing at 4 KiB sectors can tear.
+pub const PAGE_SIZE: usize = 8192;
+/// Accounts padded to span many pages, so random transfers dirty pages all
+/// over the pool and evictions must write them back.
+pub const BANK: Bank = Bank {
+    accounts: 1000,
+    pad: 800,
+};
+/// How long the writers run before the test pulls the plug itself.
+const SPELL_MS: Range<u64> = Range { start: 5, end: 40 };
+/// How long a cycle waits for its failpoint to fire before pulling the plug.
+const FAILPOINT_PATIENCE: Duration = Duration::from_secs(1);
+
+/// The engine under pressure: 4 instances of 24 frames, 4 cleaners, the
+/// smallest log `Options::validate` accepts, doublewrite on, neighbors
+/// flushed (`flush_neighbors` 1 or 2 by seed).
+pub fn opts(seed: u64) -> Options {
+    Options {
+        page_size: PAGE_SIZE,
+        buffer_pool_size: 4 * 24 * PAGE_SIZE as u64,
+        buffer_pool_instances: 4,
+        page_cleaners: 4,
+        flush_neighbors: 1 + (seed % 2) as u8,
+        data_files: 2,
+        lru_scan_depth: 8,
+        log_file_size: 1 << 20,
+        log_files_in_group: 2,
+        lock_wait_timeout: 1.0,
+        doublewrite: true,
+        doublewrite_pages: 16,
+        ..Default::default()
+    }
+}
+
+/// What power loss does to unsynced writes (see [`CrashMode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    DropUnsynced,
+    Random,
+    Torn,
+}
+
+impl Mode {
+    fn crash_mode(self, seed: u64) -> CrashMode {
+        match self {
+            Mode::DropUnsynced => CrashMode::DropUnsynced,
+            Mode::Random => CrashMode::Random { seed },
+            Mode::Torn => CrashMode::Torn { seed },
+        }
+    }
+
+    /// The failpoint action, e.g. `crash-torn=7`.
+    fn action(self, seed: u64) -> String {
+        match self {
+            Mode::DropUnsynced => "crash".into(),
+            Mode::Random => format!("crash-random={seed}"),
+            Mode::Torn => format!("crash-torn={seed}"),
+        }
+    }
+}
+
+/// How each cycle's power loss comes.
+#[derive(Clone, Debug)]
+pub enum Crash {
+    /// The test cuts the power after a spell of 5–40 ms.
+    Unplug(Mode),
+    /// The power fails at a failpoint of the engine's I/O, e.g.
+    /// `/data-.sync`, after a random number (in `after`) of matching
+    /// calls; if it does not fire within a while, the test unplugs.
+    At {
+        point: &'static str,
+        after: Range<u64>,
+        mode: Mode,
+    },
+}
+
+/// What a scenario's cycles did, summed.
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub cycles: u64,
+    /// Cycles that armed a failpoint, and those whose failpoint fired (the
+    /// others were unplugged).
+    pub armed: u64,
+    pub fired: u64,
+    /// For each failpoint that did not fire: the matching calls it saw.
+    pub unfired_matched: Vec<u64>,
+    pub acked: usize,
+    /// Pages of the crash images that were torn (neither blank nor valid).
+    pub torn_in_image: u64,
+    /// Recovery's `recovery_torn_pages_repaired`, summed.
+    pub torn_repaired: u64,
+    /// Recovery's `recovery_page_records_applied`, summed.
+    pub replayed: u64,
+    /// What the crashes did to unsynced writes (all files), summed.
+    pub writes_kept: u64,
+    pub writes_lost: u64,
+    pub writes_torn: u64,
+    /// The engine's write-back counters ([`WRITE_BACK`]), summed over the
+    /// cycles' runs.
+    pub write_back: BTreeMap<&'static str, u64>,
+}
+
+/// Counters that show the cleaners and writers flushing during the runs.
+pub const WRITE_BACK: [&str; 11] = [
+    "buffer_pages_written",
+    "buffer_LRU_batch_flush_total_pages",
+    "buffer_LRU_single_flush_total_pages",
+    "buffer_flush_adaptive_total_pages",
+    "buffer_flush_sync_total_pages",
+    "buffer_flush_neighbor_total_pages",
+    "buffer_flush_background_total_pages",
+    "buffer_flush_cleaner_rounds",
+    "dblwr_writes",
+    "log_bytes_written",
+    "log_checkpoints",
+];
+
+impl Totals {
+    fn count_run(&mut self, before: &BTreeMap<&str, u64>, after: &BTreeMap<&str, u64>) {
+        for k in WRITE_BACK {
+            *self.write_back.entry(k).or_default() += after[k] - before[k];
+        }
+    }
+
+    /// Transfers ran, recovery had work, and most failpoints fired (a cycle
+    /// too short for its failpoint is unplugged instead).
+    pub fn assert_ran(&self) {
+        assert!(
+            self.acked as u64 > 20 * self.cycles,
+            "too few transfers ran: {self:?}"
+        );
+        assert!(self.replayed > 0, "recovery never had work to do: {self:?}");
+        assert!(
+            self.fired * 4 >= self.armed * 3,
+            "fewer than 3 in 4 failpoints fired: {self:?}"
+        );
+    }
+
+    /// The page cleaners wrote batches during the runs, besides the
+    /// writers' own single-page flushes: the pressure is real.
+    pub fn assert_cleaners_flushed(&self) {
+        let batches: u64 = [
+            "buffer_LRU_batch_flush_total_pages",
+            "buffer_flush_adaptive_total_pages",
+            "buffer_flush_sync_total_pages",
+            "buffer_flush_background_total_pages",
+        ]
+        .iter()
+        .map(|k| self.write_back[k])
+        .sum();
+        assert!(batches > 0, "the page cleaners wrote nothing: {self:?}");
+    }
+}
+
+/// `default` cycles, or `KEEL_POWER_LOSS_CYCLES`.
+pub fn cycles(default: u64) -> u64 {
+    std::env::var("KEEL_POWER_LOSS_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Where the cycles run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifetime {
+    /// One database lives through every cycle; acknowledged transactions
+    /// accumulate and are all audited after every recovery.
+    Persistent,
+    /// Each cycle creates a new database (on a new device).
+    FreshEachCycle,
+}
+
+/// Run `cycles` crash/recover cycles of the bank (persistent database),
+/// each crashing as `crash` says. Panics naming the scenario, seed and
+/// cycle at the first failure.
+pub fn run(scenario: &str, cycles: u64, crash: impl Fn(&mut SmallRng) -> Crash) -> Totals {
+    let bank = Arc::new(BANK);
+    run_workload(scenario, cycles, Lifetime::Persistent, bank, None, crash)
+}
+
+/// [`run`] on a slow device: `slow` (e.g. `/data-.write:delay=100us`) is
+/// armed for every cycle's run.
+pub fn run_slowed(
+    scenario: &str,
+    cycles: u64,
+    slow: &str,
+    crash: impl Fn(&mut SmallRng) -> Crash,
+) -> Totals {
+    let bank = Arc::new(BANK);
+    run_workload(
+        scenario,
+        cycles,
+        Lifetime::Persistent,
+        bank,
+        Some(slow),
+        crash,
+    )
+}
+
+/// Database, device and acknowledgements of the cycles.
+struct Bed {
+    dir: tempfile::TempDir,
+    fs: Arc<FaultyFs>,
+    /// None only while the crashed engine is replaced by the recovered one.
+    db: Option<Db>,
+    acked: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Bed {
+    fn new(seed: u64, workload: &dyn Workload) -> Bed {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(FaultyFs::new());
+        let db = Db::open_with_fs(dir.path(), opts(seed), Some(fs.clone())).unwrap();
+        workload.setup(&db);
+        Bed {
+            dir,
+            fs,
+            db: Some(db),
+            acked: Arc::default(),
+        }
+    }
+
+    fn db(&self) -> &Db {
+        self.db.as_ref().unwrap()
+    }
+}
+
+/// [`run`] with any workload and database lifetime.
+pub fn run_workload<W: Workload>(
+    scenario: &str,
+    cycles: u64,
+    lifetime: Lifetime,
+    workload: Arc<W>,
+    slow: Option<&str>,
+    crash: impl Fn(&mut SmallRng) -> Crash,
+) -> Totals {
+    let seed = super::seed(scenario);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut bed = Bed::new(seed, &*workload);
+    let mut totals = Totals::default();
+    for cycle in 0..cycles {
+        if lifetime == Lifetime::FreshEachCycle && cycle > 0 {
+            bed.db.take().unwrap().close().unwrap();
+            bed = Bed::new(seed ^ cycle, &*workload);
+        }
+        let plan = crash(&mut rng);
+        let before = bed.db().metrics().snapshot();
+        let crashes_before = bed.fs.crash_reports().len();
+        let outcome = power_loss(&bed, &workload, &plan, slow, seed, cycle, &mut rng);
+        totals.count_run(&before, &bed.db().metrics().snapshot());
+        for r in &bed.fs.crash_reports()[crashes_before..] {
+            totals.writes_kept += r.writes_kept;
+            totals.writes_lost += r.writes_lost;
+            totals.writes_torn += r.writes_torn;
+        }
+        if let Err(e) = recover(&mut bed, &*workload, seed ^ cycle, &mut totals) {
+            panic!(
+                "{scenario}: seed {seed} cycle {cycle}: after {plan:?}: {e} \
+                 (replay with KEEL_TEST_SEED={seed})"
+            );
+        }
+        totals.armed += u64::from(outcome.is_some());
+        match outcome {
+            Some(Ok(())) => totals.fired += 1,
+            Some(Err(matched)) => totals.unfired_matched.push(matched),
+            None => {}
+        }
+        totals.cycles += 1;
+        if lifetime == Lifetime::FreshEachCycle {
+            totals.acked += std::mem::take(&mut *bed.acked.lock().unwrap()).len();
+        }
+    }
+    totals.acked += bed.acked.lock().unwrap().len();
+    eprintln!("{scenario}: {totals:?}");
+    bed.db.take().unwrap().close().unwrap();
+    totals
+}
+
+/// Run the writers until the power fails as `plan` says. For a failpoint:
+/// `Ok` if it fired, else `Err(matching calls it saw)` (the test unplugged).
+fn power_loss<W: Workload>(
+    bed: &Bed,
+    workload: &Arc<W>,
+    plan: &Crash,
+    slow: Option<&str>,
+    seed: u64,
+    cycle: u64,
+    rng: &mut SmallRng,
+) -> Option<Result<(), u64>> {
+    let crash_seed = rng.gen();
+    let trigger = match plan {
+        Crash::Unplug(_) => None,
+        Crash::At { point, after, mode } => {
+            let spec = format!("{point}:{}", mode.action(crash_seed));
+            Some(bed.fs.arm(&spec, rng.gen_range(after.clone())).unwrap())
+        }
+    };
+    let _slow = slow.map(|spec| bed.fs.arm(spec, 0).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers = spawn_writers(bed, workload, seed, cycle, &stop);
+    let outcome = match (plan, &trigger) {
+        (Crash::Unplug(mode), _) => {
+            std::thread::sleep(Duration::from_millis(rng.gen_range(SPELL_MS)));
+            bed.fs.crash(mode.crash_mode(crash_seed));
+            None
+        }
+        (Crash::At { mode, .. }, Some(t)) => {
+            let fired = t.wait_fired(FAILPOINT_PATIENCE).map_err(|_| t.matched());
+            if fired.is_err() {
+                bed.fs.crash(mode.crash_mode(crash_seed));
+            }
+            Some(fired)
+        }
+        (Crash::At { .. }, None) => unreachable!("a failpoint crash arms a trigger"),
+    };
+    stop.store(true, Ordering::Release);
+    for w in writers {
+        w.join().unwrap();
+    }
+    bed.fs.disarm();
+    outcome
+}
+
+/// Drop the crashed engine, reopen, and audit. Every page the crash left
+/// torn must have been repaired: it was being written in place, so its
+/// doublewrite copy was still there.
+fn recover(
+    bed: &mut Bed,
+    workload: &dyn Workload,
+    seed: u64,
+    totals: &mut Totals,
+) -> Result<(), String> {
+    bed.db.take().unwrap().simulate_crash();
+    let torn = torn_pages(&bed.fs, bed.dir.path());
+    let db = Db::open_with_fs(bed.dir.path(), opts(seed), Some(bed.fs.clone()))
+        .map_err(|e| format!("reopen failed: {e}"))?;
+    let m = db.metrics();
+    let repaired = m.get("recovery_torn_pages_repaired").unwrap();
+    totals.torn_in_image += torn;
+    totals.torn_repaired += repaired;
+    totals.replayed += m.get("recovery_page_records_applied").unwrap();
+    let acked = bed.acked.lock().unwrap().clone();
+    let audit = workload.audit(&db, &acked);
+    bed.db = Some(db);
+    audit?;
+    if repaired < torn {
+        return Err(format!(
+            "the crash tore {torn} pages, recovery repaired {repaired}"
+        ));
+    }
+    Ok(())
+}
+
+fn spawn_writers<W: Workload>(
+    bed: &Bed,
+    workload: &Arc<W>,
+    seed: u64,
+    cycle: u64,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    (0..WRITERS)
+        .map(|t| {
+            let (d, stop, acked) = (bed.db().clone(), stop.clone(), bed.acked.clone());
+            let workload = workload.clone();
+            let mut rng = SmallRng::seed_from_u64(seed ^ (cycle << 8) ^ t);
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Acquire) {
+                    let id = (cycle << 32) | (t << 24) | n;
+                    match workload.step(&d, &mut rng, id) {
+                        Ok(true) => {
+                            acked.lock().unwrap().push(id);
+                            n += 1;
+                        }
+                        Ok(false) => {}
+                        Err(_) => break, // the device is gone
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// Pages of the data files' durable images that are neither blank nor
+/// valid: what a torn write leaves for the doublewrite repair.
+fn torn_pages(fs: &FaultyFs, dir: &std::path::Path) -> u64 {
+    let mut torn = 0;
+    for i in 0.. {
+        let Some(image) = fs.durable_image(&dir.join(format!("data-{i}.keel"))) else {
+            break;
+        };
+        for page in image.chunks_exact(PAGE_SIZE).skip(1) {
+            match verify_page(page, page_id(page)) {
+                Ok(()) | Err(PageCheckError::AllZero) => {}
+                Err(_) => torn += 1,
+            }
+        }
+    }
+    torn
+}
