@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
-use keel::space::header::{FileHeader, HEADER_LEN};
+use keel::format::data::{self, FileHeader, HEADER_LEN};
 use keel::{Db, Options, TreeStats};
 use keel_bench::oltp::{index_vs_rows, INDEX_SUFFIX};
 
@@ -67,11 +67,11 @@ struct Outcome {
 /// Run `keel check`.
 pub fn run(args: CheckArgs) -> Result<()> {
     let dir = &args.dir;
-    if !keel::space::Tablespace::exists(dir) {
+    if !dir.join(data::file_name(0)).exists() {
         anyhow::bail!(
             "{} holds no Keel database (no {})",
             dir.display(),
-            keel::space::data_file_name(0)
+            data::file_name(0)
         );
     }
     let out = check_dir(dir, &args.engine)?;
@@ -146,7 +146,7 @@ fn check_dir(dir: &Path, engine: &EngineArgs) -> Result<Outcome> {
 
 /// The header of `data-0.keel`, or the problem with it.
 fn read_header(dir: &Path) -> std::result::Result<FileHeader, String> {
-    let path = dir.join(keel::space::data_file_name(0));
+    let path = dir.join(data::file_name(0));
     let mut b = [0u8; HEADER_LEN];
     std::fs::File::open(&path)
         .and_then(|mut f| f.read_exact(&mut b))

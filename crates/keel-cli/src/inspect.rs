@@ -4,29 +4,30 @@
 //! (how much recovery would replay), the doublewrite files and the space
 //! header, as text or as one JSON object.
 //!
-//! The engine's readers of these structures are internal, so the few lines
-//! that locate an LSN in the log files, the space-header offsets and the
-//! doublewrite area geometry are repeated here from `docs/format.md`, on top
-//! of the engine's public decoders (`FileHeader::decode`,
-//! `LogFileHeader::decode`, `Checkpoint::decode`, `decode_group`,
-//! `AreaHeader::decode`, `verify_page`).
+//! Everything on disk is read through `keel::format`: the engine's own
+//! decoders and types (the JSON shows the engine's header structs as they
+//! are). Only two pieces of arithmetic are repeated from `docs/format.md`,
+//! because the engine's versions live inside its open log and doublewrite
+//! objects: where an LSN lies in the log files, and where an area begins.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use keel::flush::doublewrite;
-use keel::page::{get_u32, get_u64, page_lsn, verify_page, PageId};
-use keel::redo::format::{
-    decode_group, kind, Checkpoint, LogFileHeader, CHECKPOINT_SLOTS, GROUP_HDR, LOG_FILE_HDR,
+use keel::format::data::{self, space_header};
+use keel::format::doublewrite::{self, area_header_len};
+use keel::format::page::{get_u32, get_u64, page_lsn, verify_page, Lsn, PageId};
+use keel::format::redo::{
+    self, decode_group, decode_relocation, kind, Checkpoint, LogFileHeader, CHECKPOINT_SLOTS,
+    GROUP_HDR, LOG_FILE_HDR,
 };
-use keel::space::header::FileHeader;
-use keel::Lsn;
 use serde::Serialize;
+
+mod render;
+pub use render::render;
 
 /// Print the file headers, checkpoints, log end and page counts of a closed or
 /// crashed database directory, without opening it (nothing is written).
@@ -39,13 +40,6 @@ pub struct InspectArgs {
     pub json: bool,
 }
 
-/// Space header fields (page 0, body offsets; `docs/format.md`).
-const SPACE_HWM: usize = 32;
-const SPACE_FREE_HEAD: usize = 36;
-const SPACE_FREE_COUNT: usize = 40;
-const SPACE_CATALOG_ROOT: usize = 44;
-/// Bytes of a doublewrite file header that carry meaning (`docs/format.md`).
-const DBLWR_HEADER_LEN: usize = 52;
 /// Bytes read at a time while scanning the log.
 const SCAN_CHUNK: usize = 1 << 20;
 
@@ -72,20 +66,9 @@ pub struct Inspection {
 pub struct DataFile {
     /// File name.
     pub name: String,
-    /// Format version.
-    pub version: u32,
-    /// Page size in bytes.
-    pub page_size: u32,
-    /// Space id.
-    pub space_id: u32,
-    /// This file's index.
-    pub file_index: u32,
-    /// Files of the space.
-    pub n_files: u32,
-    /// Pages per extent.
-    pub extent_pages: u32,
-    /// Creation id.
-    pub creation_id: u64,
+    /// Its header, fields inline in the JSON.
+    #[serde(flatten)]
+    pub header: data::FileHeader,
     /// Length in bytes.
     pub bytes: u64,
     /// Data pages after the header block.
@@ -131,16 +114,11 @@ pub struct Redo {
 pub struct LogFile {
     /// File name.
     pub name: String,
-    /// Redo format version.
+    /// Redo format version (the header decoded, so the one this build reads).
     pub version: u32,
-    /// This file's index.
-    pub file_index: u32,
-    /// Files in the group.
-    pub n_files: u32,
-    /// Size of each file (header).
-    pub file_size: u64,
-    /// Creation id of the data files.
-    pub creation_id: u64,
+    /// Its header, fields inline in the JSON.
+    #[serde(flatten)]
+    pub header: LogFileHeader,
     /// Length on disk.
     pub bytes: u64,
 }
@@ -150,11 +128,10 @@ pub struct LogFile {
 pub struct CheckpointSlot {
     /// Byte offset in `redo-0.keel`.
     pub offset: u64,
-    /// Checkpoint number as stored.
-    pub no: u64,
-    /// Checkpoint LSN as stored.
-    pub lsn: Lsn,
-    /// Non-zero number and matching checksum.
+    /// Number and LSN as stored, valid or not.
+    #[serde(flatten)]
+    pub stored: Checkpoint,
+    /// Whether recovery would use the slot (`Checkpoint::decode`).
     pub valid: bool,
 }
 
@@ -175,6 +152,8 @@ pub struct LogScan {
     pub commit_groups: u64,
     /// "Commit applied" groups.
     pub applied_groups: u64,
+    /// Groups holding copies of the records of commits in flight.
+    pub relocated_groups: u64,
     /// Groups of an unknown kind (recovery would refuse them).
     pub unknown_groups: u64,
     /// Commits without a later "applied" group: recovery re-applies them.
@@ -198,25 +177,14 @@ pub struct DblwrFile {
     pub newest_seq: Option<u64>,
 }
 
-/// A doublewrite file header.
+/// A doublewrite file header and its format version.
 #[derive(Serialize, Debug)]
 pub struct DblwrHeader {
-    /// Format version.
+    /// Format version (the header decoded, so the one this build reads).
     pub version: u32,
-    /// Page size in bytes.
-    pub page_size: u32,
-    /// This file's index.
-    pub file_index: u32,
-    /// Doublewrite files.
-    pub n_files: u32,
-    /// Areas over all files.
-    pub n_areas: u32,
-    /// Areas in this file.
-    pub areas_in_file: u32,
-    /// Page slots per area.
-    pub pages_per_area: u32,
-    /// Creation id of the data files.
-    pub creation_id: u64,
+    /// The header, fields inline in the JSON.
+    #[serde(flatten)]
+    pub fields: doublewrite::FileHeader,
 }
 
 /// Run `keel inspect`.
@@ -255,17 +223,17 @@ pub fn inspect(dir: &Path) -> Result<Inspection> {
         Ok(_) => bail!("{} is not a directory", dir.display()),
         Err(e) => bail!("cannot inspect {}: {e}", dir.display()),
     }
-    let first = dir.join(keel::space::data_file_name(0));
+    let first = dir.join(data::file_name(0));
     if !first.exists() {
         bail!(
             "{} holds no Keel database (no {})",
             dir.display(),
-            keel::space::data_file_name(0)
+            data::file_name(0)
         );
     }
     let mut warnings = Vec::new();
     let (data_files, space) = data(dir, &mut warnings)?;
-    let creation_id = data_files[0].creation_id;
+    let creation_id = data_files[0].header.creation_id;
     let redo = redo(dir, creation_id, &mut warnings)?;
     let doublewrite = dblwr(dir, creation_id, &mut warnings)?;
     Ok(Inspection {
@@ -283,14 +251,14 @@ fn data(dir: &Path, warnings: &mut Vec<String>) -> Result<(Vec<DataFile>, Option
     let mut handles = Vec::new();
     let mut i = 0usize;
     loop {
-        let name = keel::space::data_file_name(i);
+        let name = data::file_name(i);
         let path = dir.join(&name);
         if !path.exists() {
             if let Some(f0) = files.first() {
-                if i < f0.n_files as usize {
+                if i < f0.header.n_files as usize {
                     warnings.push(format!(
                         "{name} is missing ({} data files expected)",
-                        f0.n_files
+                        f0.header.n_files
                     ));
                     i += 1;
                     continue;
@@ -306,8 +274,9 @@ fn data(dir: &Path, warnings: &mut Vec<String>) -> Result<(Vec<DataFile>, Option
             );
         }
         let b = read_upto(&f, &path, 0, 4096, len)?;
-        let h = FileHeader::decode(&b).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        let ps = u64::from(h.page_size.max(1));
+        let h =
+            data::FileHeader::decode(&b).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let ps = u64::from(h.page_size);
         if len % ps != 0 {
             warnings.push(format!(
                 "{name}: {len} bytes is not a whole number of {ps}-byte pages (truncated or torn)"
@@ -316,7 +285,7 @@ fn data(dir: &Path, warnings: &mut Vec<String>) -> Result<(Vec<DataFile>, Option
         if h.file_index as usize != i {
             warnings.push(format!("{name}: header says file index {}", h.file_index));
         }
-        if let Some(f0) = files.first() {
+        if let Some(f0) = files.first().map(|f| &f.header) {
             if h.creation_id != f0.creation_id {
                 warnings.push(format!(
                     "{name}: creation id {:#018x} differs from data-0's (a file of another database)",
@@ -333,13 +302,7 @@ fn data(dir: &Path, warnings: &mut Vec<String>) -> Result<(Vec<DataFile>, Option
         }
         files.push(DataFile {
             name,
-            version: h.version,
-            page_size: h.page_size,
-            space_id: h.space_id,
-            file_index: h.file_index,
-            n_files: h.n_files,
-            extent_pages: h.extent_pages,
-            creation_id: h.creation_id,
+            header: h,
             bytes: len,
             pages: (len / ps).saturating_sub(1),
         });
@@ -348,27 +311,28 @@ fn data(dir: &Path, warnings: &mut Vec<String>) -> Result<(Vec<DataFile>, Option
     }
     // Page 0: extent 0 of file 0, right after the header block.
     let f0 = &files[0];
-    let ps = f0.page_size as usize;
+    let ps = f0.header.page_size as usize;
     let (f, path, len) = &handles[0];
     let page = read_upto(f, path, ps as u64, ps, *len)?;
     let space = if page.len() < ps {
         warnings.push(format!("{}: page 0 (the space header) is missing", f0.name));
         None
-    } else if let Err(e) = verify_page(&page, PageId::new(f0.space_id, 0)) {
+    } else if let Err(e) = verify_page(&page, PageId::new(f0.header.space_id, 0)) {
         warnings.push(format!(
             "{}: page 0 (the space header) is unreadable: {e} (the doublewrite area may hold a copy)",
             f0.name
         ));
         None
     } else {
-        let hwm = get_u32(&page, SPACE_HWM);
-        let free = get_u32(&page, SPACE_FREE_COUNT);
+        // A verified page is `ps` ≥ 4096 bytes: the offsets are inside it.
+        let hwm = get_u32(&page, space_header::HWM);
+        let free = get_u32(&page, space_header::FREE_COUNT);
         Some(SpaceHeader {
             page_lsn: page_lsn(&page),
             hwm,
-            free_list_head: get_u32(&page, SPACE_FREE_HEAD),
+            free_list_head: get_u32(&page, space_header::FREE_HEAD),
             free_pages: free,
-            catalog_root: get_u32(&page, SPACE_CATALOG_ROOT),
+            catalog_root: get_u32(&page, space_header::CATALOG_ROOT),
             allocated_pages: hwm.saturating_sub(free),
             file_pages: files.iter().map(|d| d.pages).sum(),
         })
@@ -416,6 +380,7 @@ impl LogReader {
             commit_groups: 0,
             applied_groups: 0,
             unknown_groups: 0,
+            relocated_groups: 0,
             commits_to_reapply: 0,
         };
         let mut commits = BTreeSet::new();
@@ -459,6 +424,14 @@ impl LogReader {
                         commits.remove(&get_u64(payload, 0));
                     }
                 }
+                kind::TXN_RELOCATED => {
+                    s.relocated_groups += 1;
+                    // A malformed group is the engine's business at
+                    // recovery; here it only adds no commits.
+                    for (commit, _) in decode_relocation(payload).unwrap_or_default() {
+                        commits.insert(commit);
+                    }
+                }
                 _ => s.unknown_groups += 1,
             }
             lsn += need;
@@ -478,7 +451,7 @@ fn redo(dir: &Path, creation_id: u64, warnings: &mut Vec<String>) -> Result<Redo
     };
     let mut checkpoints: Vec<CheckpointSlot> = Vec::new();
     for i in 0.. {
-        let name = keel::redo::log_file_name(i);
+        let name = redo::file_name(i);
         let path = dir.join(&name);
         if !path.exists() {
             match files.first() {
@@ -487,7 +460,7 @@ fn redo(dir: &Path, creation_id: u64, warnings: &mut Vec<String>) -> Result<Redo
                 )),
                 Some(f0) => warnings.push(format!(
                     "{name} is missing ({} log files expected)",
-                    f0.n_files
+                    f0.header.n_files
                 )),
             }
             break;
@@ -513,29 +486,24 @@ fn redo(dir: &Path, creation_id: u64, warnings: &mut Vec<String>) -> Result<Redo
         }
         if i == 0 {
             for &o in &CHECKPOINT_SLOTS {
-                let b = hdr.get(o as usize..o as usize + 20).unwrap_or(&[]);
-                let cp = Checkpoint::decode(b);
+                let b = hdr.get(o as usize..).unwrap_or_default();
                 checkpoints.push(CheckpointSlot {
                     offset: o,
-                    no: if b.len() >= 8 { get_u64(b, 0) } else { 0 },
-                    lsn: if b.len() >= 16 { get_u64(b, 8) } else { 0 },
-                    valid: cp.is_some(),
+                    stored: Checkpoint::stored(b),
+                    valid: Checkpoint::decode(b).is_some(),
                 });
             }
-        } else if h.file_size != files.first().map_or(0, |f0| f0.file_size) {
+        } else if h.file_size != files.first().map_or(0, |f0| f0.header.file_size) {
             warnings.push(format!("{name}: file size differs from redo-0's"));
         }
         files.push(LogFile {
             name,
-            version: get_u32(&hdr, 8),
-            file_index: h.file_index,
-            n_files: h.n_files,
-            file_size: h.file_size,
-            creation_id: h.creation_id,
+            version: redo::LOG_VERSION,
+            header: h,
             bytes: len,
         });
         reader.files.push((f, path));
-        if files.len() == files[0].n_files as usize {
+        if files.len() == files[0].header.n_files as usize {
             break;
         }
     }
@@ -543,20 +511,21 @@ fn redo(dir: &Path, creation_id: u64, warnings: &mut Vec<String>) -> Result<Redo
         .iter()
         .enumerate()
         .filter(|(_, c)| c.valid)
-        .max_by_key(|(_, c)| c.no)
+        .max_by_key(|(_, c)| c.stored.no)
         .map(|(i, _)| i);
     if winner.is_none() && !files.is_empty() {
         warnings.push("redo-0.keel: no valid checkpoint slot".into());
     }
+    // A decoded header's file size exceeds LOG_FILE_HDR: the area is not empty.
     let capacity = match files.first() {
-        Some(f0) if f0.file_size > LOG_FILE_HDR => {
-            reader.area = f0.file_size - LOG_FILE_HDR;
+        Some(f0) => {
+            reader.area = f0.header.file_size - LOG_FILE_HDR;
             reader.capacity()
         }
-        _ => 0,
+        None => 0,
     };
     let scan = match winner {
-        Some(w) if capacity > 0 => Some(reader.scan(checkpoints[w].lsn)?),
+        Some(w) if capacity > 0 => Some(reader.scan(checkpoints[w].stored.lsn)?),
         _ => None,
     };
     if let Some(s) = &scan {
@@ -594,7 +563,7 @@ fn dblwr(dir: &Path, creation_id: u64, warnings: &mut Vec<String>) -> Result<Vec
             pages_held: 0,
             newest_seq: None,
         };
-        if b.len() < DBLWR_HEADER_LEN || b.iter().all(|&x| x == 0) {
+        if b.len() < doublewrite::FileHeader::LEN || b.iter().all(|&x| x == 0) {
             // Blank (or empty): no copies; the engine formats afresh.
             out.push(file);
             continue;
@@ -608,9 +577,10 @@ fn dblwr(dir: &Path, creation_id: u64, warnings: &mut Vec<String>) -> Result<Vec
             ));
         }
         // Area geometry: H header blocks then P slots; local area k at
-        // page_size × (1 + k × (H + P)).
-        let (ps, p) = (u64::from(h.page_size.max(1)), u64::from(h.pages_per_area));
-        let hdr_blocks = (36 + 16 * p).div_ceil(ps);
+        // page_size × (1 + k × (H + P)). The decoded header bounds P and
+        // the areas, so none of this overflows.
+        let (ps, p) = (u64::from(h.page_size), u64::from(h.pages_per_area));
+        let hdr_blocks = (area_header_len(p as usize) as u64).div_ceil(ps);
         for k in 0..u64::from(h.areas_in_file) {
             let off = ps * (1 + k * (hdr_blocks + p));
             let a = read_upto(&f, &path, off, (hdr_blocks * ps) as usize, len)?;
@@ -625,157 +595,10 @@ fn dblwr(dir: &Path, creation_id: u64, warnings: &mut Vec<String>) -> Result<Vec
             }
         }
         file.header = Some(DblwrHeader {
-            version: get_u32(&b, 8),
-            page_size: h.page_size,
-            file_index: h.file_index,
-            n_files: h.n_files,
-            n_areas: h.n_areas,
-            areas_in_file: h.areas_in_file,
-            pages_per_area: h.pages_per_area,
-            creation_id: h.creation_id,
+            version: doublewrite::FileHeader::VERSION,
+            fields: h,
         });
         out.push(file);
     }
     Ok(out)
-}
-
-fn mib(b: u64) -> String {
-    format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20))
-}
-
-/// The text form.
-pub fn render(ins: &Inspection) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "Keel database {}", ins.dir.display());
-    let _ = writeln!(o, "\nDATA FILES");
-    for d in &ins.data_files {
-        let _ = writeln!(
-            o,
-            "  {}: version {}, page size {}, space {}, file {}/{}, {} pages per extent, \
-             creation id {:#018x}; {} bytes = {} pages",
-            d.name,
-            d.version,
-            d.page_size,
-            d.space_id,
-            d.file_index,
-            d.n_files,
-            d.extent_pages,
-            d.creation_id,
-            d.bytes,
-            d.pages
-        );
-    }
-    match &ins.space {
-        Some(s) => {
-            let _ = writeln!(
-                o,
-                "  space header (page 0 as on disk, page LSN {}): high-water mark {}, {} pages allocated, \
-                 {} free (list head {}), catalog root {}; {} data pages in the files",
-                s.page_lsn,
-                s.hwm,
-                s.allocated_pages,
-                s.free_pages,
-                s.free_list_head,
-                s.catalog_root,
-                s.file_pages
-            );
-        }
-        None => {
-            let _ = writeln!(o, "  space header: unreadable (see warnings)");
-        }
-    }
-    let r = &ins.redo;
-    let _ = writeln!(
-        o,
-        "\nREDO LOG ({} files, capacity {} = {} bytes)",
-        r.files.len(),
-        mib(r.capacity),
-        r.capacity
-    );
-    for f in &r.files {
-        let _ = writeln!(
-            o,
-            "  {}: version {}, file {}/{}, file size {} bytes, creation id {:#018x}; {} bytes on disk",
-            f.name, f.version, f.file_index, f.n_files, f.file_size, f.creation_id, f.bytes
-        );
-    }
-    for (i, c) in r.checkpoints.iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "  checkpoint slot {i} (byte {}): number {}, LSN {}, {}{}",
-            c.offset,
-            c.no,
-            c.lsn,
-            if c.valid { "valid" } else { "invalid" },
-            if r.winner == Some(i) { " <- wins" } else { "" }
-        );
-    }
-    match &r.scan {
-        Some(s) => {
-            let _ = writeln!(
-                o,
-                "  log end: LSN {} ({} bytes beyond checkpoint LSN {}); {} groups: {} mini-transactions, \
-                 {} commits, {} commit-applied{}",
-                s.end_lsn,
-                s.bytes_beyond_checkpoint,
-                s.checkpoint_lsn,
-                s.groups,
-                s.mtr_groups,
-                s.commit_groups,
-                s.applied_groups,
-                if s.unknown_groups > 0 {
-                    format!(", {} of unknown kind", s.unknown_groups)
-                } else {
-                    String::new()
-                }
-            );
-            let _ = writeln!(
-                o,
-                "  recovery would replay {} bytes / {} groups and re-apply {} transactions",
-                s.bytes_beyond_checkpoint, s.groups, s.commits_to_reapply
-            );
-        }
-        None => {
-            let _ = writeln!(o, "  log end: unknown (no valid checkpoint)");
-        }
-    }
-    let _ = writeln!(o, "\nDOUBLEWRITE");
-    if ins.doublewrite.is_empty() {
-        let _ = writeln!(o, "  no doublewrite files");
-    }
-    for d in &ins.doublewrite {
-        match &d.header {
-            None => {
-                let _ = writeln!(o, "  {}: blank ({} bytes): no copies", d.name, d.bytes);
-            }
-            Some(h) => {
-                let _ = writeln!(
-                    o,
-                    "  {}: version {}, page size {}, file {}/{}, {} areas ({} here) of {} pages, \
-                     creation id {:#018x}; {} bytes; {} areas written holding {} pages{}",
-                    d.name,
-                    h.version,
-                    h.page_size,
-                    h.file_index,
-                    h.n_files,
-                    h.n_areas,
-                    h.areas_in_file,
-                    h.pages_per_area,
-                    h.creation_id,
-                    d.bytes,
-                    d.areas_written,
-                    d.pages_held,
-                    d.newest_seq
-                        .map_or(String::new(), |s| format!(", newest batch {s}"))
-                );
-            }
-        }
-    }
-    if !ins.warnings.is_empty() {
-        let _ = writeln!(o, "\nWARNINGS");
-        for w in &ins.warnings {
-            let _ = writeln!(o, "  {w}");
-        }
-    }
-    o
 }

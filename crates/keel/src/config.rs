@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::io::{FlushMethod, ThrottleSpec};
 use crate::page::{MAX_PAGE_SIZE, MIN_PAGE_SIZE};
+use crate::redo::format::{LOG_FILE_ALIGN, MAX_LOG_FILES, MIN_LOG_FILE_SIZE};
+use crate::space::header::MAX_DATA_FILES;
 
 /// Every option the engine understands. `Options::default()` is the best
 /// behaviour we know for a user who sets nothing.
@@ -222,8 +224,11 @@ impl Options {
         if !(5..=95).contains(&self.old_blocks_pct) {
             return Err(Error::config("old_blocks_pct", "must be between 5 and 95"));
         }
-        if !(1..=64).contains(&self.data_files) {
-            return Err(Error::config("data_files", "must be between 1 and 64"));
+        if !(1..=MAX_DATA_FILES as usize).contains(&self.data_files) {
+            return Err(Error::config(
+                "data_files",
+                format!("must be between 1 and {MAX_DATA_FILES}"),
+            ));
         }
         if self.page_cleaners == 0 || self.page_cleaners > 64 {
             return Err(Error::config("page_cleaners", "must be between 1 and 64"));
@@ -284,16 +289,19 @@ impl Options {
                 "must be between 1 and 64",
             ));
         }
-        if self.log_file_size < (1 << 20) || !self.log_file_size.is_multiple_of(4096) {
+        // The log's file header check holds existing logs to the same rule.
+        if self.log_file_size < MIN_LOG_FILE_SIZE
+            || !self.log_file_size.is_multiple_of(LOG_FILE_ALIGN)
+        {
             return Err(Error::config(
                 "log_file_size",
                 "must be at least 1MiB and a multiple of 4KiB",
             ));
         }
-        if !(1..=100).contains(&self.log_files_in_group) {
+        if !(1..=MAX_LOG_FILES as usize).contains(&self.log_files_in_group) {
             return Err(Error::config(
                 "log_files_in_group",
-                "must be between 1 and 100",
+                format!("must be between 1 and {MAX_LOG_FILES}"),
             ));
         }
         if self.flush_log_at_trx_commit > 2 {

@@ -35,6 +35,7 @@ mod db;
 mod engine;
 mod error;
 pub mod flush;
+pub mod format;
 pub mod io;
 pub mod metrics;
 mod mtr;

@@ -171,3 +171,25 @@ fn oversized_keys_and_values_are_errors() {
     drop(t);
     db.close().unwrap();
 }
+
+/// A log header with a valid checksum but a file size no log can have (at
+/// most the reserved header blocks) once made opening underflow and divide
+/// by zero; it is a clear error now, naming the file.
+#[test]
+fn checksum_valid_log_header_with_impossible_size_is_refused() {
+    use keel::format::redo::{LogFileHeader, LOG_HEADER_LEN};
+    let dir = tempfile::tempdir().unwrap();
+    make_db(dir.path(), 4096);
+    let path = dir.path().join("redo-0.keel");
+    let mut b = std::fs::read(&path).unwrap();
+    let mut h = LogFileHeader::decode(&b).unwrap();
+    h.file_size = 4096;
+    h.encode(&mut b[..LOG_HEADER_LEN]);
+    std::fs::write(&path, &b).unwrap();
+    let err = Db::open(dir.path(), common::small_opts(64)).err().unwrap();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("redo-0.keel") && msg.contains("log file size 4096"),
+        "{msg}"
+    );
+}

@@ -23,9 +23,16 @@ use std::cmp::Ordering;
 
 use crate::error::{Error, Result};
 use crate::page::{
-    get_u16, get_u32, page_id, page_type, put_u16, put_u32, set_page_type, PageType, MAX_PAGE_SIZE,
-    MIN_PAGE_SIZE, PAGE_HEADER_SIZE,
+    get_u16, get_u32, put_u16, put_u32, set_page_type, PageType, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    PAGE_HEADER_SIZE,
 };
+
+mod validate;
+
+pub use validate::check;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use validate::exercise;
+pub(crate) use validate::validate;
 
 const OFF_N_CELLS: usize = PAGE_HEADER_SIZE;
 const OFF_CONTENT: usize = PAGE_HEADER_SIZE + 2;
@@ -165,14 +172,17 @@ fn cell_len_at(b: &[u8], off: usize, leaf: bool) -> usize {
     }
 }
 
-/// Read-only view of a node image.
+/// Read-only view of a node image. On an image that passed [`validate`]
+/// with a node type, no accessor panics for any index in range (`cell`,
+/// `key` for `i < n_cells()`, `value` on leaves, `child` for `pos <=
+/// n_cells()` on internal nodes); the node validation tests prove it.
 #[derive(Clone, Copy)]
 pub struct NodeRef<'a> {
     b: &'a [u8],
 }
 
 impl<'a> NodeRef<'a> {
-    /// View a page image as a node (call [`check`] first on untrusted images).
+    /// View a page image as a node (call [`validate`] first on untrusted images).
     pub fn new(b: &'a [u8]) -> Self {
         NodeRef { b }
     }
@@ -261,7 +271,9 @@ impl<'a> NodeRef<'a> {
     }
 }
 
-/// Mutable view of a node image. Every method keeps the image valid.
+/// Mutable view of a node image. On an image that passed [`validate`], every
+/// method with an index in range and a well-formed cell of the node's kind
+/// keeps the image valid and never panics.
 pub struct NodeMut<'a> {
     b: &'a mut [u8],
 }
@@ -393,116 +405,6 @@ impl<'a> NodeMut<'a> {
         self.set_content_start(start);
         self.set_frag(0);
     }
-}
-
-/// Validate a node image: header fields, slot offsets in range, cells inside
-/// the content area and non-overlapping, free-space accounting, keys strictly
-/// ascending and within the size limits.
-pub fn check(b: &[u8]) -> Result<()> {
-    let id = page_id(b);
-    let bad = |msg: String| Err(Error::Corruption(format!("b-tree node {id}: {msg}")));
-    if b.len() < MIN_PAGE_SIZE || b.len() > MAX_PAGE_SIZE {
-        return bad(format!("page size {} out of range", b.len()));
-    }
-    let r = NodeRef::new(b);
-    let want = if r.is_leaf() {
-        PageType::BtreeLeaf
-    } else {
-        PageType::BtreeInternal
-    };
-    if page_type(b) != Some(want) {
-        return bad(format!(
-            "page type {:?} does not match level {}",
-            page_type(b),
-            r.level()
-        ));
-    }
-    let (n, start) = (r.n_cells(), r.content_start());
-    if start > b.len() {
-        return bad(format!(
-            "content start {start} is past the page end {}",
-            b.len()
-        ));
-    }
-    if r.slot_end() > start {
-        return bad(format!(
-            "slot array of {n} cells ends at {} past the content start {start}",
-            r.slot_end()
-        ));
-    }
-    check_cells(b, r, start).or_else(bad)?;
-    if !r.is_leaf() {
-        for pos in 0..=n {
-            if r.child(pos) == 0 {
-                return bad(format!("child at position {pos} is page 0"));
-            }
-        }
-    }
-    check_keys(r).or_else(bad)
-}
-
-/// Cells within `[start, len)`, disjoint, and accounting that adds up.
-fn check_cells(b: &[u8], r: NodeRef<'_>, start: usize) -> std::result::Result<(), String> {
-    let leaf = r.is_leaf();
-    let hdr = if leaf {
-        LEAF_CELL_HEADER
-    } else {
-        INTERNAL_CELL_HEADER
-    };
-    let mut spans = Vec::with_capacity(r.n_cells());
-    for i in 0..r.n_cells() {
-        let off = r.offset(i);
-        if off < start || off + hdr > b.len() {
-            return Err(format!(
-                "cell {i} at offset {off} outside the content area [{start}, {})",
-                b.len()
-            ));
-        }
-        let end = off + cell_len_at(b, off, leaf);
-        if end > b.len() {
-            return Err(format!(
-                "cell {i} at offset {off} ends at {end}, past the page end {}",
-                b.len()
-            ));
-        }
-        spans.push((off, end, i));
-    }
-    spans.sort_unstable();
-    for w in spans.windows(2) {
-        if w[0].1 > w[1].0 {
-            return Err(format!(
-                "cell {} [{}, {}) overlaps cell {} [{}, {})",
-                w[0].2, w[0].0, w[0].1, w[1].2, w[1].0, w[1].1
-            ));
-        }
-    }
-    let cell_bytes: usize = spans.iter().map(|s| s.1 - s.0).sum();
-    if cell_bytes + r.frag_bytes() != b.len() - start {
-        return Err(format!(
-            "content area of {} bytes holds {cell_bytes} cell bytes but {} fragmented bytes are recorded",
-            b.len() - start,
-            r.frag_bytes()
-        ));
-    }
-    Ok(())
-}
-
-/// Keys strictly ascending; key and value lengths within limits.
-fn check_keys(r: NodeRef<'_>) -> std::result::Result<(), String> {
-    let ps = r.b.len();
-    for i in 0..r.n_cells() {
-        let k = r.key(i);
-        if k.len() > max_key_len(ps) {
-            return Err(format!("key {i} is {} bytes long", k.len()));
-        }
-        if r.is_leaf() && r.value(i).len() > max_value_len(ps) {
-            return Err(format!("value {i} is {} bytes long", r.value(i).len()));
-        }
-        if i > 0 && r.key(i - 1) >= k {
-            return Err(format!("keys {} and {i} are not strictly ascending", i - 1));
-        }
-    }
-    Ok(())
 }
 
 /// Where to cut an overflowing sequence of cells, by bytes.

@@ -43,6 +43,11 @@ pub struct PoolConfig {
     pub old_blocks_time_ms: u64,
     /// How long a thread waits for a free frame before giving up.
     pub free_wait_timeout: Duration,
+    /// Checks the structure of a page image read from disk (after its
+    /// checksum): pages in memory are produced by trusted code, so a page
+    /// that passes once may be read without bounds checks. The engine
+    /// passes the B-tree node validation; the pool knows no page layout.
+    pub validate: fn(&[u8]) -> std::result::Result<(), String>,
 }
 
 /// The buffer pool.
@@ -255,7 +260,17 @@ impl BufferPool {
                 return Ok(Fetched::Loaded(fid, g));
             }
             Metrics::add(&self.metrics.buffer_pool_reads, 1);
-            if let Err(e) = self.space.read_page(id, &mut g) {
+            let read = self.space.read_page(id, &mut g).and_then(|()| {
+                (self.cfg.validate)(&g).map_err(|reason| Error::CorruptPage {
+                    page: id,
+                    path: self
+                        .space
+                        .file_path(self.space.locate(id.page_no).0)
+                        .to_path_buf(),
+                    reason: format!("{reason} (the checksum is valid)"),
+                })
+            });
+            if let Err(e) = read {
                 inst.uninstall(id, fid);
                 frame.unfix();
                 drop(g);

@@ -300,6 +300,7 @@ fn pool_config(opts: &Options) -> PoolConfig {
         old_blocks_pct: opts.old_blocks_pct,
         old_blocks_time_ms: opts.old_blocks_time,
         free_wait_timeout: Duration::from_secs(30),
+        validate: crate::btree::node::validate,
     }
 }
 

@@ -12,8 +12,18 @@
 //! | 22     | 10   | reserved, zero                               |
 //!
 //! The type-specific body starts at [`PAGE_HEADER_SIZE`].
+//!
+//! The `get_u*` accessors are for images of known size (a page, a header
+//! whose length was checked); decoders of untrusted bytes check lengths
+//! first or read through [`coding::Reader`]. The header accessors
+//! ([`page_id`], [`page_lsn`], [`page_type`]) and [`verify_page`] accept any
+//! buffer.
+
+pub mod coding;
 
 use std::fmt;
+
+use serde::Serialize;
 
 /// Log sequence number: a byte position in the redo stream. Pages carry the
 /// LSN of their newest change; 0 means "never changed".
@@ -38,7 +48,7 @@ const _: () = assert!(OFF_TYPE + 2 <= PAGE_HEADER_SIZE);
 const _: () = assert!(MIN_PAGE_SIZE.is_power_of_two() && MAX_PAGE_SIZE.is_power_of_two());
 
 /// Identity of a page: tablespace and page number within it.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Serialize)]
 pub struct PageId {
     /// Tablespace id.
     pub space: u32,
@@ -90,11 +100,17 @@ impl PageType {
 }
 
 /// Read a little-endian u16 at `off`.
+///
+/// # Panics
+/// If `b` is shorter than `off + 2` (see the module documentation).
 #[inline]
 pub fn get_u16(b: &[u8], off: usize) -> u16 {
     u16::from_le_bytes([b[off], b[off + 1]])
 }
 /// Read a little-endian u32 at `off`.
+///
+/// # Panics
+/// If `b` is shorter than `off + 4`.
 #[inline]
 pub fn get_u32(b: &[u8], off: usize) -> u32 {
     let mut a = [0u8; 4];
@@ -102,6 +118,9 @@ pub fn get_u32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes(a)
 }
 /// Read a little-endian u64 at `off`.
+///
+/// # Panics
+/// If `b` is shorter than `off + 8`.
 #[inline]
 pub fn get_u64(b: &[u8], off: usize) -> u64 {
     let mut a = [0u8; 8];
@@ -124,17 +143,30 @@ pub fn put_u64(b: &mut [u8], off: usize, v: u64) {
     b[off..off + 8].copy_from_slice(&v.to_le_bytes());
 }
 
-/// Read-only view of the common header.
+/// A header field of `N` bytes at `off`; zeros if `b` is too short, so that
+/// the header accessors never panic (such an image fails [`verify_page`]).
+fn header_field<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
+    let mut a = [0u8; N];
+    if let Some(s) = b.get(off..off + N) {
+        a.copy_from_slice(s);
+    }
+    a
+}
+
+/// The page the header names (zeros for a buffer shorter than the header).
 pub fn page_id(b: &[u8]) -> PageId {
-    PageId::new(get_u32(b, OFF_SPACE), get_u32(b, OFF_PAGE_NO))
+    PageId::new(
+        u32::from_le_bytes(header_field(b, OFF_SPACE)),
+        u32::from_le_bytes(header_field(b, OFF_PAGE_NO)),
+    )
 }
-/// The page LSN stored in the header.
+/// The page LSN stored in the header (0 for a buffer shorter than the header).
 pub fn page_lsn(b: &[u8]) -> Lsn {
-    get_u64(b, OFF_LSN)
+    u64::from_le_bytes(header_field(b, OFF_LSN))
 }
-/// The raw page-type tag.
+/// The raw page-type tag (0 for a buffer shorter than the header).
 pub fn page_type_raw(b: &[u8]) -> u16 {
-    get_u16(b, OFF_TYPE)
+    u16::from_le_bytes(header_field(b, OFF_TYPE))
 }
 /// The page type, if the tag is known.
 pub fn page_type(b: &[u8]) -> Option<PageType> {
@@ -157,9 +189,16 @@ pub fn init_page(b: &mut [u8], id: PageId, t: PageType) {
     set_page_type(b, t);
 }
 
-/// Compute the checksum of a page image (bytes after the checksum field).
+/// Compute the checksum of a page image (bytes after the checksum field;
+/// none for a buffer shorter than the field).
 pub fn compute_checksum(b: &[u8]) -> u32 {
-    crc32c::crc32c(&b[OFF_CHECKSUM + 4..])
+    crc32c::crc32c(b.get(OFF_CHECKSUM + 4..).unwrap_or_default())
+}
+
+/// Is `len` a page size this format knows (a power of two in
+/// [`MIN_PAGE_SIZE`]`..=`[`MAX_PAGE_SIZE`])?
+pub const fn is_page_size(len: usize) -> bool {
+    len.is_power_of_two() && len >= MIN_PAGE_SIZE && len <= MAX_PAGE_SIZE
 }
 
 /// Store the checksum; call just before the page goes to disk.
@@ -170,7 +209,10 @@ pub fn stamp_checksum(b: &mut [u8]) {
 
 /// Why a page image read from disk is not acceptable.
 #[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PageCheckError {
+    /// The buffer is not a page: its length is no page size.
+    Size(usize),
     /// Every byte is zero: the page was never written.
     AllZero,
     /// Stored and computed checksums differ.
@@ -189,6 +231,10 @@ pub enum PageCheckError {
 impl fmt::Display for PageCheckError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            PageCheckError::Size(n) => write!(
+                f,
+                "a {n}-byte buffer is not a page (a power of two in {MIN_PAGE_SIZE}..={MAX_PAGE_SIZE})"
+            ),
             PageCheckError::AllZero => write!(f, "page is all zeros (never written)"),
             PageCheckError::Checksum { stored, computed } => write!(
                 f,
@@ -200,8 +246,12 @@ impl fmt::Display for PageCheckError {
     }
 }
 
-/// Verify a page image just read from disk: checksum, identity, type.
+/// Verify a page image just read from disk: size, checksum, identity,
+/// type. Any buffer may be passed; only a page that passes is `Ok`.
 pub fn verify_page(b: &[u8], expect: PageId) -> Result<(), PageCheckError> {
+    if !is_page_size(b.len()) {
+        return Err(PageCheckError::Size(b.len()));
+    }
     let stored = get_u32(b, OFF_CHECKSUM);
     let computed = compute_checksum(b);
     if stored != computed {
@@ -259,5 +309,54 @@ mod tests {
         );
         let z = vec![0u8; 4096];
         assert_eq!(verify_page(&z, id), Err(PageCheckError::AllZero));
+    }
+
+    #[test]
+    fn short_or_odd_buffers_are_not_pages() {
+        for len in [0usize, 3, 4, 31, 32, 4095, 4097, 6144, 131072] {
+            let b = vec![0u8; len];
+            assert_eq!(
+                verify_page(&b, PageId::new(0, 0)),
+                Err(PageCheckError::Size(len))
+            );
+            // The header accessors read a short buffer as zeros.
+            let _ = (
+                page_id(&b),
+                page_lsn(&b),
+                page_type(&b),
+                compute_checksum(&b),
+            );
+        }
+        assert_eq!(page_id(&[1, 0, 0, 0, 9]), PageId::new(0, 0));
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn header_accessors_and_verify_never_panic_on_random_bytes(
+            b in proptest::collection::vec(any::<u8>(), 0..4200),
+            space in any::<u32>(),
+            page_no in any::<u32>(),
+        ) {
+            let _ = (page_id(&b), page_lsn(&b), page_type(&b), compute_checksum(&b));
+            let _ = verify_page(&b, PageId::new(space, page_no)).map_err(|e| e.to_string());
+        }
+
+        #[test]
+        fn a_resealed_mutation_verifies_exactly_when_id_and_type_are_good(
+            edits in proptest::collection::vec((4usize..4096, any::<u8>()), 1..8),
+        ) {
+            let id = PageId::new(0, 7);
+            let mut p = vec![0u8; 4096];
+            init_page(&mut p, id, PageType::BtreeLeaf);
+            for (off, v) in edits {
+                p[off] = v;
+            }
+            stamp_checksum(&mut p);
+            let good_type = matches!(page_type(&p), Some(t) if t != PageType::Unused);
+            let ok = page_id(&p) == id && good_type;
+            prop_assert_eq!(verify_page(&p, id).is_ok(), ok);
+        }
     }
 }

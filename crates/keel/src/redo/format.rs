@@ -1,8 +1,17 @@
 //! Redo log on-disk encoding: file header, checkpoint slots, record groups
 //! and page-change records. See docs/format.md, "Redo log".
+//!
+//! The file header and the checkpoint slots are sealed headers ([`Seal`]).
+//! Every decoder here accepts any bytes: what it cannot make sense of is an
+//! error (or, for a group, the end of the log), never a panic, and a file
+//! header that decodes has a geometry the log can be addressed with.
 
+use serde::Serialize;
+
+use super::START_LSN;
+use crate::page::coding::{Reader, Seal};
 use crate::page::Lsn;
-use crate::page::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
+use crate::page::{get_u32, get_u64, put_u16, put_u32, put_u64};
 
 /// Magic at the start of every redo log file.
 pub const LOG_MAGIC: &[u8; 8] = b"KEELREDO";
@@ -15,6 +24,34 @@ pub const LOG_FILE_HDR: u64 = 3 * 4096;
 pub const CHECKPOINT_SLOTS: [u64; 2] = [4096, 8192];
 /// Bytes of a record-group header.
 pub const GROUP_HDR: usize = 20;
+/// Bytes of the log file header that carry meaning (CRC included).
+pub const LOG_HEADER_LEN: usize = 40;
+/// Bytes of a checkpoint slot that carry meaning (CRC included).
+pub const CHECKPOINT_LEN: usize = 20;
+/// Smallest log file (the `log_file_size` option's limit).
+pub const MIN_LOG_FILE_SIZE: u64 = 1 << 20;
+/// Log files are a whole number of these (the `log_file_size` option's rule).
+pub const LOG_FILE_ALIGN: u64 = 4096;
+/// Most log files in a group (the `log_files_in_group` option's limit).
+pub const MAX_LOG_FILES: u32 = 100;
+
+const HEADER_SEAL: Seal = Seal {
+    what: "log file header",
+    kind: "Keel redo log file",
+    magic: LOG_MAGIC,
+    version: Some(LOG_VERSION),
+};
+const CHECKPOINT_SEAL: Seal = Seal {
+    what: "checkpoint slot",
+    kind: "checkpoint slot",
+    magic: b"",
+    version: None,
+};
+
+const _: () = assert!(HEADER_SEAL.body_at() == 12 && CHECKPOINT_SEAL.body_at() == 0);
+const _: () =
+    assert!(LOG_FILE_HDR < MIN_LOG_FILE_SIZE && MIN_LOG_FILE_SIZE.is_multiple_of(LOG_FILE_ALIGN));
+const _: () = assert!(CHECKPOINT_SLOTS[1] + CHECKPOINT_LEN as u64 <= LOG_FILE_HDR);
 
 /// Group kinds.
 pub mod kind {
@@ -30,7 +67,7 @@ pub mod kind {
 }
 
 /// The header block of a log file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct LogFileHeader {
     /// Index of the file in the group.
     pub file_index: u32,
@@ -43,44 +80,66 @@ pub struct LogFileHeader {
 }
 
 impl LogFileHeader {
-    /// Encode into `b` (≥ 40 bytes).
+    /// Encode into `b` (≥ [`LOG_HEADER_LEN`] bytes).
     pub fn encode(&self, b: &mut [u8]) {
-        b[..40].fill(0);
-        b[0..8].copy_from_slice(LOG_MAGIC);
-        put_u32(b, 8, LOG_VERSION);
-        put_u32(b, 12, self.file_index);
-        put_u32(b, 16, self.n_files);
-        put_u64(b, 20, self.file_size);
-        put_u64(b, 28, self.creation_id);
-        let c = crc32c::crc32c(&b[..36]);
-        put_u32(b, 36, c);
+        HEADER_SEAL.seal(b, LOG_HEADER_LEN - 4, |b| {
+            put_u32(b, 12, self.file_index);
+            put_u32(b, 16, self.n_files);
+            put_u64(b, 20, self.file_size);
+            put_u64(b, 28, self.creation_id);
+        });
     }
 
-    /// Decode and check; the error says what is wrong.
+    /// Decode and check, geometry included: a header that decodes has a
+    /// data area (`file_size − LOG_FILE_HDR`) of at least one byte and a
+    /// capacity over its `n_files` files that fits a u64. The error says
+    /// what is wrong.
     pub fn decode(b: &[u8]) -> Result<LogFileHeader, String> {
-        if b.len() < 40 || &b[0..8] != LOG_MAGIC {
-            return Err("not a Keel redo log file (bad magic)".into());
-        }
-        if get_u32(b, 36) != crc32c::crc32c(&b[..36]) {
-            return Err("log file header checksum mismatch".into());
-        }
-        let v = get_u32(b, 8);
-        if v != LOG_VERSION {
-            return Err(format!(
-                "redo format version {v}, this build reads {LOG_VERSION}"
-            ));
-        }
-        Ok(LogFileHeader {
+        HEADER_SEAL.open(b, LOG_HEADER_LEN - 4)?;
+        let h = LogFileHeader {
             file_index: get_u32(b, 12),
             n_files: get_u32(b, 16),
             file_size: get_u64(b, 20),
             creation_id: get_u64(b, 28),
-        })
+        };
+        h.check_geometry()?;
+        Ok(h)
+    }
+
+    /// The rules `Options::validate` puts on `log_file_size` and
+    /// `log_files_in_group`, which every log was created with.
+    fn check_geometry(&self) -> Result<(), String> {
+        if self.file_size < MIN_LOG_FILE_SIZE || !self.file_size.is_multiple_of(LOG_FILE_ALIGN) {
+            return Err(format!(
+                "log file size {} is not a multiple of {LOG_FILE_ALIGN} of at least {MIN_LOG_FILE_SIZE}",
+                self.file_size
+            ));
+        }
+        if !(1..=MAX_LOG_FILES).contains(&self.n_files) {
+            return Err(format!(
+                "{} log files: a group has 1..={MAX_LOG_FILES}",
+                self.n_files
+            ));
+        }
+        if self.file_index >= self.n_files {
+            return Err(format!(
+                "file index {} of only {} log files",
+                self.file_index, self.n_files
+            ));
+        }
+        let area = self.file_size - LOG_FILE_HDR;
+        if area.checked_mul(u64::from(self.n_files)).is_none() {
+            return Err(format!(
+                "{} log files of {} bytes overflow the LSN space",
+                self.n_files, self.file_size
+            ));
+        }
+        Ok(())
     }
 }
 
 /// One checkpoint slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Checkpoint {
     /// Monotonic checkpoint number; the valid slot with the larger one wins.
     pub no: u64,
@@ -89,24 +148,50 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// Encode into `b` (≥ 20 bytes).
+    /// Encode into `b` (≥ [`CHECKPOINT_LEN`] bytes).
     pub fn encode(&self, b: &mut [u8]) {
-        b[..20].fill(0);
-        put_u64(b, 0, self.no);
-        put_u64(b, 8, self.lsn);
-        let c = crc32c::crc32c(&b[..16]);
-        put_u32(b, 16, c);
+        CHECKPOINT_SEAL.seal(b, CHECKPOINT_LEN - 4, |b| {
+            put_u64(b, 0, self.no);
+            put_u64(b, 8, self.lsn);
+        });
     }
 
-    /// Decode; None when the slot is empty or its checksum fails.
+    /// Decode; None when the slot is empty or invalid ([`Checkpoint::open`]
+    /// says why).
     pub fn decode(b: &[u8]) -> Option<Checkpoint> {
-        if b.len() < 20 || get_u32(b, 16) != crc32c::crc32c(&b[..16]) || get_u64(b, 0) == 0 {
-            return None;
+        Checkpoint::open(b).ok()
+    }
+
+    /// Decode, saying why a slot is not valid: empty, short, bad checksum,
+    /// number 0, or an LSN before the first LSN of every log.
+    pub fn open(b: &[u8]) -> Result<Checkpoint, String> {
+        if b.get(..CHECKPOINT_LEN)
+            .is_some_and(|s| s.iter().all(|&x| x == 0))
+        {
+            return Err("checkpoint slot is empty (never written)".into());
         }
-        Some(Checkpoint {
-            no: get_u64(b, 0),
-            lsn: get_u64(b, 8),
-        })
+        CHECKPOINT_SEAL.open(b, CHECKPOINT_LEN - 4)?;
+        let cp = Checkpoint::stored(b);
+        if cp.no == 0 {
+            return Err("checkpoint number 0 (numbers start at 1)".into());
+        }
+        if cp.lsn < START_LSN {
+            return Err(format!(
+                "checkpoint LSN {} is before the log's first LSN {START_LSN}",
+                cp.lsn
+            ));
+        }
+        Ok(cp)
+    }
+
+    /// The fields as stored, valid or not (zero where `b` is short): what
+    /// an inspection shows of a slot.
+    pub fn stored(b: &[u8]) -> Checkpoint {
+        let field = |off: usize| b.get(off..off + 8).map_or(0, |s| get_u64(s, 0));
+        Checkpoint {
+            no: field(0),
+            lsn: field(8),
+        }
     }
 }
 
@@ -123,11 +208,21 @@ pub struct GroupHeader {
 }
 
 /// Encode a whole group (header + payload) starting at `lsn`.
+///
+/// # Panics
+/// If the payload does not fit the u32 length field (the log buffer
+/// refuses such a group long before).
 pub fn encode_group(kind: u8, lsn: Lsn, payload: &[u8], out: &mut Vec<u8>) {
+    let Ok(len) = u32::try_from(payload.len()) else {
+        panic!(
+            "a {}-byte group payload does not fit its length field",
+            payload.len()
+        );
+    };
     let start = out.len();
     out.resize(start + GROUP_HDR, 0);
     let h = &mut out[start..];
-    put_u32(h, 0, payload.len() as u32);
+    put_u32(h, 0, len);
     h[4] = kind;
     put_u64(h, 8, lsn);
     let mut crc = crc32c::crc32c(&h[..16]);
@@ -138,24 +233,25 @@ pub fn encode_group(kind: u8, lsn: Lsn, payload: &[u8], out: &mut Vec<u8>) {
 
 /// Decode the group at the start of `b`, expected to begin at `lsn`.
 /// None when it is not a complete, valid group written at that LSN (the
-/// end of the log: garbage from an earlier lap, or a torn tail).
+/// end of the log: garbage from an earlier lap, or a torn tail). The kind is
+/// not judged here: a valid group of an unknown kind is returned, for the
+/// caller to refuse rather than mistake for the end of the log.
 pub fn decode_group(b: &[u8], lsn: Lsn) -> Option<(GroupHeader, &[u8])> {
-    if b.len() < GROUP_HDR {
+    let h = b.get(..GROUP_HDR)?;
+    if get_u64(h, 8) != lsn {
         return None;
     }
-    let len = get_u32(b, 0) as usize;
-    if get_u64(b, 8) != lsn || b.len() < GROUP_HDR + len {
-        return None;
-    }
-    let payload = &b[GROUP_HDR..GROUP_HDR + len];
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&b[..16]), payload);
-    if crc != get_u32(b, 16) {
+    let len = get_u32(h, 0);
+    let end = GROUP_HDR.checked_add(usize::try_from(len).ok()?)?;
+    let payload = b.get(GROUP_HDR..end)?;
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&h[..16]), payload);
+    if crc != get_u32(h, 16) {
         return None;
     }
     Some((
         GroupHeader {
-            len: len as u32,
-            kind: b[4],
+            len,
+            kind: h[4],
             lsn,
         },
         payload,
@@ -166,9 +262,17 @@ pub fn decode_group(b: &[u8], lsn: Lsn) -> Option<(GroupHeader, &[u8])> {
 pub const PAGE_ZEROED: u8 = 1;
 /// Longest byte range in one page record entry.
 pub(crate) const MAX_RANGE: usize = 32 * 1024;
+/// Bytes of a page record's header: space, page number, flags, range count.
+const PAGE_RECORD_HDR: usize = 11;
+/// Bytes of a range's header: offset, length.
+const RANGE_HDR: usize = 4;
 
 /// Append the record of one page's change: `space u32, page_no u32,
 /// flags u8, n_ranges u16, n × (offset u16, len u16, bytes)`.
+///
+/// # Panics
+/// If the ranges need more than 65535 entries (`diff_ranges` merges ranges
+/// closer than 8 bytes, so a 64 KiB page has fewer than 6600).
 pub fn encode_page_record(
     out: &mut Vec<u8>,
     space: u32,
@@ -186,14 +290,17 @@ pub fn encode_page_record(
             a = b;
         }
     }
-    let mut h = [0u8; 11];
+    let Ok(n) = u16::try_from(split.len()) else {
+        panic!("{} ranges do not fit one page record", split.len());
+    };
+    let mut h = [0u8; PAGE_RECORD_HDR];
     put_u32(&mut h, 0, space);
     put_u32(&mut h, 4, page_no);
     h[8] = if zeroed { PAGE_ZEROED } else { 0 };
-    put_u16(&mut h, 9, split.len() as u16);
+    put_u16(&mut h, 9, n);
     out.extend_from_slice(&h);
     for (s, e) in split {
-        let mut r = [0u8; 4];
+        let mut r = [0u8; RANGE_HDR];
         // An offset of 65536 cannot occur: ranges end at most at page_size.
         put_u16(&mut r, 0, s as u16);
         put_u16(&mut r, 2, (e - s) as u16);
@@ -215,26 +322,36 @@ pub struct PageRecord<'a> {
     pub ranges: Vec<(usize, &'a [u8])>,
 }
 
-/// Decode every page record of an MTR group payload.
-pub fn decode_page_records(mut p: &[u8], page_size: usize) -> Result<Vec<PageRecord<'_>>, String> {
-    let mut out = Vec::new();
-    while !p.is_empty() {
-        if p.len() < 11 {
-            return Err("truncated page record header".into());
+/// Decode every page record of an MTR group payload. Every range of a
+/// decoded record lies inside a `page_size`-byte page, so
+/// [`apply_page_record`] on such a page stays in bounds; any malformation
+/// (truncation, unknown flags, a range too long or past the page end) is an
+/// error saying where.
+pub fn decode_page_records(p: &[u8], page_size: usize) -> Result<Vec<PageRecord<'_>>, String> {
+    let mut r = Reader::new(p);
+    // Never trust a count for an allocation larger than the bytes can hold.
+    let mut out = Vec::with_capacity(p.len() / PAGE_RECORD_HDR);
+    while !r.is_empty() {
+        let at = r.pos();
+        let space = r.u32("page record header")?;
+        let page_no = r.u32("page record header")?;
+        let flags = r.u8("page record header")?;
+        let n = r.u16("page record header")?;
+        if flags & !PAGE_ZEROED != 0 {
+            return Err(format!(
+                "page record at byte {at} ({space}:{page_no}) has unknown flags {flags:#04x}"
+            ));
         }
-        let (space, page_no, flags, n) = (get_u32(p, 0), get_u32(p, 4), p[8], get_u16(p, 9));
-        p = &p[11..];
-        let mut ranges = Vec::with_capacity(n as usize);
+        let mut ranges = Vec::with_capacity(usize::from(n).min(r.remaining() / RANGE_HDR));
         for _ in 0..n {
-            if p.len() < 4 {
-                return Err("truncated range header".into());
+            let off = usize::from(r.u16("range header")?);
+            let len = usize::from(r.u16("range header")?);
+            if len > MAX_RANGE || off + len > page_size {
+                return Err(format!(
+                    "range {off}+{len} of page {space}:{page_no} outside a {page_size}-byte page"
+                ));
             }
-            let (off, len) = (get_u16(p, 0) as usize, get_u16(p, 2) as usize);
-            if off + len > page_size || p.len() < 4 + len {
-                return Err(format!("range {off}+{len} outside a {page_size}-byte page"));
-            }
-            ranges.push((off, &p[4..4 + len]));
-            p = &p[4 + len..];
+            ranges.push((off, r.take(len, "range bytes")?));
         }
         out.push(PageRecord {
             space,
@@ -278,6 +395,9 @@ pub fn diff_ranges(before: &[u8], after: &[u8]) -> Vec<(usize, usize)> {
 }
 
 /// Apply a decoded page record to a page image.
+///
+/// # Panics
+/// If `page` is shorter than the page size the record was decoded for.
 pub fn apply_page_record(page: &mut [u8], r: &PageRecord<'_>) {
     if r.zeroed {
         page.fill(0);
@@ -289,115 +409,4 @@ pub fn apply_page_record(page: &mut [u8], r: &PageRecord<'_>) {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn headers_round_trip_and_reject_corruption() {
-        let h = LogFileHeader {
-            file_index: 1,
-            n_files: 2,
-            file_size: 1 << 20,
-            creation_id: 99,
-        };
-        let mut b = vec![0u8; 64];
-        h.encode(&mut b);
-        assert_eq!(LogFileHeader::decode(&b).unwrap(), h);
-        for i in 0..40 {
-            let mut c = b.clone();
-            c[i] ^= 4;
-            assert!(LogFileHeader::decode(&c).is_err(), "byte {i}");
-        }
-        let cp = Checkpoint {
-            no: 7,
-            lsn: 123_456,
-        };
-        cp.encode(&mut b);
-        assert_eq!(Checkpoint::decode(&b), Some(cp));
-        b[9] ^= 1;
-        assert_eq!(Checkpoint::decode(&b), None);
-    }
-
-    #[test]
-    fn groups_round_trip_and_stop_at_garbage() {
-        let mut out = Vec::new();
-        encode_group(kind::MTR, 1000, b"hello", &mut out);
-        encode_group(kind::TXN_COMMIT, 1000 + 25, b"world!", &mut out);
-        let (g, p) = decode_group(&out, 1000).unwrap();
-        assert_eq!((g.kind, p), (kind::MTR, &b"hello"[..]));
-        let (g2, p2) = decode_group(&out[25..], 1025).unwrap();
-        assert_eq!((g2.kind, p2), (kind::TXN_COMMIT, &b"world!"[..]));
-        // Wrong expected LSN (an earlier lap), torn payload, short buffer.
-        assert!(decode_group(&out, 1000 + (1 << 20)).is_none());
-        let mut torn = out.clone();
-        torn[22] ^= 1;
-        assert!(decode_group(&torn, 1000).is_none());
-        assert!(decode_group(&out[..24], 1000).is_none());
-    }
-
-    #[test]
-    fn diff_and_apply_reproduce_the_page() {
-        let before = vec![0u8; 4096];
-        let mut after = before.clone();
-        after[100..110].fill(7);
-        after[115] = 1;
-        after[4000..4096].fill(9);
-        after[14] = 5; // page LSN bytes are ignored
-        let ranges = diff_ranges(&before, &after);
-        assert_eq!(ranges, vec![(100, 116), (4000, 4096)]);
-        let mut rec = Vec::new();
-        encode_page_record(&mut rec, 0, 42, false, &after, &ranges);
-        let recs = decode_page_records(&rec, 4096).unwrap();
-        assert_eq!(recs.len(), 1);
-        let mut replay = before.clone();
-        apply_page_record(&mut replay, &recs[0]);
-        after[14] = 0;
-        assert_eq!(replay, after);
-        assert!(decode_page_records(&rec[..rec.len() - 1], 4096).is_err());
-    }
-
-    #[test]
-    fn full_64k_page_splits_into_ranges() {
-        let before = vec![0u8; 65536];
-        let after = vec![1u8; 65536];
-        let ranges = diff_ranges(&before, &after);
-        let mut rec = Vec::new();
-        encode_page_record(&mut rec, 0, 1, true, &after, &ranges);
-        let recs = decode_page_records(&rec, 65536).unwrap();
-        let mut replay = vec![5u8; 65536];
-        apply_page_record(&mut replay, &recs[0]);
-        assert_eq!(&replay[20..], &after[20..]);
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod diff_props {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        #[test]
-        fn diff_apply_reproduces_every_byte_but_checksum_and_lsn(
-            before in proptest::collection::vec(any::<u8>(), 4096),
-            edits in proptest::collection::vec((0usize..4096, 1usize..64, any::<u8>()), 0..20),
-        ) {
-            let mut after = before.clone();
-            for (off, len, v) in edits {
-                let end = (off + len).min(4096);
-                after[off..end].fill(v);
-            }
-            let ranges = diff_ranges(&before, &after);
-            let mut rec = Vec::new();
-            encode_page_record(&mut rec, 0, 1, false, &after, &ranges);
-            let recs = decode_page_records(&rec, 4096).unwrap();
-            let mut replay = before.clone();
-            apply_page_record(&mut replay, &recs[0]);
-            for i in 0..4096 {
-                if !(0..4).contains(&i) && !(12..20).contains(&i) {
-                    prop_assert_eq!(replay[i], after[i], "byte {}", i);
-                }
-            }
-        }
-    }
-}
+mod tests;

@@ -23,11 +23,12 @@
 //!
 //! The record carries no checksum of its own: the log's framing checks it.
 //! Decoding still rejects every malformed record (truncated, unknown kind,
-//! a delete with a value, trailing bytes) so that a framing bug cannot make
-//! recovery apply garbage.
+//! a delete with a value, trailing bytes, lengths or a root no tree has) so
+//! that a framing bug cannot make recovery apply garbage.
 
 use crate::btree::node::{max_key_len, max_value_len};
 use crate::error::{Error, Result};
+use crate::page::coding::Reader;
 use crate::page::MAX_PAGE_SIZE;
 
 /// Bytes before the first op.
@@ -38,9 +39,14 @@ pub(crate) const OP_HEADER_SIZE: usize = 11;
 const KIND_PUT: u8 = 1;
 const KIND_DELETE: u8 = 2;
 
+/// Longest key and value any tree accepts (on the largest pages): a record
+/// with a longer one was never written.
+const MAX_KEY_LEN: usize = max_key_len(MAX_PAGE_SIZE);
+const MAX_VALUE_LEN: usize = max_value_len(MAX_PAGE_SIZE);
+
 // Key and value lengths accepted by the tree always fit the fields.
-const _: () = assert!(max_key_len(MAX_PAGE_SIZE) <= u16::MAX as usize);
-const _: () = assert!(max_value_len(MAX_PAGE_SIZE) <= u32::MAX as usize);
+const _: () = assert!(MAX_KEY_LEN <= u16::MAX as usize);
+const _: () = assert!(MAX_VALUE_LEN <= u32::MAX as usize);
 
 /// One change of a write set: `value` is `None` for a delete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,87 +106,56 @@ pub(crate) fn encode(txn_id: u64, ops: &[Op<'_>]) -> Vec<u8> {
     out
 }
 
-/// Decode a commit record; any malformation is `Error::Corruption`.
+/// Decode a commit record; any malformation is `Error::Corruption`: a
+/// truncated or over-long record, an unknown kind, a delete with a value,
+/// page 0 (the space header) as a table root, or a key or value longer
+/// than the largest page size allows (no tree could hold it).
 pub(crate) fn decode(buf: &[u8]) -> Result<Record<'_>> {
-    let mut r = Reader { buf, pos: 0 };
-    let txn_id = r.u64()?;
-    let n = r.u32()? as usize;
+    decode_ops(buf).map_err(|reason| Error::Corruption(format!("commit record: {reason}")))
+}
+
+fn decode_ops(buf: &[u8]) -> std::result::Result<Record<'_>, String> {
+    let mut r = Reader::new(buf);
+    let txn_id = r.u64("transaction id")?;
+    let n = r.u32("op count")? as usize;
     // Never trust `n` for an allocation larger than the bytes can hold.
-    let mut ops = Vec::with_capacity(n.min(buf.len() / OP_HEADER_SIZE));
+    let mut ops = Vec::with_capacity(n.min(r.remaining() / OP_HEADER_SIZE));
     for i in 0..n {
-        let kind = r.take(1)?[0];
-        let root = r.u32()?;
-        let key_len = r.u16()? as usize;
-        let value_len = r.u32()? as usize;
-        let key = r.take(key_len)?;
+        let kind = r.u8("op header")?;
+        let root = r.u32("op header")?;
+        let key_len = usize::from(r.u16("op header")?);
+        let value_len = r.u32("op header")? as usize;
+        if root == 0 {
+            return Err(format!(
+                "op {i} names page 0, the space header, as its table"
+            ));
+        }
+        if key_len > MAX_KEY_LEN || value_len > MAX_VALUE_LEN {
+            return Err(format!(
+                "op {i} has a {key_len}-byte key and a {value_len}-byte value \
+                 (at most {MAX_KEY_LEN} and {MAX_VALUE_LEN} on any page size)"
+            ));
+        }
+        let key = r.take(key_len, "key")?;
         let value = match kind {
-            KIND_PUT => Some(r.take(value_len)?),
+            KIND_PUT => Some(r.take(value_len, "value")?),
             KIND_DELETE if value_len == 0 => None,
-            KIND_DELETE => {
-                return Err(corrupt(format!(
-                    "op {i} is a delete with a {value_len}-byte value"
-                )))
-            }
-            k => return Err(corrupt(format!("op {i} has unknown kind {k}"))),
+            KIND_DELETE => return Err(format!("op {i} is a delete with a {value_len}-byte value")),
+            k => return Err(format!("op {i} has unknown kind {k}")),
         };
         ops.push(Op { root, key, value });
     }
-    if r.pos != buf.len() {
-        return Err(corrupt(format!(
-            "{} trailing bytes after {n} ops",
-            buf.len() - r.pos
-        )));
+    if !r.is_empty() {
+        return Err(format!("{} trailing bytes after {n} ops", r.remaining()));
     }
     Ok(Record { txn_id, ops })
-}
-
-fn corrupt(reason: String) -> Error {
-    Error::Corruption(format!("commit record: {reason}"))
-}
-
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
-        let Some(end) = end else {
-            return Err(corrupt(format!(
-                "truncated: {n} bytes wanted at offset {} of {}",
-                self.pos,
-                self.buf.len()
-            )));
-        };
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
-        let mut a = [0u8; N];
-        a.copy_from_slice(self.take(N)?);
-        Ok(a)
-    }
-
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_le_bytes(self.array()?))
-    }
-
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.array()?))
-    }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn sample() -> Vec<Op<'static>> {
         vec![
@@ -291,6 +266,66 @@ mod tests {
             if let Ok(r) = decode(&b) {
                 // Whatever decodes must re-encode to the same bytes.
                 assert_eq!(encode(r.txn_id, &r.ops), b);
+            }
+        }
+    }
+
+    #[test]
+    fn impossible_roots_and_lengths_are_rejected() {
+        let mut buf = encode(1, &sample());
+        buf[HEADER_SIZE + 1..HEADER_SIZE + 5].fill(0);
+        assert!(decode(&buf).unwrap_err().to_string().contains("page 0"));
+        let mut buf = encode(1, &sample());
+        buf[HEADER_SIZE + 5..HEADER_SIZE + 7].copy_from_slice(&2000u16.to_le_bytes());
+        assert!(decode(&buf)
+            .unwrap_err()
+            .to_string()
+            .contains("2000-byte key"));
+        let mut buf = encode(1, &sample());
+        buf[HEADER_SIZE + 7..HEADER_SIZE + 11].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode(&buf)
+            .unwrap_err()
+            .to_string()
+            .contains("-byte value"));
+    }
+
+    fn op() -> impl Strategy<Value = (u32, Vec<u8>, Option<Vec<u8>>)> {
+        (
+            1u32..1000,
+            proptest::collection::vec(any::<u8>(), 0..20),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)),
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics_on_random_bytes(b in proptest::collection::vec(any::<u8>(), 0..120)) {
+            if let Ok(r) = decode(&b) {
+                prop_assert_eq!(encode(r.txn_id, &r.ops), b);
+            }
+        }
+
+        #[test]
+        fn valid_records_round_trip_and_mutations_decode_to_their_bytes(
+            txn_id in any::<u64>(),
+            ops in proptest::collection::vec(op(), 0..6),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..5),
+        ) {
+            let ops: Vec<Op<'_>> = ops
+                .iter()
+                .map(|(root, k, v)| Op { root: *root, key: k, value: v.as_deref() })
+                .collect();
+            let buf = encode(txn_id, &ops);
+            let r = decode(&buf).unwrap();
+            prop_assert_eq!((r.txn_id, &r.ops), (txn_id, &ops));
+            // The log's CRC would pass any of these: the decoder alone decides.
+            let mut b = buf.clone();
+            for (i, v) in edits {
+                let at = i.index(b.len());
+                b[at] = v;
+            }
+            if let Ok(r) = decode(&b) {
+                prop_assert_eq!(encode(r.txn_id, &r.ops), b);
             }
         }
     }

@@ -63,6 +63,7 @@ impl TestPool {
             old_blocks_pct: 37,
             old_blocks_time_ms: 1000,
             free_wait_timeout: Duration::from_secs(5),
+            validate: |_| Ok(()),
         };
         let wcfg = WriteConfig {
             write_io_threads: 2,
