@@ -9,23 +9,33 @@ use super::node::{self, cell_child, internal_cell, NodeMut, NodeRef, SLOT_SIZE};
 use super::BTree;
 use crate::buffer::PageWrite;
 use crate::engine::admission::Budget;
+#[cfg(test)]
+use crate::engine::admission::Purpose;
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::mtr::mtr_bound;
 use crate::mtr::Mtr;
 use crate::page::PageId;
 
 impl BTree {
     /// Remove `key`; true if it was present. Reserves its redo before
     /// latching anything: the caller must hold no latch.
+    #[cfg(test)]
     pub fn delete(&self, e: &Engine, key: &[u8]) -> Result<bool> {
+        self.delete_in(e, &e.adm.budget(Purpose::InFlight), key)
+    }
+
+    /// [`BTree::delete`] paid from `budget` (topped up to what the
+    /// operation needs, waiting for log space holding no latch).
+    pub fn delete_in(&self, e: &Engine, budget: &Budget<'_>, key: &[u8]) -> Result<bool> {
         if key.len() > node::max_key_len(e.page_size()) {
             return Ok(false);
         }
-        let budget = super::op_budget(e)?;
-        if let Some(found) = self.delete_optimistic(e, &budget, key)? {
+        budget.ensure(mtr_bound(1, e.page_size()))?;
+        if let Some(found) = self.delete_optimistic(e, budget, key)? {
             return Ok(found);
         }
-        self.delete_pessimistic(e, &budget, key)
+        self.delete_pessimistic(e, budget, key)
     }
 
     /// The common case: the leaf does not become underfull (or is the root).

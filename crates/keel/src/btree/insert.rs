@@ -7,9 +7,10 @@ use super::descend::{descend_write, leaf_for_write, Path};
 use super::node::{self, internal_cell, leaf_cell, NodeMut, NodeRef, SLOT_SIZE};
 use super::BTree;
 use crate::buffer::PageWrite;
-use crate::engine::admission::Budget;
+use crate::engine::admission::{Budget, Purpose};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::mtr::mtr_bound;
 use crate::mtr::Mtr;
 
 impl BTree {
@@ -17,13 +18,25 @@ impl BTree {
     /// redo before latching anything (see `engine::admission`): the caller
     /// must hold no latch.
     pub fn put(&self, e: &Engine, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.put_in(e, &e.adm.budget(Purpose::InFlight), key, value)
+    }
+
+    /// [`BTree::put`] paid from `budget` (topped up to what the operation
+    /// needs, waiting for log space holding no latch).
+    pub fn put_in(
+        &self,
+        e: &Engine,
+        budget: &Budget<'_>,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<bool> {
         node::check_entry(e.page_size(), key, value)?;
         let cell = leaf_cell(key, value);
-        let budget = super::op_budget(e)?;
-        if let Some(replaced) = self.put_optimistic(e, &budget, key, &cell)? {
+        budget.ensure(mtr_bound(1, e.page_size()))?;
+        if let Some(replaced) = self.put_optimistic(e, budget, key, &cell)? {
             return Ok(replaced);
         }
-        self.put_pessimistic(e, &budget, key, &cell)
+        self.put_pessimistic(e, budget, key, &cell)
     }
 
     /// The common case: the leaf has room. `None` means "restart pessimistically".

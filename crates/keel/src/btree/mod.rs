@@ -63,22 +63,10 @@ pub use cursor::Cursor;
 
 use node::{NodeMut, NodeRef};
 
-use crate::engine::admission::{Budget, Purpose};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::mtr::{mtr_bound, Mtr};
 use crate::page::{PageId, PageType};
-
-/// A budget for one tree operation, holding the redo of its optimistic
-/// mini-transaction (one page changed): reserved before anything is
-/// latched. Operations of commits already logged must finish, so they do
-/// not stop when the database starts closing (new work is refused earlier,
-/// where commits begin).
-fn op_budget(e: &Engine) -> Result<Budget<'_>> {
-    let b = e.adm.budget(Purpose::InFlight);
-    b.ensure(mtr_bound(1, e.page_size()))?;
-    Ok(b)
-}
 
 /// Most pages one pessimistic operation on a tree whose root is at `level`
 /// can change in its mini-transaction: every node of the path (at most

@@ -25,8 +25,9 @@
 //! is about 1/20 of it (5 MB of write set for the default 96 MiB log).
 //!
 //! What a thread reserves, and when:
-//! - **A commit** reserves its record group and its "applied" marker before
-//!   anything is logged, holding nothing. Its record also counts against the
+//! - **A commit** reserves its record group, its "applied" marker and its
+//!   first operation's one-page budget before anything is logged, holding
+//!   nothing (so a one-row commit never waits once its record is logged). Its record also counts against the
 //!   *record limit* `R`: the in-flight records together never exceed `R`,
 //!   so one relocation group (at most about `1.5 R`) always fits in the gap
 //!   `H − L`. A write set larger than `R` is refused at once with
@@ -337,10 +338,15 @@ impl Admission {
 
     /// A budget for the mini-transactions of one operation.
     pub fn budget(&self, purpose: Purpose) -> Budget<'_> {
+        self.prepaid(purpose, 0)
+    }
+
+    /// A budget holding `held` bytes the caller already reserved.
+    pub fn prepaid(&self, purpose: Purpose, held: u64) -> Budget<'_> {
         Budget {
             adm: self,
             purpose,
-            held: Cell::new(0),
+            held: Cell::new(held),
         }
     }
 }

@@ -16,9 +16,10 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::admission::Purpose;
+use super::admission::{Budget, Purpose};
 use super::Engine;
 use crate::error::Result;
+use crate::mtr::mtr_bound;
 use crate::page::Lsn;
 use crate::redo::format::GROUP_HDR;
 
@@ -33,6 +34,8 @@ pub(crate) struct CommitTicket<'a> {
     record_len: u64,
     /// The marker's reservation is still held.
     marker_held: bool,
+    /// Reserved with the record for the first operation, not yet handed out.
+    first_op: std::cell::Cell<u64>,
     done: bool,
 }
 
@@ -45,8 +48,10 @@ impl Engine {
         self.adm.check_writable(Purpose::New)?;
         let record_len = record.len() as u64;
         let group = (GROUP_HDR + record.len()) as u64;
+        let first_op = mtr_bound(1, self.page_size());
         self.adm.pace();
-        self.adm.reserve_commit(record_len, group + MARKER)?;
+        self.adm
+            .reserve_commit(record_len, group + MARKER + first_op)?;
         match self.log.append_commit(record) {
             Ok(lsn) => {
                 self.adm.release(group);
@@ -56,11 +61,12 @@ impl Engine {
                     lsn,
                     record_len,
                     marker_held: true,
+                    first_op: std::cell::Cell::new(first_op),
                     done: false,
                 })
             }
             Err(e) => {
-                self.adm.release(group + MARKER);
+                self.adm.release(group + MARKER + first_op);
                 self.adm.release_record(record_len);
                 Err(e)
             }
@@ -80,12 +86,21 @@ impl Engine {
             lsn,
             record_len,
             marker_held: true,
+            first_op: std::cell::Cell::new(0),
             done: false,
         })
     }
 }
 
-impl CommitTicket<'_> {
+impl<'e> CommitTicket<'e> {
+    /// A budget for the next operation: the first one's was reserved with
+    /// the record, the others start empty (and reserve as they go).
+    pub fn op_budget(&self) -> Budget<'e> {
+        self.engine
+            .adm
+            .prepaid(Purpose::InFlight, self.first_op.replace(0))
+    }
+
     /// The write set has been applied to the trees: log that, so recovery
     /// need not re-apply it, and let the checkpoint pass. Returns the LSN
     /// the caller must make durable.
@@ -102,6 +117,7 @@ impl CommitTicket<'_> {
 impl Drop for CommitTicket<'_> {
     fn drop(&mut self) {
         self.engine.adm.applying.fetch_sub(1, Ordering::AcqRel);
+        self.engine.adm.release(self.first_op.get());
         if self.marker_held {
             self.engine.adm.release(MARKER);
         }

@@ -468,8 +468,50 @@ fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// The race the review found, made deterministic: thread A's write is
+    /// held after `write_run` began and before the bytes land; meanwhile B
+    /// writes and syncs the same file; then A's write lands and A syncs.
+    /// A's page must be durable when A's sync returns (a flag cleared by
+    /// B's sync used to make A's sync a no-op).
+    #[test]
+    fn a_sync_never_skips_a_write_that_landed_during_another_sync() {
+        use crate::io::faulty::{CrashMode, FaultyFs};
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(FaultyFs::new());
+        let ps = 4096;
+        let space = Arc::new(Tablespace::create(&*fs, dir.path(), ps, 1, Arc::default()).unwrap());
+        let (_, off_a) = locate(1, 1, ps);
+        let (_, off_b) = locate(2, 1, ps);
+        let hold = fs.arm("/data-.write:hold", 0).unwrap();
+        let a = {
+            let space = space.clone();
+            std::thread::spawn(move || {
+                space.write_run(0, off_a, &[0xaa; 4096])?;
+                space.sync()
+            })
+        };
+        hold.wait_held(Duration::from_secs(10)).unwrap();
+        space.write_run(0, off_b, &[0xbb; 4096]).unwrap();
+        space.sync().unwrap();
+        hold.release();
+        a.join().unwrap().unwrap();
+        // Whatever A's sync returned Ok for is on the disk.
+        fs.crash(CrashMode::DropUnsynced);
+        let image = fs
+            .durable_image(&dir.path().join(data_file_name(0)))
+            .unwrap();
+        let page = |off: u64| &image[off as usize..off as usize + ps];
+        assert!(page(off_b).iter().all(|&b| b == 0xbb), "B's page");
+        assert!(
+            page(off_a).iter().all(|&b| b == 0xaa),
+            "A's page was not synced"
+        );
+    }
 
     #[test]
     fn striping_is_by_extent_and_contiguous_inside_one() {

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use crate::btree::node::{check_entry, max_key_len};
 use crate::btree::BTree;
 use crate::db::Table;
+use crate::engine::admission::Budget;
 use crate::engine::commit::CommitTicket;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -50,17 +51,18 @@ pub(super) fn log_and_apply(e: &Engine, txn_id: u64, ops: &[Op<'_>]) -> Result<V
 fn apply_all(e: &Engine, ticket: &CommitTicket<'_>, ops: &[Op<'_>]) -> Result<Vec<bool>> {
     let mut found = Vec::with_capacity(ops.len());
     for op in ops {
-        found.push(apply_with_retry(e, ticket.lsn, op)?);
+        let budget = ticket.op_budget();
+        found.push(apply_with_retry(e, &budget, ticket.lsn, op)?);
     }
     Ok(found)
 }
 
-fn apply_with_retry(e: &Engine, commit: Lsn, op: &Op<'_>) -> Result<bool> {
+fn apply_with_retry(e: &Engine, budget: &Budget<'_>, commit: Lsn, op: &Op<'_>) -> Result<bool> {
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     let mut last_report = started;
     loop {
-        let err = match apply_op(e, op) {
+        let err = match apply_op(e, budget, op) {
             Ok(found) => return Ok(found),
             Err(err) => err,
         };
@@ -103,11 +105,11 @@ fn is_passing(err: &Error) -> bool {
     }
 }
 
-fn apply_op(e: &Engine, op: &Op<'_>) -> Result<bool> {
+fn apply_op(e: &Engine, budget: &Budget<'_>, op: &Op<'_>) -> Result<bool> {
     let tree = BTree::open(PageId::new(e.space_id(), op.root));
     match op.value {
-        Some(v) => tree.put(e, op.key, v),
-        None => tree.delete(e, op.key),
+        Some(v) => tree.put_in(e, budget, op.key, v),
+        None => tree.delete_in(e, budget, op.key),
     }
 }
 

@@ -1,0 +1,79 @@
+#![allow(clippy::unwrap_used)]
+//! Closing a database while other handles' writers wait for log space:
+//! they get `Error::Closed` at once instead of waiting out their 60 s
+//! timeout, and the close finishes once the page cleaners can write again.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel::io::faulty::FaultyFs;
+use keel::{Db, Error};
+
+#[test]
+fn writers_waiting_for_log_space_on_other_handles_get_closed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultyFs::new());
+    let mut o = common::small_opts(2048);
+    o.flush_method = Default::default();
+    o.page_cleaners = 1;
+    // Without doublewrite only checkpoints sync the data files, and a
+    // checkpoint holds no page latch while it syncs.
+    o.doublewrite = false;
+    let db = Db::open_with_fs(dir.path(), o, Some(fs.clone())).unwrap();
+    let t = db.create_table("t").unwrap();
+    db.flush().unwrap();
+    // The page cleaner stops inside its next checkpoint's data-file sync:
+    // the checkpoint cannot move, so writers soon wait in the free check.
+    let hold = fs.arm("/data-.sync:hold", 0).unwrap();
+    // Small rows: leaves split rarely, so writers wait where new commits
+    // wait, not inside a split of a commit already logged.
+    let writers: Vec<_> = (0..8u32)
+        .map(|w| {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let mut i = 0u32;
+                loop {
+                    if let Err(e) = t.put(&(w << 24 | i).to_be_bytes(), &[7u8; 16]) {
+                        return (e, Instant::now());
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    hold.wait_held(Duration::from_secs(10)).unwrap();
+    let m = db.metrics();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while m.get("log_free_check_waits").unwrap() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "writers never waited for log space"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let closing = Instant::now();
+    let closer = std::thread::spawn(move || db.close());
+    // Writers waiting to log a new commit are refused at once. (One whose
+    // commit is already logged, waiting for room for a split, finishes it
+    // once the cleaner syncs again, and is refused at its next commit.)
+    std::thread::sleep(Duration::from_millis(500));
+    let released = Instant::now();
+    hold.release();
+    closer.join().unwrap().unwrap();
+    let mut refused_at_once = 0;
+    for w in writers {
+        let (e, at) = w.join().unwrap();
+        assert!(matches!(e, Error::Closed), "{e}");
+        if at < released {
+            refused_at_once += 1;
+            assert!(at.duration_since(closing) < Duration::from_millis(500));
+        }
+    }
+    assert!(
+        refused_at_once > 0,
+        "no waiting writer was refused before the cleaner resumed"
+    );
+    assert!(matches!(t.put(b"late", b"x"), Err(Error::Closed)));
+}
