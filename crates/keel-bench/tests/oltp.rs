@@ -248,7 +248,7 @@ fn json_has_every_field_and_counts_agree_and_vary_gives_one_run_per_value() {
     check_json(&report);
     // The copies are gone; the prepared directory stays.
     assert!(!dir.path().join("db-run1").exists());
-    assert!(keel::space::Tablespace::exists(&dir.path().join("db")));
+    assert!(keel::Db::exists(dir.path().join("db")));
     let json = dir.path().join("out.json");
     oltp::write_json(&report, &json).unwrap();
     let text = std::fs::read_to_string(&json).unwrap();

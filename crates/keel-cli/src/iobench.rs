@@ -100,7 +100,7 @@ pub struct IobenchArgs {
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
-    match keel::config::parse_size(s)? {
+    match keel::Options::parse_size(s)? {
         0 => Err(format!("`{s}` must be more than 0 bytes")),
         n => Ok(n),
     }

@@ -255,7 +255,7 @@ fn bench_commit(a: CommitArgs) -> Result<()> {
 
 fn bench_recovery(a: RecoveryArgs) -> Result<()> {
     let opts = a.engine.options()?;
-    let redo = keel::config::parse_size(&a.redo)
+    let redo = keel::Options::parse_size(&a.redo)
         .map_err(anyhow::Error::msg)
         .context("--redo")?;
     let tmp = scratch_dir(&a.dir)?;

@@ -132,6 +132,12 @@ impl Default for Options {
 }
 
 impl Options {
+    /// Parse a size as the options take it: a plain number of bytes, or
+    /// one with a unit (`16k`, `128MiB`, `1.5GiB`).
+    pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+        parse_size(s)
+    }
+
     /// Read options from a TOML file; keys not given keep their defaults.
     pub fn from_toml_file(path: &Path) -> Result<Options> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, "read", e))?;
@@ -412,7 +418,7 @@ fn coerce(old: &toml::Value, v: &str) -> Option<toml::Value> {
 
 /// Parse a byte size: a plain number or a number with a unit
 /// (K/KB/KiB, M/MB/MiB, G/GB/GiB, T; all binary multiples, as in InnoDB).
-pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> std::result::Result<u64, String> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

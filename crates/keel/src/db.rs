@@ -49,6 +49,11 @@ pub struct Table {
 }
 
 impl Db {
+    /// Does `dir` hold a database (its first data file)?
+    pub fn exists(dir: impl AsRef<Path>) -> bool {
+        dir.as_ref().join(crate::space::data_file_name(0)).exists()
+    }
+
     /// Open the database in `dir`, creating it (and the directory) if it
     /// does not exist. Options are validated first; an error names the key.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Db> {

@@ -21,27 +21,35 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Underneath: `io` (devices and data files), `page` (page format),
-//! `buffer` (buffer pool: frames, LRU and flush lists), `mtr`
-//! (mini-transactions), `flush` (page cleaners and their policy), `btree`,
-//! `txn` (transactions: write sets, row locks, commit records).
+//! Besides that: [`io`], the device layer `keel iobench` measures, and
+//! [`format`](mod@format), a read-only view of the files for tools such as `keel
+//! inspect` and `keel check`.
+//!
+//! Underneath, from the bottom up (each layer knows only those below it):
+//! `io` (devices), `page` (page format, LSNs, sealed headers), `space`
+//! (striped data files), `buffer` (frames, page hash, LRU and flush lists,
+//! latches), `redo` (log, group commit, commits in flight, recovery),
+//! `flush` (write-back: batches, neighbors, doublewrite, page cleaners and
+//! their policy), `engine` (wiring, log-space admission, commit tickets),
+//! `mtr` (mini-transactions), `btree`, `txn` (write sets, row locks,
+//! commit records), and the public face in `db`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod btree;
-pub mod buffer;
-pub mod config;
+mod buffer;
+mod config;
 mod db;
 mod engine;
 mod error;
-pub mod flush;
+mod flush;
 pub mod format;
 pub mod io;
-pub mod metrics;
+mod metrics;
 mod mtr;
-pub mod page;
-pub mod redo;
-pub mod space;
+mod page;
+mod redo;
+mod space;
 mod txn;
 
 pub use btree::TreeStats;

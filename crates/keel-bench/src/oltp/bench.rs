@@ -198,7 +198,7 @@ impl Plan {
 /// Run the plan; `on_event` sees progress, interval lines and results.
 pub fn run_plan(plan: &Plan, on_event: &mut dyn FnMut(Event<'_>)) -> Result<OltpReport, OltpError> {
     let runs = plan.runs()?;
-    let exists = keel::space::Tablespace::exists(&plan.datadir);
+    let exists = keel::Db::exists(&plan.datadir);
     if exists && !plan.reuse_data {
         return Err(OltpError::Data(format!(
             "{} already holds a Keel database: pass --reuse-data to run on its tables, \

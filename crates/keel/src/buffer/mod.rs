@@ -94,11 +94,6 @@ impl BufferPool {
         }
     }
 
-    /// Page size in bytes.
-    pub fn page_size(&self) -> usize {
-        self.cfg.page_size
-    }
-
     /// The instance that caches `id`. Whole extents map to one instance so
     /// that neighbor flushing stays inside one instance.
     pub(crate) fn instance_of(&self, id: PageId) -> usize {

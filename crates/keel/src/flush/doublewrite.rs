@@ -20,6 +20,9 @@
 
 mod files;
 mod format;
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod repair_tests;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -298,6 +301,7 @@ impl Doublewrite {
     }
 
     /// Claim a free area if there is one.
+    #[cfg(test)]
     pub fn try_claim(&self) -> Option<AreaGuard<'_>> {
         let area = self.free.lock().pop_front()?;
         Some(AreaGuard { dw: self, area })
@@ -309,6 +313,7 @@ impl Doublewrite {
     }
 
     /// The geometry of the files as they are on disk.
+    #[cfg(test)]
     pub fn geometry(&self) -> Geometry {
         self.geometry
     }

@@ -1,7 +1,7 @@
 //! Page cleaners and the flushing policy they follow.
 //!
-//! Every tick a cleaner takes a [`Snapshot`] of the engine's state, asks its
-//! [`FlushPolicy`] for [`FlushTargets`] (a pure function of the snapshot, so
+//! Every tick a cleaner takes a [`policy::Snapshot`] of the engine's state,
+//! asks its [`FlushPolicy`] for [`policy::FlushTargets`] (a pure function of the snapshot, so
 //! policies are unit-tested and simulated without threads or disks), and
 //! carries the targets out through the batch writer ([`batch`]), which
 //! owns write-back: neighbors, doublewrite, the write-ahead check, the
@@ -15,10 +15,7 @@ pub mod pacer;
 pub mod policy;
 pub mod writeback;
 
-pub use batch::FlushKind;
 pub use cleaner::Cleaners;
 pub use policy::classic::{Classic, ClassicConfig};
-pub use policy::{
-    Decision, FlushMode, FlushPolicy, FlushTargets, InstanceSnapshot, InstanceTarget, Snapshot,
-};
+pub use policy::{Decision, FlushMode, FlushPolicy};
 pub use writeback::{Wal, WriteBack, WriteConfig};

@@ -69,11 +69,6 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Current checkpoint age in bytes.
-    pub fn age(&self) -> u64 {
-        self.current_lsn.saturating_sub(self.checkpoint_lsn)
-    }
-
     /// Dirty pages over all instances.
     pub fn dirty(&self) -> usize {
         self.instances.iter().map(|i| i.dirty).sum()
@@ -208,8 +203,6 @@ pub struct FlushTargets {
 
 /// A flushing policy: a pure function of the snapshot plus its own state.
 pub trait FlushPolicy: Send {
-    /// Name shown in reports (`classic`, `steady`).
-    fn name(&self) -> &'static str;
     /// Decide this round's targets.
     fn decide(&mut self, snap: &Snapshot) -> FlushTargets;
 }

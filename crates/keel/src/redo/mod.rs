@@ -526,11 +526,6 @@ impl Log {
         Ok(true)
     }
 
-    /// Is the log refusing writes after an I/O error?
-    pub fn is_poisoned(&self) -> bool {
-        self.poisoned.is_set()
-    }
-
     /// An error if the log refuses writes.
     pub(crate) fn check_poisoned(&self) -> Result<()> {
         self.poisoned.check()

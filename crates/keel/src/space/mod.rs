@@ -98,11 +98,6 @@ pub fn data_file_name(i: usize) -> String {
 }
 
 impl Tablespace {
-    /// Does `dir` hold a database (its first data file)?
-    pub fn exists(dir: &Path) -> bool {
-        dir.join(data_file_name(0)).exists()
-    }
-
     /// Create the files of a new space. Fails, writing nothing, if any exists.
     pub fn create(
         fs: &dyn FileSystem,

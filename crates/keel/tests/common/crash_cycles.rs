@@ -28,8 +28,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use keel::format::page::{page_id, verify_page, PageCheckError};
 use keel::io::faulty::{CrashMode, FaultyFs};
-use keel::page::{page_id, verify_page, PageCheckError};
 use keel::{Db, Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

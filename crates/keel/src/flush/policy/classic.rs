@@ -315,10 +315,6 @@ impl Classic {
 }
 
 impl FlushPolicy for Classic {
-    fn name(&self) -> &'static str {
-        "classic"
-    }
-
     fn decide(&mut self, s: &Snapshot) -> FlushTargets {
         let t = self.decide_round(s);
         if t.full_round {
@@ -424,7 +420,7 @@ impl Classic {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::flush::InstanceSnapshot;
+    use crate::flush::policy::InstanceSnapshot;
 
     fn cfg() -> ClassicConfig {
         ClassicConfig::from_options(&Options::default())

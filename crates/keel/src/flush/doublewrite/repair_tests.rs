@@ -1,18 +1,17 @@
-#![allow(clippy::unwrap_used)]
 //! The doublewrite areas repair torn in-place page writes, and only those.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use keel::flush::doublewrite::{file_name, Doublewrite, Geometry};
-use keel::io::faulty::CrashMode;
-use keel::io::{AlignedBuf, FaultyFs, FileSystem, OpenMode};
-use keel::metrics::Metrics;
-use keel::page::{
+use crate::flush::doublewrite::{file_name, Doublewrite, Geometry};
+use crate::io::faulty::CrashMode;
+use crate::io::{AlignedBuf, FaultyFs, FileSystem, OpenMode};
+use crate::metrics::Metrics;
+use crate::page::{
     init_page, page_lsn, set_page_lsn, stamp_checksum, verify_page, PageId, PageType,
 };
-use keel::space::Tablespace;
-use keel::Error;
+use crate::space::Tablespace;
+use crate::Error;
 
 const PS: usize = 4096;
 
@@ -56,7 +55,7 @@ impl Db {
         }
     }
 
-    fn dblwr(&self, g: Geometry) -> keel::Result<Doublewrite> {
+    fn dblwr(&self, g: Geometry) -> crate::Result<Doublewrite> {
         let id = self.space.creation_id();
         Doublewrite::open_or_create(&*self.fs, &self.path, g, id, self.metrics.clone())
     }
@@ -66,7 +65,7 @@ impl Db {
     }
 
     fn write_in_place(&self, page: &[u8]) {
-        let (file, offset) = self.space.locate(keel::page::page_id(page).page_no);
+        let (file, offset) = self.space.locate(crate::page::page_id(page).page_no);
         self.space.write_run(file, offset, page).unwrap();
     }
 
@@ -110,7 +109,7 @@ fn sized_page(id: PageId, lsn: u64, fill: u8, ps: usize) -> AlignedBuf {
 fn batch(pages: &[AlignedBuf]) -> Vec<(PageId, &[u8])> {
     pages
         .iter()
-        .map(|p| (keel::page::page_id(p), &p[..]))
+        .map(|p| (crate::page::page_id(p), &p[..]))
         .collect()
 }
 
