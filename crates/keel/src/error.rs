@@ -146,6 +146,11 @@ pub enum Error {
         /// Bytes of the redo log.
         log_capacity: u64,
     },
+    /// The page cleaners cannot write pages back (a device error), so the
+    /// log cannot make room: a writer waiting for log space gives up with
+    /// their error instead of waiting out its timeout.
+    #[error("redo log full and page write-back failing: {0}")]
+    FlushFailed(String),
     /// The database is closing (or closed): no new writes are taken.
     #[error("the database is closing: no new writes are accepted")]
     Closed,
@@ -165,6 +170,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether this is an I/O error of a full disk (ENOSPC, EDQUOT): one
+    /// that freeing space elsewhere can mend.
+    pub fn is_full_disk(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => matches!(
+                source.raw_os_error(),
+                Some(libc::ENOSPC) | Some(libc::EDQUOT)
+            ),
+            _ => false,
+        }
+    }
+
     /// Wrap an OS error with the file and operation it came from.
     pub fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Self {
         Error::Io {

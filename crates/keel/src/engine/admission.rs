@@ -288,10 +288,16 @@ impl Admission {
                 return Err(Error::Closed);
             }
             if self.wb.failures() > failures {
-                return Err(Error::LogOverloaded(format!(
-                    "the checkpoint cannot advance because the page cleaners failed: {}",
-                    self.wb.last_failure()
-                )));
+                let (why, full_disk) = self.wb.last_failure();
+                let msg = format!(
+                    "the checkpoint cannot advance because the page cleaners failed: {why}"
+                );
+                // A full disk may pass (the caller may retry); a device error does not.
+                return Err(if full_disk {
+                    Error::LogOverloaded(msg)
+                } else {
+                    Error::FlushFailed(msg)
+                });
             }
             if started.elapsed() > LOG_WAIT_TIMEOUT {
                 return Err(Error::LogOverloaded(format!(

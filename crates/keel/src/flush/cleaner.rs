@@ -244,7 +244,7 @@ fn coordinate<H: CleanerHost + ?Sized>(
         let urgent = targets.decision.mode == super::FlushMode::Sync;
         if let Err(e) = host.tick(urgent) {
             log::error!("page cleaner coordinator: log flush or checkpoint failed: {e}");
-            wb.note_failure(format!("log flush or checkpoint failed: {e}"));
+            wb.note_failure("log flush or checkpoint", &e);
             failed = true;
         }
         let took = round_start.elapsed();
@@ -311,7 +311,7 @@ fn do_share(
         if t.lru_want_free > 0 {
             if let Err(e) = wb.lru_flush(pool, i, t.lru_scan, t.lru_want_free) {
                 log::error!("page cleaner {me}: LRU flush of instance {i} failed: {e}");
-                wb.note_failure(format!("LRU flush of instance {i} failed: {e}"));
+                wb.note_failure(&format!("LRU flush of instance {i}"), &e);
                 failed = true;
             }
         }
@@ -323,7 +323,7 @@ fn do_share(
                 Ok(w) => left = left.saturating_sub(w),
                 Err(e) => {
                     log::error!("page cleaner {me}: flush-list batch of instance {i} failed: {e}");
-                    wb.note_failure(format!("flush-list batch of instance {i} failed: {e}"));
+                    wb.note_failure(&format!("flush-list batch of instance {i}"), &e);
                     failed = true;
                     break;
                 }

@@ -65,8 +65,9 @@ pub struct WriteBack {
     pub(crate) wakeup: (Mutex<u64>, Condvar),
     /// The policy's last decision, for the status report.
     pub(crate) last_decision: Mutex<Decision>,
-    /// Cleaner failures so far and the last one's message.
-    failures: (AtomicU64, Mutex<String>),
+    /// Cleaner failures so far, and the last one's message and whether it
+    /// may pass (a full disk).
+    failures: (AtomicU64, Mutex<(String, bool)>),
 }
 
 impl WriteBack {
@@ -97,9 +98,10 @@ impl WriteBack {
         c.notify_all();
     }
 
-    /// Record that a page cleaner failed to flush or checkpoint.
-    pub(crate) fn note_failure(&self, msg: String) {
-        *self.failures.1.lock() = msg;
+    /// Record that a page cleaner failed to flush or checkpoint (`what`
+    /// says which) with `err`.
+    pub(crate) fn note_failure(&self, what: &str, err: &Error) {
+        *self.failures.1.lock() = (format!("{what} failed: {err}"), err.is_full_disk());
         self.failures.0.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -108,8 +110,9 @@ impl WriteBack {
         self.failures.0.load(Ordering::Acquire)
     }
 
-    /// The last cleaner failure's message.
-    pub(crate) fn last_failure(&self) -> String {
+    /// The last cleaner failure's message, and whether it was a full disk
+    /// (which space freed elsewhere can mend).
+    pub(crate) fn last_failure(&self) -> (String, bool) {
         self.failures.1.lock().clone()
     }
 

@@ -92,17 +92,11 @@ fn apply_with_retry(e: &Engine, budget: &Budget<'_>, commit: Lsn, op: &Op<'_>) -
 }
 
 /// Errors a retry may outlive: a full disk (space can be freed), no free
-/// frame, a wait for log space that ended. A failed read or write (EIO), a
-/// corrupt page, a poisoned engine do not pass.
+/// frame, a wait for log space that ended without a device error. A failed
+/// read or write (EIO), write-back failing with one, a corrupt page, a
+/// poisoned engine do not pass.
 fn is_passing(err: &Error) -> bool {
-    match err {
-        Error::Io { source, .. } => matches!(
-            source.raw_os_error(),
-            Some(libc::ENOSPC) | Some(libc::EDQUOT)
-        ),
-        Error::BufferPoolExhausted(_) | Error::LogOverloaded(_) => true,
-        _ => false,
-    }
+    err.is_full_disk() || matches!(err, Error::BufferPoolExhausted(_) | Error::LogOverloaded(_))
 }
 
 fn apply_op(e: &Engine, budget: &Budget<'_>, op: &Op<'_>) -> Result<bool> {
