@@ -68,14 +68,19 @@ impl Db {
         fs: Option<Arc<dyn FileSystem>>,
     ) -> Result<Db> {
         let dir = dir.as_ref().to_path_buf();
-        let (engine, created) = Engine::open(&dir, opts, fs)?;
+        let (engine, created) = Engine::open(&dir, opts, fs, crate::btree::node::validate)?;
         let engine = Arc::new(engine);
         let catalog = BTree::open(PageId::new(engine.space_id(), CATALOG_ROOT));
         let unfinished = if created {
             format_space(&engine)?;
             Vec::new()
         } else {
-            let (report, unfinished) = crate::redo::recovery::recover(&engine)?;
+            let (report, unfinished) = crate::redo::recovery::recover(
+                &engine.log,
+                &engine.pool,
+                &engine.metrics,
+                engine.torn_pages_repaired,
+            )?;
             if report.groups > 0 || report.torn_pages_repaired > 0 {
                 log::warn!("recovery of {}: {report}", dir.display());
             }

@@ -6,7 +6,8 @@
 //!
 //! The append never waits for log space: its thread reserved the bytes
 //! beforehand in a [`Budget`], holding no latch. The bound it reserved is
-//! [`mtr_bound`] for the number of pages it may change; before appending,
+//! [`mtr_bound`] (in `engine::admission`) for the number of pages it may
+//! change; before appending,
 //! the mtr checks its exact size against the budget, and if the bound was
 //! ever wrong (or the log refuses the append) it puts every page back as it
 //! was before the mtr and fails, so memory never holds a change the log
@@ -16,31 +17,14 @@
 //! which then belongs to the same mtr as the tree change that needed it.
 
 use crate::buffer::PageWrite;
+pub(crate) use crate::engine::admission::mtr_bound;
 use crate::engine::admission::Budget;
 use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::page::{get_u32, init_page, page_type, put_u32, Lsn, PageId, PageType};
-use crate::redo::format::{self, GROUP_HDR, MAX_RANGE};
+use crate::redo::format::{self, GROUP_HDR};
 use crate::redo::BUFFER_WRITE_THRESHOLD;
-
-/// Most bytes the record of one page's changes can take in an mtr group.
-///
-/// A record is an 11-byte header and, per byte range, 4 bytes and the
-/// range's bytes. Ranges are disjoint, never cover the 4 checksum bytes,
-/// and are at least 9 unchanged bytes apart (closer ones are merged), so
-/// with `n` ranges covering `t` bytes, `t + 9(n − 1) ≤ ps − 4` and the
-/// record takes `11 + 4n + t ≤ ps + 11`; ranges longer than `MAX_RANGE`
-/// are cut, 4 more bytes per cut. Checked by a property test below.
-pub(crate) const fn page_record_max(page_size: usize) -> u64 {
-    (11 + page_size + 4 * (page_size / MAX_RANGE + 1)) as u64
-}
-
-/// Most bytes one mini-transaction changing at most `pages` pages can
-/// append.
-pub(crate) const fn mtr_bound(pages: usize, page_size: usize) -> u64 {
-    GROUP_HDR as u64 + pages as u64 * page_record_max(page_size)
-}
 
 /// A mini-transaction.
 pub struct Mtr<'a> {
@@ -209,6 +193,7 @@ impl Drop for Mtr<'_> {
 mod tests {
     use super::*;
     use crate::btree::test_engine::engine;
+    use crate::engine::admission::page_record_max;
     use crate::engine::admission::Purpose;
     use proptest::prelude::*;
 

@@ -38,7 +38,7 @@ pub(crate) fn engine(page_size: usize) -> TestEngine {
         data_files: 2,
         ..Options::default()
     };
-    let (engine, created) = Engine::open(dir.path(), o, None).unwrap();
+    let (engine, created) = Engine::open(dir.path(), o, None, super::node::validate).unwrap();
     assert!(created);
     let id = PageId::new(engine.space_id(), 0);
     {

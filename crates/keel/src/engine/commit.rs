@@ -16,10 +16,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::admission::{Budget, Purpose};
+use super::admission::{mtr_bound, Budget, Purpose};
 use super::Engine;
 use crate::error::Result;
-use crate::mtr::mtr_bound;
 use crate::page::Lsn;
 use crate::redo::format::GROUP_HDR;
 

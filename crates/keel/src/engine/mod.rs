@@ -71,12 +71,16 @@ impl Wal for LogWal {
 }
 
 impl Engine {
-    /// Open or create the files in `dir` and build the pool. Returns the
-    /// engine and whether the database was created.
+    /// Open or create the files in `dir` and build the pool, which checks
+    /// every page it reads from disk with `validate` (the B-tree's node
+    /// validation, passed down by the caller so that nothing here knows
+    /// page layouts). Returns the engine and whether the database was
+    /// created.
     pub fn open(
         dir: &Path,
         opts: Options,
         fs: Option<Arc<dyn FileSystem>>,
+        validate: fn(&[u8]) -> std::result::Result<(), String>,
     ) -> Result<(Engine, bool)> {
         opts.validate()?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "create directory", e))?;
@@ -129,7 +133,7 @@ impl Engine {
                 flush_neighbors: opts.flush_neighbors,
             },
         ));
-        let pool = BufferPool::new(pool_config(&opts), space.clone(), metrics.clone());
+        let pool = BufferPool::new(pool_config(&opts, validate), space.clone(), metrics.clone());
         pool.set_writer(wb.clone());
         // InnoDB's limits, from the capacity: a safety margin gives the
         // writers' capacity, the free-check limit lies 5 % below it, the
@@ -290,7 +294,10 @@ fn open_doublewrite(
     Ok((opts.doublewrite.then_some(d), repaired))
 }
 
-fn pool_config(opts: &Options) -> PoolConfig {
+fn pool_config(
+    opts: &Options,
+    validate: fn(&[u8]) -> std::result::Result<(), String>,
+) -> PoolConfig {
     let instances = opts.effective_instances();
     let frames = (opts.buffer_pool_size / opts.page_size as u64) as usize;
     PoolConfig {
@@ -300,7 +307,7 @@ fn pool_config(opts: &Options) -> PoolConfig {
         old_blocks_pct: opts.old_blocks_pct,
         old_blocks_time_ms: opts.old_blocks_time,
         free_wait_timeout: Duration::from_secs(30),
-        validate: crate::btree::node::validate,
+        validate,
     }
 }
 

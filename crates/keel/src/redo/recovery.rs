@@ -24,7 +24,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::format::{self, kind, GROUP_HDR};
-use crate::engine::Engine;
+use super::Log;
+use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::page::Lsn;
@@ -88,27 +89,33 @@ pub(crate) struct Unfinished {
     pub record: Arc<[u8]>,
 }
 
-/// Replay the redo of the database behind `e` (whose log was just opened)
-/// and return what it did and the commits left to finish.
-pub(crate) fn recover(e: &Engine) -> Result<(RecoveryReport, Vec<Unfinished>)> {
+/// Replay `log` (just opened) into the pages of `pool` and return what it
+/// did and the commits left to finish. `torn_pages_repaired` is what the
+/// doublewrite repair did before, for the report.
+pub(crate) fn recover(
+    log: &Log,
+    pool: &BufferPool,
+    metrics: &Metrics,
+    torn_pages_repaired: u64,
+) -> Result<(RecoveryReport, Vec<Unfinished>)> {
     let t0 = Instant::now();
     let mut rep = RecoveryReport {
-        checkpoint_lsn: e.log.checkpoint_lsn(),
+        checkpoint_lsn: log.checkpoint_lsn(),
         ..Default::default()
     };
-    rep.torn_pages_repaired = e.torn_pages_repaired;
-    let (data, groups) = scan(e, rep.checkpoint_lsn)?;
+    rep.torn_pages_repaired = torn_pages_repaired;
+    let (data, groups) = scan(log, rep.checkpoint_lsn)?;
     rep.groups = groups.len() as u64;
     rep.end_lsn = groups.last().map_or(rep.checkpoint_lsn, |g| g.end);
     // Appends continue at the end of the valid log; everything up to there
     // is already durable, so the write-ahead rule holds for replayed pages.
-    e.log.reset_end(rep.end_lsn);
+    log.reset_end(rep.end_lsn);
     let mut touched = HashSet::new();
     let mut commits: BTreeMap<Lsn, &[u8]> = BTreeMap::new();
     for g in &groups {
         match g.kind {
             kind::MTR => apply_mtr(
-                e,
+                pool,
                 &data[g.payload.clone()],
                 g.start,
                 g.end,
@@ -155,7 +162,7 @@ pub(crate) fn recover(e: &Engine) -> Result<(RecoveryReport, Vec<Unfinished>)> {
         })
         .collect();
     rep.time_ms = t0.elapsed().as_millis() as u64;
-    let m = &e.metrics;
+    let m = metrics;
     Metrics::set(&m.recovery_groups_applied, rep.groups);
     Metrics::set(&m.recovery_page_records_applied, rep.page_records_applied);
     Metrics::set(&m.recovery_pages_touched, rep.pages_touched);
@@ -167,9 +174,9 @@ pub(crate) fn recover(e: &Engine) -> Result<(RecoveryReport, Vec<Unfinished>)> {
 /// Every complete group from `start`; stops at the first invalid one. The
 /// log is read in chunks, so a short log after a clean shutdown costs one
 /// small read rather than the whole capacity.
-fn scan(e: &Engine, start: Lsn) -> Result<(Vec<u8>, Vec<Group>)> {
+fn scan(log: &Log, start: Lsn) -> Result<(Vec<u8>, Vec<Group>)> {
     const CHUNK: usize = 1 << 20;
-    let cap = e.log.capacity() as usize;
+    let cap = log.capacity() as usize;
     let mut data: Vec<u8> = Vec::new();
     let mut out = Vec::new();
     let (mut off, mut lsn) = (0usize, start);
@@ -181,7 +188,7 @@ fn scan(e: &Engine, start: Lsn) -> Result<(Vec<u8>, Vec<Group>)> {
         };
         if data.len() < off + need && data.len() < cap {
             let want = (off + need - data.len()).max(CHUNK).min(cap - data.len());
-            let more = e.log.read_at_lsn(start + data.len() as u64, want)?;
+            let more = log.read_at_lsn(start + data.len() as u64, want)?;
             data.extend_from_slice(&more);
             continue;
         }
@@ -202,18 +209,18 @@ fn scan(e: &Engine, start: Lsn) -> Result<(Vec<u8>, Vec<Group>)> {
 }
 
 fn apply_mtr(
-    e: &Engine,
+    pool: &BufferPool,
     payload: &[u8],
     start: Lsn,
     end: Lsn,
     rep: &mut RecoveryReport,
     touched: &mut HashSet<PageId>,
 ) -> Result<()> {
-    let recs = format::decode_page_records(payload, e.page_size())
+    let recs = format::decode_page_records(payload, pool.cfg.page_size)
         .map_err(|m| Error::Corruption(format!("redo group ending at LSN {end}: {m}")))?;
     for r in recs {
         let id = PageId::new(r.space, r.page_no);
-        let mut page = match e.pool.write(id) {
+        let mut page = match pool.write(id) {
             Ok(p) => p,
             // Never written before the crash: fine if this change creates
             // it (module doc), a lost write otherwise.
@@ -231,7 +238,7 @@ fn apply_mtr(
                         ),
                     });
                 }
-                e.pool.create(id)?
+                pool.create(id)?
             }
             Err(Error::CorruptPage { page, path, reason }) => {
                 return Err(Error::CorruptPage {
@@ -251,7 +258,7 @@ fn apply_mtr(
             continue;
         }
         format::apply_page_record(&mut page, &r);
-        e.pool.mark_dirty(&mut page, start, end);
+        pool.mark_dirty(&mut page, start, end);
         rep.page_records_applied += 1;
     }
     Ok(())
