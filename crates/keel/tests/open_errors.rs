@@ -193,3 +193,16 @@ fn checksum_valid_log_header_with_impossible_size_is_refused() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_missing_redo_log_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    make_db(dir.path(), 4096);
+    std::fs::remove_file(dir.path().join("redo-1.keel")).unwrap();
+    let err = Db::open(dir.path(), common::small_opts(64)).err().unwrap();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("redo-1.keel") && msg.contains("missing"),
+        "{msg}"
+    );
+}

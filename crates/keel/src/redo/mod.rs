@@ -139,6 +139,7 @@ impl Log {
     ) -> Result<(Log, Checkpoint)> {
         let mut files = Vec::new();
         let mut file_size = 0;
+        let mut n_files = 0;
         let mut cps = Vec::new();
         for i in 0.. {
             let path = dir.join(log_file_name(i));
@@ -177,17 +178,34 @@ impl Log {
             }
             if i == 0 {
                 file_size = h.file_size;
+                n_files = h.n_files;
                 cps = CHECKPOINT_SLOTS
                     .iter()
                     .filter_map(|&o| Checkpoint::decode(&hdr[o as usize..]))
                     .collect();
             } else if h.file_size != file_size {
                 return Err(bad("file size differs from redo-0".into()));
+            } else if h.n_files != n_files {
+                return Err(bad(format!(
+                    "header says {} log files, redo-0 says {n_files}",
+                    h.n_files
+                )));
             }
             files.push((dev, path));
             if files.len() == h.n_files as usize {
                 break;
             }
+        }
+        // A missing file would change the capacity, and with it where every
+        // LSN lives.
+        if !files.is_empty() && files.len() != n_files as usize {
+            return Err(Error::BadFile {
+                path: dir.join(log_file_name(files.len())),
+                reason: format!(
+                    "missing: the redo log has {n_files} files, found {}",
+                    files.len()
+                ),
+            });
         }
         let Some(cp) = cps.into_iter().max_by_key(|c| c.no) else {
             return Err(Error::BadFile {
