@@ -54,15 +54,7 @@ impl Engine {
         match self.log.append_commit(record) {
             Ok(lsn) => {
                 self.adm.release(group);
-                self.adm.applying.fetch_add(1, Ordering::AcqRel);
-                Ok(CommitTicket {
-                    engine: self,
-                    lsn,
-                    record_len,
-                    marker_held: true,
-                    first_op: std::cell::Cell::new(first_op),
-                    done: false,
-                })
+                Ok(CommitTicket::new(self, lsn, record_len, first_op))
             }
             Err(e) => {
                 self.adm.release(group + MARKER + first_op);
@@ -79,19 +71,25 @@ impl Engine {
         self.adm.reserve(MARKER, Purpose::InFlight)?;
         self.log.resume_commit(lsn, record);
         self.adm.resume_record(record_len);
-        self.adm.applying.fetch_add(1, Ordering::AcqRel);
-        Ok(CommitTicket {
-            engine: self,
-            lsn,
-            record_len,
-            marker_held: true,
-            first_op: std::cell::Cell::new(0),
-            done: false,
-        })
+        Ok(CommitTicket::new(self, lsn, record_len, 0))
     }
 }
 
 impl<'e> CommitTicket<'e> {
+    /// A ticket for the commit logged at `lsn`, holding the marker's
+    /// reservation and `first_op` bytes for its first operation.
+    fn new(engine: &'e Engine, lsn: Lsn, record_len: u64, first_op: u64) -> CommitTicket<'e> {
+        engine.adm.applying.fetch_add(1, Ordering::AcqRel);
+        CommitTicket {
+            engine,
+            lsn,
+            record_len,
+            marker_held: true,
+            first_op: std::cell::Cell::new(first_op),
+            done: false,
+        }
+    }
+
     /// A budget for the next operation: the first one's was reserved with
     /// the record, the others start empty (and reserve as they go).
     pub fn op_budget(&self) -> Budget<'e> {
