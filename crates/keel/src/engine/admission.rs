@@ -27,8 +27,9 @@
 //! What a thread reserves, and when:
 //! - **A commit** reserves its record group, its "applied" marker and its
 //!   first operation's one-page budget before anything is logged, holding
-//!   nothing (so a one-row commit never waits once its record is logged). Its record also counts against the
-//!   *record limit* `R`: the in-flight records together never exceed `R`,
+//!   nothing (so a one-row commit never waits once its record is logged).
+//!   Its record also counts against the *record limit* `R`: the in-flight
+//!   records together never exceed `R`,
 //!   so one relocation group (at most about `1.5 R`) always fits in the gap
 //!   `H − L`. A write set larger than `R` is refused at once with
 //!   [`Error::TransactionTooLarge`], before anything is logged.
@@ -43,7 +44,8 @@
 //!
 //! # Why a waiting writer is eventually admitted
 //!
-//! A waiter holds no latch and no reservation it has not used. The page
+//! A waiter holds no latch, and no reservation but its commit's 28-byte
+//! marker (a bounded few bytes per thread). The page
 //! cleaners never wait for log space (the write-out never waits), so they
 //! can always flush; the checkpoint then advances to the oldest unwritten
 //! page change or the oldest in-flight pin, and pins can always be moved by
