@@ -53,6 +53,8 @@ pub const BANK: Bank = Bank {
 const SPELL_MS: Range<u64> = Range { start: 5, end: 40 };
 /// How long a cycle waits for its failpoint to fire before pulling the plug.
 const FAILPOINT_PATIENCE: Duration = Duration::from_secs(1);
+/// How long the first cycle of a scenario runs before its crash is armed.
+const WARM_UP: Duration = Duration::from_millis(1500);
 
 /// The engine under pressure: 4 instances of 24 frames, 4 cleaners, the
 /// smallest log `Options::validate` accepts, doublewrite on, neighbors
@@ -331,6 +333,15 @@ fn power_loss<W: Workload>(
     rng: &mut SmallRng,
 ) -> Option<Result<(), u64>> {
     let crash_seed = rng.gen();
+    let _slow = slow.map(|spec| bed.fs.arm(spec, 0).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers = spawn_writers(bed, workload, seed, cycle, &stop);
+    if cycle == 0 {
+        // Most cycles crash within a fraction of a second, before the page
+        // cleaners' next round (a second under `classic`); the first runs
+        // long enough for their batches to be part of what crashes.
+        std::thread::sleep(WARM_UP);
+    }
     let trigger = match plan {
         Crash::Unplug(_) => None,
         Crash::At { point, after, mode } => {
@@ -338,9 +349,6 @@ fn power_loss<W: Workload>(
             Some(bed.fs.arm(&spec, rng.gen_range(after.clone())).unwrap())
         }
     };
-    let _slow = slow.map(|spec| bed.fs.arm(spec, 0).unwrap());
-    let stop = Arc::new(AtomicBool::new(false));
-    let writers = spawn_writers(bed, workload, seed, cycle, &stop);
     let outcome = match (plan, &trigger) {
         (Crash::Unplug(mode), _) => {
             std::thread::sleep(Duration::from_millis(rng.gen_range(SPELL_MS)));
