@@ -373,6 +373,9 @@ pub enum FlushPolicyName {
     /// InnoDB 8.0's adaptive flushing, with every knob.
     #[default]
     Classic,
+    /// Keel's controller: no I/O-capacity knob, the checkpoint age held at
+    /// a setpoint, writers slowed smoothly (see `flush::policy::steady`).
+    Steady,
 }
 
 impl FlushPolicyName {
@@ -380,6 +383,7 @@ impl FlushPolicyName {
     pub fn as_str(self) -> &'static str {
         match self {
             FlushPolicyName::Classic => "classic",
+            FlushPolicyName::Steady => "steady",
         }
     }
 }

@@ -91,6 +91,9 @@ impl Db {
             crate::config::FlushPolicyName::Classic => {
                 Box::new(Classic::new(ClassicConfig::from_options(&engine.opts)))
             }
+            crate::config::FlushPolicyName::Steady => {
+                Box::new(crate::flush::policy::steady::Steady::new())
+            }
         };
         let mut cleaners = Cleaners::start(engine.clone(), n, policy)
             .map_err(|e| Error::io(&dir, "start page cleaner thread", e))?;

@@ -48,6 +48,9 @@ pub(crate) trait FrameWriter: Send + Sync {
     fn write_victim(&self, pool: &BufferPool, inst: usize, fid: u32) -> crate::Result<bool>;
     /// A thread is short of free frames: the cleaners should run.
     fn frames_wanted(&self);
+    /// A thread found the free list empty and had to evict a page itself:
+    /// a policy that keeps free frames ahead of demand wants to know.
+    fn free_list_empty(&self);
 }
 
 impl BufferPool {

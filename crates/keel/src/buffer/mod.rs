@@ -304,15 +304,23 @@ impl BufferPool {
             match inst.take_free_or_evict() {
                 instance::Victim::Free(fid, g) => {
                     Metrics::sub(&self.metrics.buffer_pool_pages_free, 1);
+                    Metrics::add(&self.metrics.buffer_pool_frames_taken, 1);
                     return Ok((fid, g));
                 }
                 instance::Victim::Evicted(fid, g) => {
+                    if let Some(w) = self.writer.get() {
+                        w.free_list_empty();
+                    }
                     Metrics::add(&self.metrics.buffer_LRU_search_evict_total_pages, 1);
                     Metrics::sub(&self.metrics.buffer_pool_pages_data, 1);
+                    Metrics::add(&self.metrics.buffer_pool_frames_taken, 1);
                     return Ok((fid, g));
                 }
                 instance::Victim::Dirty(fid) => {
                     Metrics::add(&self.metrics.buffer_LRU_single_flush_num_scan, 1);
+                    if let Some(w) = self.writer.get() {
+                        w.free_list_empty();
+                    }
                     let r = match self.writer.get() {
                         Some(w) => w.write_victim(self, inst_no, fid),
                         None => Ok(false),

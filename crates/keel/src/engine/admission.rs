@@ -347,19 +347,27 @@ impl Admission {
         Ok(())
     }
 
-    /// Pause as the policy's writer rate limit asks (holding no latch).
+    /// Pause as the policy's writer rate limit asks (holding no latch), for
+    /// as long as this writer is ahead of the writers' shared timeline: a
+    /// pause lasts at most `pacer::MAX_PAUSE`, after which the writer looks
+    /// again and pauses again if it still owes time, so the limit holds for
+    /// all writers together however far ahead they got. Each pause is
+    /// counted in the pause histogram. A pause ends early, with nothing
+    /// owed, once the limit is lifted.
     pub fn pace(&self) {
         // Commits must not read the log for a limit nobody set.
-        if !self.pacer.is_active() {
-            return;
-        }
-        let pause = self.pacer.delay(self.log.lsn(), Instant::now());
-        if !pause.is_zero() {
+        while self.pacer.is_active() {
+            let pause = self.pacer.delay(self.log.lsn(), Instant::now());
+            if pause.is_zero() {
+                return;
+            }
+            let started = Instant::now();
             std::thread::sleep(pause);
-            Metrics::add(
-                &self.metrics.buffer_flush_throttle_delay_us_total,
-                pause.as_micros() as u64,
-            );
+            self.metrics
+                .record_pause(started.elapsed().as_micros() as u64);
+            if self.closing.load(Ordering::Acquire) {
+                return;
+            }
         }
     }
 

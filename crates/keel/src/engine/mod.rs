@@ -336,6 +336,9 @@ impl CleanerHost for Engine {
         // dividing the count by 3: it never needs more entries than this.
         (6 * self.opts.effective_io_capacity_max() as usize).clamp(1024, 1 << 16)
     }
+    fn checkpoint(&self) -> Result<()> {
+        Engine::checkpoint(self).map(|_| ())
+    }
     fn set_writer_log_rate(&self, rate: Option<f64>) {
         self.adm
             .pacer

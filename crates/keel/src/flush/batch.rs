@@ -368,11 +368,14 @@ impl WriteBack {
         Ok(())
     }
 
-    /// Issue one write per contiguous run; different files in parallel.
+    /// Issue one write per contiguous run, several in flight (see
+    /// [`WriteBack::streams`]).
     fn write_runs(&self, items: &[Item<'_>], buf: &[u8]) -> Result<()> {
+        let (streams, shared) = self.streams();
         write_runs(
             &self.space,
-            self.cfg.write_io_threads,
+            streams,
+            shared,
             items.iter().map(|i| (i.file, i.offset)),
             buf,
         )
@@ -380,11 +383,13 @@ impl WriteBack {
 }
 
 /// Write `buf` (whole pages, sorted by file and offset; page `k` goes to
-/// `places[k]`) with one write per contiguous run, up to `streams` files in
-/// parallel.
+/// `places[k]`) with one write per contiguous run, on up to `streams`
+/// threads: each takes the runs of its files, or (`shared`) every
+/// `streams`-th run, so that one file can have several writes in flight.
 fn write_runs(
     space: &Tablespace,
     streams: usize,
+    shared: bool,
     places: impl Iterator<Item = (usize, u64)>,
     buf: &[u8],
 ) -> Result<()> {
@@ -400,8 +405,8 @@ fn write_runs(
     let write = |r: &(usize, u64, usize, usize)| {
         space.write_run(r.0, r.1, &buf[r.2 * ps..(r.2 + r.3) * ps])
     };
-    let streams = streams.min(space.n_files());
-    if streams <= 1 || runs.len() == 1 {
+    let streams = streams.min(runs.len());
+    if streams <= 1 {
         return runs.iter().try_for_each(write);
     }
     std::thread::scope(|s| {
@@ -411,8 +416,15 @@ fn write_runs(
                 let write = &write;
                 s.spawn(move || {
                     runs.iter()
-                        .filter(|r| r.0 % streams == t)
-                        .try_for_each(write)
+                        .enumerate()
+                        .filter(|(k, r)| {
+                            if shared {
+                                k % streams == t
+                            } else {
+                                r.0 % streams == t
+                            }
+                        })
+                        .try_for_each(|(_, r)| write(r))
                 })
             })
             .collect();

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::policy::{FlushPolicy, FlushTargets, InstanceSnapshot, InstanceTarget, Snapshot};
+use super::policy::{FlushPolicy, FlushTargets, InstanceSnapshot, Snapshot};
 use super::writeback::WriteBack;
 use crate::buffer::BufferPool;
 use crate::metrics::Metrics;
@@ -67,6 +67,9 @@ pub trait CleanerHost: Send + Sync + 'static {
     fn tick(&self, urgent: bool) -> crate::error::Result<()>;
     /// The writers' redo rate limit the policy decided (`None`: none).
     fn set_writer_log_rate(&self, rate: Option<f64>);
+    /// Move the checkpoint as far as the pages written allow (after each
+    /// batch, when the policy asks for it).
+    fn checkpoint(&self) -> crate::error::Result<()>;
 }
 
 struct Round {
@@ -179,6 +182,11 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
             + get(&m.buffer_LRU_single_flush_total_pages),
         free_frame_misses: get(&m.buffer_LRU_single_flush_num_scan)
             + get(&m.buffer_LRU_get_free_waits),
+        pages_written: get(&m.buffer_pages_written),
+        data_writes: get(&m.os_data_writes),
+        data_write_us: get(&m.os_data_write_us_total),
+        data_write_busy_us: get(&m.os_data_write_busy_us_total),
+        frames_taken: get(&m.buffer_pool_frames_taken),
         flush_list_sample: sample,
         instances,
     }
@@ -186,6 +194,18 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
 
 fn publish(m: &Metrics, t: &FlushTargets) {
     let d = &t.decision;
+    if let Some(f) = &d.steady {
+        Metrics::set(&m.steady_setpoint, f.setpoint);
+        Metrics::set(&m.steady_freerun, f.freerun);
+        Metrics::set(&m.steady_hard_limit, f.hard);
+        Metrics::set(&m.steady_pos_ratio, (f.pos_ratio * 1000.0).round() as u64);
+        Metrics::set(&m.steady_base_rate, f.base_rate.round() as u64);
+        Metrics::set(&m.log_redo_rate, f.log_rate.round() as u64);
+        Metrics::set(&m.log_redo_rate_peak, f.log_rate_peak.round() as u64);
+        Metrics::set(&m.device_write_bw_estimate, f.bw.round() as u64);
+        Metrics::set(&m.device_write_queue_depth, f.queue_depth as u64);
+        Metrics::set(&m.log_bytes_per_page_flushed, f.rho.round() as u64);
+    }
     if t.full_round {
         Metrics::set(&m.buffer_flush_mode, d.mode.code());
         Metrics::set(&m.buffer_flush_n_to_flush_requested, d.n_requested);
@@ -220,6 +240,8 @@ fn coordinate<H: CleanerHost + ?Sized>(
         let targets = Arc::new(policy.decide(&snap));
         publish(&pool.metrics, &targets);
         host.set_writer_log_rate(targets.writer_log_rate);
+        wb.set_io_depth(targets.io_depth);
+        wb.set_eager_lru(targets.eager_lru);
         if targets.full_round {
             *wb.last_decision.lock() = targets.decision.clone();
         }
@@ -232,7 +254,7 @@ fn coordinate<H: CleanerHost + ?Sized>(
             sh.start.notify_all();
         }
         let written_before = pool.metrics.buffer_pages_written.load(Ordering::Relaxed);
-        let mut failed = do_share(pool, wb, 0, n, &targets.instances);
+        let mut failed = do_share(host, 0, n, &targets);
         if n > 1 {
             // The barrier: the next round starts after the slowest cleaner.
             let mut r = sh.round.lock();
@@ -272,8 +294,6 @@ fn coordinate<H: CleanerHost + ?Sized>(
 }
 
 fn serve<H: CleanerHost + ?Sized>(host: &H, me: usize, n: usize, sh: &Shared) {
-    let pool = host.pool();
-    let wb = host.write_back();
     let mut seen = 0;
     loop {
         let targets = {
@@ -287,7 +307,7 @@ fn serve<H: CleanerHost + ?Sized>(host: &H, me: usize, n: usize, sh: &Shared) {
             seen = r.seq;
             r.targets.clone()
         };
-        do_share(pool, wb, me, n, &targets.instances);
+        do_share(host, me, n, &targets);
         let mut r = sh.round.lock();
         r.pending = r.pending.saturating_sub(1);
         sh.done.notify_all();
@@ -296,15 +316,15 @@ fn serve<H: CleanerHost + ?Sized>(host: &H, me: usize, n: usize, sh: &Shared) {
 
 /// Carry out the targets of the instances cleaner `me` serves; true if an
 /// I/O error occurred (logged here).
-fn do_share(
-    pool: &BufferPool,
-    wb: &WriteBack,
+fn do_share<H: CleanerHost + ?Sized>(
+    host: &H,
     me: usize,
     n: usize,
-    targets: &[InstanceTarget],
+    targets: &FlushTargets,
 ) -> bool {
+    let (pool, wb) = (host.pool(), host.write_back());
     let mut failed = false;
-    for (i, t) in targets.iter().enumerate() {
+    for (i, t) in targets.instances.iter().enumerate() {
         if i % n != me {
             continue;
         }
@@ -320,7 +340,17 @@ fn do_share(
             match wb.flush_list_batch(pool, i, left.min(LIST_BATCH), t.list_lsn_limit, t.list_kind)
             {
                 Ok(0) => break,
-                Ok(w) => left = left.saturating_sub(w),
+                Ok(w) => {
+                    left = left.saturating_sub(w);
+                    if targets.checkpoint_each_batch {
+                        if let Err(e) = host.checkpoint() {
+                            log::error!("page cleaner {me}: checkpoint failed: {e}");
+                            wb.note_failure("checkpoint", &e);
+                            failed = true;
+                            break;
+                        }
+                    }
+                }
                 Err(e) => {
                     log::error!("page cleaner {me}: flush-list batch of instance {i} failed: {e}");
                     wb.note_failure(&format!("flush-list batch of instance {i}"), &e);

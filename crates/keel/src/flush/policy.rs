@@ -4,6 +4,7 @@
 //! doublewrite, neighbors, metrics) is shared.
 
 pub mod classic;
+pub mod steady;
 
 use std::time::Duration;
 
@@ -62,6 +63,16 @@ pub struct Snapshot {
     /// Times a thread found no free frame since start (single-page flush
     /// scans and free-frame waits).
     pub free_frame_misses: u64,
+    /// Pages written back by any flush since start.
+    pub pages_written: u64,
+    /// Data-file write calls since start.
+    pub data_writes: u64,
+    /// Microseconds those write calls took, summed.
+    pub data_write_us: u64,
+    /// Microseconds with at least one data-file write in flight.
+    pub data_write_busy_us: u64,
+    /// Frames taken for pages (reads and new pages) since start.
+    pub frames_taken: u64,
     /// How many flush-list entries per instance `oldest_lsns` holds at most.
     pub flush_list_sample: usize,
     /// Per-instance state.
@@ -177,6 +188,34 @@ pub struct Decision {
     pub pct_for_lsn: f64,
     /// Why the round flushes what it flushes, in one line.
     pub reason: String,
+    /// `steady`'s levels and estimates (None for other policies).
+    pub steady: Option<SteadyFigures>,
+}
+
+/// What `steady` measured and decided, published as metrics and shown in
+/// the status report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SteadyFigures {
+    /// Checkpoint age below which writers run free (bytes).
+    pub freerun: u64,
+    /// The age the controller holds (bytes).
+    pub setpoint: u64,
+    /// The age at which writers' allowed rate reaches zero (bytes).
+    pub hard: u64,
+    /// The throttle curve's position ratio (0..=2).
+    pub pos_ratio: f64,
+    /// The redo rate the flusher can retire (bytes/s).
+    pub base_rate: f64,
+    /// Redo rate, short average (bytes/s).
+    pub log_rate: f64,
+    /// Its decaying peak (bytes/s).
+    pub log_rate_peak: f64,
+    /// Device write bandwidth over its busy time (pages/s).
+    pub bw: f64,
+    /// Page writes kept in flight.
+    pub queue_depth: usize,
+    /// Redo bytes the checkpoint retires per page written back.
+    pub rho: f64,
 }
 
 /// A policy's answer for one round.
@@ -199,6 +238,15 @@ pub struct FlushTargets {
     /// The figures behind the decision (after an LRU-only round, the last
     /// full round's).
     pub decision: Decision,
+    /// Page writes the batch writer keeps in flight at once (`None`: the
+    /// `write_io_threads` option).
+    pub io_depth: Option<usize>,
+    /// Checkpoint after every flush-list batch instead of once a round.
+    pub checkpoint_each_batch: bool,
+    /// Wake the cleaners as soon as a thread finds the free list empty,
+    /// rather than waiting for the next round or for a thread that finds
+    /// no page it can evict.
+    pub eager_lru: bool,
 }
 
 /// A flushing policy: a pure function of the snapshot plus its own state.

@@ -15,7 +15,7 @@
 //! when they began to wait and give up with that message instead of
 //! waiting for their timeout.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
@@ -65,6 +65,12 @@ pub struct WriteBack {
     pub(crate) wakeup: (Mutex<u64>, Condvar),
     /// The policy's last decision, for the status report.
     pub(crate) last_decision: Mutex<Decision>,
+    /// Page writes a batch keeps in flight at once, as the policy last
+    /// asked (0: `write_io_threads`, one stream per data file at most).
+    io_depth: AtomicUsize,
+    /// Wake the cleaners whenever a thread finds the free list empty (the
+    /// policy keeps free frames ahead of demand; `classic` does not).
+    eager_lru: std::sync::atomic::AtomicBool,
     /// Cleaner failures so far, and the last one's message and whether it
     /// may pass (a full disk).
     failures: (AtomicU64, Mutex<(String, bool)>),
@@ -87,7 +93,29 @@ impl WriteBack {
             cfg,
             wakeup: (Mutex::new(0), Condvar::new()),
             last_decision: Mutex::new(Decision::default()),
+            io_depth: AtomicUsize::new(0),
+            eager_lru: std::sync::atomic::AtomicBool::new(false),
             failures: Default::default(),
+        }
+    }
+
+    /// Keep up to `depth` page writes in flight per batch (`None`: the
+    /// `write_io_threads` option, one stream per data file at most).
+    pub(crate) fn set_io_depth(&self, depth: Option<usize>) {
+        self.io_depth.store(depth.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// Whether an empty free list wakes the cleaners at once.
+    pub(crate) fn set_eager_lru(&self, eager: bool) {
+        self.eager_lru.store(eager, Ordering::Relaxed);
+    }
+
+    /// Write streams for a batch over `runs` runs, and whether they may
+    /// share a file (a policy's queue depth) or go one file each.
+    pub(crate) fn streams(&self) -> (usize, bool) {
+        match self.io_depth.load(Ordering::Relaxed) {
+            0 => (self.cfg.write_io_threads.min(self.space.n_files()), false),
+            d => (d, true),
         }
     }
 
@@ -190,5 +218,11 @@ impl FrameWriter for WriteBack {
 
     fn frames_wanted(&self) {
         self.wake_cleaners();
+    }
+
+    fn free_list_empty(&self) {
+        if self.eager_lru.load(Ordering::Relaxed) {
+            self.wake_cleaners();
+        }
     }
 }

@@ -51,6 +51,9 @@ registry! {
     buffer_pool_pages_free,
     /// Page reads from the data files into the pool (misses).
     buffer_pool_reads,
+    /// Frames taken for a page (a read or a new page): the allocation rate
+    /// LRU flushing must keep up with.
+    buffer_pool_frames_taken,
     /// Page requests served by the pool (hits and misses).
     buffer_pool_read_requests,
     /// Pages written to the data files, by any flush.
@@ -99,6 +102,11 @@ registry! {
     os_data_writes,
     /// Syncs of the data files.
     os_data_fsyncs,
+    /// Microseconds data-file writes took, summed over every write call.
+    os_data_write_us_total,
+    /// Microseconds during which at least one data-file write was in
+    /// flight: the device's busy time, over which its speed is measured.
+    os_data_write_busy_us_total,
     /// Bytes read from the data files.
     os_data_read_bytes,
     /// Bytes written to the data files.
@@ -152,6 +160,51 @@ registry! {
     buffer_flush_sync_wait_us_total,
     /// Longest single sync-flush wait in microseconds.
     buffer_flush_sync_wait_us_max,
+    /// Writer pauses for the policy's redo rate limit (`steady`), each at
+    /// most 100 ms; their time is `buffer_flush_throttle_delay_us_total`.
+    writer_pauses,
+    /// Longest single writer pause in microseconds.
+    writer_pause_us_max,
+    /// Writer pauses of at most 1 ms (a cumulative histogram bucket, as
+    /// Prometheus counts them; the other buckets likewise).
+    writer_pause_le_1ms,
+    /// Writer pauses of at most 2 ms.
+    writer_pause_le_2ms,
+    /// Writer pauses of at most 5 ms.
+    writer_pause_le_5ms,
+    /// Writer pauses of at most 10 ms.
+    writer_pause_le_10ms,
+    /// Writer pauses of at most 20 ms.
+    writer_pause_le_20ms,
+    /// Writer pauses of at most 50 ms.
+    writer_pause_le_50ms,
+    /// Writer pauses of at most 100 ms.
+    writer_pause_le_100ms,
+    /// Gauge (`steady`): checkpoint age the controller holds, in bytes.
+    steady_setpoint,
+    /// Gauge (`steady`): checkpoint age below which writers run free.
+    steady_freerun,
+    /// Gauge (`steady`): checkpoint age at which writers' allowed rate
+    /// reaches zero (the free-check limit lies above it).
+    steady_hard_limit,
+    /// Gauge (`steady`): the throttle curve's position ratio, per mille
+    /// (2000 below the freerun level, 1000 at the setpoint, 0 at the hard
+    /// limit).
+    steady_pos_ratio,
+    /// Gauge (`steady`): the redo rate the flusher can retire, bytes/s,
+    /// which the writers' allowed rate follows.
+    steady_base_rate,
+    /// Gauge (`steady`): redo rate in bytes/s (short average).
+    log_redo_rate,
+    /// Gauge (`steady`): the redo rate's decaying peak in bytes/s.
+    log_redo_rate_peak,
+    /// Gauge (`steady`): estimated device write bandwidth, pages/s over its
+    /// busy time.
+    device_write_bw_estimate,
+    /// Gauge (`steady`): page writes the flusher keeps in flight.
+    device_write_queue_depth,
+    /// Gauge (`steady`): redo bytes the checkpoint retires per page flushed.
+    log_bytes_per_page_flushed,
     /// Pages written by sync flushing.
     buffer_flush_sync_total_pages,
     /// Batches written and synced to a doublewrite area.
@@ -190,7 +243,31 @@ registry! {
     lock_timeouts,
 }
 
+/// Upper bounds of the writer-pause histogram buckets, in microseconds.
+pub const PAUSE_BUCKETS_US: [u64; 7] = [1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000];
+
 impl Metrics {
+    /// Count one writer pause of `us` microseconds in the histogram.
+    pub fn record_pause(&self, us: u64) {
+        Metrics::add(&self.writer_pauses, 1);
+        Metrics::add(&self.buffer_flush_throttle_delay_us_total, us);
+        self.writer_pause_us_max.fetch_max(us, Ordering::Relaxed);
+        let buckets = [
+            &self.writer_pause_le_1ms,
+            &self.writer_pause_le_2ms,
+            &self.writer_pause_le_5ms,
+            &self.writer_pause_le_10ms,
+            &self.writer_pause_le_20ms,
+            &self.writer_pause_le_50ms,
+            &self.writer_pause_le_100ms,
+        ];
+        for (b, &le) in buckets.iter().zip(&PAUSE_BUCKETS_US) {
+            if us <= le {
+                Metrics::add(b, 1);
+            }
+        }
+    }
+
     /// Add to a counter.
     #[inline]
     pub fn add(c: &AtomicU64, n: u64) {

@@ -90,6 +90,9 @@ pub struct Tablespace {
     /// from its cache, so nothing written since can be trusted) or a failed
     /// in-place write whose doublewrite copies must not be reused.
     poisoned: Poison,
+    /// Writes in flight, and when the first of them began: the device's
+    /// busy time (`os_data_write_busy_us_total`).
+    busy: Mutex<(usize, Option<std::time::Instant>)>,
 }
 
 /// Name of data file `i` inside the database directory.
@@ -146,6 +149,7 @@ impl Tablespace {
             files,
             metrics,
             poisoned: Poison::default(),
+            busy: Mutex::new((0, None)),
         })
     }
 
@@ -246,6 +250,7 @@ impl Tablespace {
             files,
             metrics,
             poisoned: Poison::default(),
+            busy: Mutex::new((0, None)),
         })
     }
 
@@ -353,9 +358,10 @@ impl Tablespace {
         self.check_poisoned()?;
         self.allocate(file, offset + buf.len() as u64)?;
         let df = &self.files[file];
-        df.dev
-            .write_at(buf, offset)
-            .map_err(|e| Error::io(&df.path, "write", e))?;
+        let started = self.busy_begin();
+        let r = df.dev.write_at(buf, offset);
+        self.busy_end(started);
+        r.map_err(|e| Error::io(&df.path, "write", e))?;
         // Counted only once complete: a sync that reads this count starts
         // after the write landed (module doc).
         df.completed.fetch_add(1, Ordering::AcqRel);
@@ -392,6 +398,35 @@ impl Tablespace {
             Metrics::add(&self.metrics.os_data_fsyncs, 1);
         }
         Ok(())
+    }
+
+    fn busy_begin(&self) -> std::time::Instant {
+        let now = std::time::Instant::now();
+        let mut b = self.busy.lock();
+        if b.0 == 0 {
+            b.1 = Some(now);
+        }
+        b.0 += 1;
+        now
+    }
+
+    fn busy_end(&self, started: std::time::Instant) {
+        let now = std::time::Instant::now();
+        let m = &self.metrics;
+        Metrics::add(
+            &m.os_data_write_us_total,
+            (now - started).as_micros() as u64,
+        );
+        let mut b = self.busy.lock();
+        b.0 = b.0.saturating_sub(1);
+        if b.0 == 0 {
+            if let Some(first) = b.1.take() {
+                Metrics::add(
+                    &m.os_data_write_busy_us_total,
+                    (now - first).as_micros() as u64,
+                );
+            }
+        }
     }
 
     /// Refuse every later write and sync, saying why.

@@ -252,6 +252,7 @@ impl Classic {
             pct_for_dirty: pfd as f64,
             pct_for_lsn: pfl as f64,
             reason,
+            steady: None,
         };
         (shares, d)
     }
@@ -301,6 +302,9 @@ impl Classic {
             sleep,
             full_round: true,
             writer_log_rate: None,
+            io_depth: None,
+            checkpoint_each_batch: false,
+            eager_lru: false,
             decision: Decision {
                 mode: FlushMode::Sync,
                 n_requested: budget as u64,
@@ -349,6 +353,9 @@ impl Classic {
                     sleep: ROUND - since,
                     full_round: false,
                     writer_log_rate: None,
+                    io_depth: None,
+                    checkpoint_each_batch: false,
+                    eager_lru: false,
                     decision: self.last_decision.clone(),
                 };
             }
@@ -367,6 +374,9 @@ impl Classic {
                 sleep: ROUND,
                 full_round: true,
                 writer_log_rate: None,
+                io_depth: None,
+                checkpoint_each_batch: false,
+                eager_lru: false,
                 decision: Decision {
                     reason: "first round: measuring".into(),
                     ..Decision::default()
@@ -387,6 +397,9 @@ impl Classic {
                 sleep: ROUND,
                 full_round: true,
                 writer_log_rate: None,
+                io_depth: None,
+                checkpoint_each_batch: false,
+                eager_lru: false,
                 decision: Decision {
                     mode: FlushMode::Idle,
                     n_requested: if dirty > 0 { n } else { 0 },
@@ -411,6 +424,9 @@ impl Classic {
             sleep: ROUND,
             full_round: true,
             writer_log_rate: None,
+            io_depth: None,
+            checkpoint_each_batch: false,
+            eager_lru: false,
             decision,
         }
     }

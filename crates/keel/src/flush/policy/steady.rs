@@ -1,0 +1,403 @@
+//! `steady`: Keel's flushing policy. No I/O-capacity knob: it measures the
+//! device while it writes, holds the checkpoint age near a setpoint just
+//! under the limit (so that each page write combines as many changes as
+//! possible), and slows writers smoothly, in proportion to how far the age
+//! is above the setpoint, long before they would stop at the free-check
+//! limit (Linux's dirty-page throttling, applied to redo).
+//!
+//! # Levels, on the checkpoint-age axis
+//! With `L` the free-check limit (where the engine stops writers):
+//! - `H = L − reserve`, the hard level, where the writers' allowed rate
+//!   reaches zero; `reserve` covers what writers can log before the
+//!   controller reacts: two ticks of the peak redo rate, at least 5 % of `L`;
+//! - `F = 0.6 L`, below which writers run free;
+//! - `S = (F + H) / 2`, the setpoint.
+//!
+//! # Every tick (100 ms)
+//! - **Estimates** (each a metric): the redo rate and its decaying peak; the
+//!   device's write bandwidth in pages per second of *busy* time (time with
+//!   a write in flight), updated only when the device was kept busy, so an
+//!   idle spell is not taken for a slow device; the write latency's base
+//!   and the queue depth, raised one step while latency stays near its base
+//!   and halved on a spike; ρ, the redo bytes the checkpoint retires per
+//!   page written back.
+//! - **Flusher**: the target LSN is `current + log_rate × tick − S`, plus a
+//!   proportional catch-up of half the distance above `S`: every page whose
+//!   oldest change is below it is written, at the device's pace (the queue
+//!   depth is the only limit), and the checkpoint advances after every batch.
+//! - **LRU**: each instance keeps free frames for about half a second of the
+//!   recent allocation rate (fast attack, slow decay), so user threads
+//!   almost never write a page themselves.
+//! - **Writers** (`writer_log_rate`, carried out by `flush::pacer` where
+//!   writers hold no latch): below `F`, no limit; above it the allowed redo
+//!   rate is `base_rate × pos`, with `pos = clamp(1 + ((S − age)/(H − S))³,
+//!   0, 2)` (flat near `S`, steep near `H`), and `base_rate` following
+//!   `bw × ρ`, the rate the flusher can retire, with damped steps.
+//!
+//! Everything here is a pure function of the snapshots seen so far: the
+//! simulation test drives this very code in simulated time.
+
+use std::time::Duration;
+
+use super::{
+    Decision, FlushMode, FlushPolicy, FlushTargets, InstanceTarget, Snapshot, SteadyFigures,
+};
+use crate::flush::batch::FlushKind;
+use crate::page::Lsn;
+
+/// The control period.
+pub const TICK: Duration = Duration::from_millis(100);
+/// `F` as a share of the free-check limit.
+const FREERUN: f64 = 0.6;
+/// The reserve below the free-check limit: at least this share of it.
+const MIN_RESERVE: f64 = 0.05;
+/// Ticks of the peak redo rate the reserve covers.
+const RESERVE_TICKS: f64 = 2.0;
+/// Share of the distance above the setpoint the flusher adds to its target
+/// each tick (the proportional catch-up).
+const CATCH_UP: f64 = 0.5;
+/// Most page writes kept in flight.
+pub const MAX_DEPTH: usize = 64;
+/// Free frames an instance keeps, in seconds of allocation.
+const LRU_LOOKAHEAD_S: f64 = 0.5;
+
+/// An exponentially weighted moving average.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Ewma {
+    value: Option<f64>,
+}
+
+impl Ewma {
+    /// Fold in `x` with weight `alpha` (the first sample is taken whole).
+    pub fn update(&mut self, x: f64, alpha: f64) -> f64 {
+        let v = match self.value {
+            None => x,
+            Some(v) => v + alpha * (x - v),
+        };
+        self.value = Some(v);
+        v
+    }
+
+    /// The average, if any sample was seen.
+    pub fn get(&self) -> Option<f64> {
+        self.value
+    }
+}
+
+/// A peak that decays by `decay` per tick unless renewed.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Peak {
+    value: f64,
+}
+
+impl Peak {
+    /// Renew with `x` after `ticks` ticks of decay at `decay` per tick.
+    pub fn update(&mut self, x: f64, ticks: f64, decay: f64) -> f64 {
+        self.value = x.max(self.value * decay.powf(ticks));
+        self.value
+    }
+
+    /// The current peak.
+    pub fn get(&self) -> f64 {
+        self.value
+    }
+}
+
+/// The device's write speed over its busy time, its latency, and the queue
+/// depth the flusher uses (see the module doc).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Device {
+    /// Pages per second of busy time.
+    pub bw: Ewma,
+    /// Lowest latency per write call seen, drifting up slowly so that a
+    /// device that became slower for good gets a new base.
+    pub lat_base_us: Option<f64>,
+    /// Recent latency per write call.
+    pub lat_us: Ewma,
+    /// Page writes kept in flight.
+    pub depth: usize,
+}
+
+impl Default for Device {
+    fn default() -> Self {
+        Device {
+            bw: Ewma::default(),
+            lat_base_us: None,
+            lat_us: Ewma::default(),
+            depth: 4,
+        }
+    }
+}
+
+impl Device {
+    /// Fold in a tick of `dt` seconds in which `pages` pages were written in
+    /// `writes` calls taking `write_us` in all, with the device busy for
+    /// `busy_us`.
+    pub fn update(&mut self, dt: f64, pages: u64, writes: u64, write_us: u64, busy_us: u64) {
+        let busy_s = busy_us as f64 / 1e6;
+        // Only a device kept busy for a good part of the tick shows its
+        // speed; an idle or lightly used one shows only how little we asked.
+        if pages == 0 || writes == 0 || busy_s < 0.2 * dt {
+            return;
+        }
+        self.bw.update(pages as f64 / busy_s, 0.3);
+        let lat = write_us as f64 / writes as f64;
+        let now = self.lat_us.update(lat, 0.5);
+        let base = match self.lat_base_us {
+            None => now,
+            // Drift up 1 % a tick, so the base follows a device that
+            // became slower for good (a spike is still 3 × above).
+            Some(b) => (b * 1.01).min(now),
+        };
+        self.lat_base_us = Some(base);
+        if now > 3.0 * base {
+            self.depth = (self.depth / 2).max(1);
+        } else if now < 1.5 * base {
+            self.depth = (self.depth + 1).min(MAX_DEPTH);
+        }
+    }
+}
+
+/// The levels on the age axis for free-check limit `limit` and peak redo
+/// rate `peak` (bytes/s): (F, S, H).
+pub fn levels(limit: u64, peak: f64) -> (u64, u64, u64) {
+    let limit_f = limit as f64;
+    let reserve = (RESERVE_TICKS * TICK.as_secs_f64() * peak).max(MIN_RESERVE * limit_f);
+    let hard = (limit_f - reserve).max(0.5 * limit_f);
+    let freerun = (FREERUN * limit_f).min(0.8 * hard);
+    let setpoint = (freerun + hard) / 2.0;
+    (freerun as u64, setpoint as u64, hard as u64)
+}
+
+/// The throttle curve: 2 at or below `F`, 1 at `S`, 0 at `H` and above.
+pub fn pos_ratio(age: u64, setpoint: u64, hard: u64) -> f64 {
+    let span = (hard as f64 - setpoint as f64).max(1.0);
+    let x = (setpoint as f64 - age as f64) / span;
+    (1.0 + x * x * x).clamp(0.0, 2.0)
+}
+
+/// Counters of the previous snapshot.
+#[derive(Clone, Copy, Debug)]
+struct Last {
+    now: Duration,
+    lsn: Lsn,
+    checkpoint: Lsn,
+    pages_written: u64,
+    writes: u64,
+    write_us: u64,
+    busy_us: u64,
+    frames_taken: u64,
+}
+
+impl Last {
+    fn of(s: &Snapshot) -> Last {
+        Last {
+            now: s.now,
+            lsn: s.current_lsn,
+            checkpoint: s.checkpoint_lsn,
+            pages_written: s.pages_written,
+            writes: s.data_writes,
+            write_us: s.data_write_us,
+            busy_us: s.data_write_busy_us,
+            frames_taken: s.frames_taken,
+        }
+    }
+}
+
+/// Keel's controller (see the module doc).
+#[derive(Clone, Debug, Default)]
+pub struct Steady {
+    last: Option<Last>,
+    log_rate: Ewma,
+    log_peak: Peak,
+    device: Device,
+    rho: Ewma,
+    base_rate: Ewma,
+    alloc_rate: Peak,
+}
+
+impl Steady {
+    /// A controller with no history.
+    pub fn new() -> Steady {
+        Steady::default()
+    }
+
+    fn estimate(&mut self, s: &Snapshot) {
+        let Some(last) = self.last.replace(Last::of(s)) else {
+            return;
+        };
+        let dt = s.now.saturating_sub(last.now).as_secs_f64();
+        if dt <= 0.0 {
+            return;
+        }
+        let ticks = dt / TICK.as_secs_f64();
+        let rate = s.current_lsn.saturating_sub(last.lsn) as f64 / dt;
+        self.log_rate.update(rate, 0.3);
+        self.log_peak.update(rate, ticks, 0.98);
+        self.device.update(
+            dt,
+            s.pages_written.saturating_sub(last.pages_written),
+            s.data_writes.saturating_sub(last.writes),
+            s.data_write_us.saturating_sub(last.write_us),
+            s.data_write_busy_us.saturating_sub(last.busy_us),
+        );
+        // Every page written back lets the checkpoint move on, whichever
+        // flush wrote it, so ρ is per page written (as `bw` is).
+        let retired = s.checkpoint_lsn.saturating_sub(last.checkpoint) as f64;
+        let flushed = s.pages_written.saturating_sub(last.pages_written) as f64;
+        if retired > 0.0 && flushed > 0.0 {
+            self.rho.update(retired / flushed, 0.2);
+        }
+        let alloc = s.frames_taken.saturating_sub(last.frames_taken) as f64 / dt;
+        // Fast attack, slow decay (about 10 % a second).
+        self.alloc_rate.update(alloc, ticks, 0.99);
+    }
+
+    /// ρ, or a first guess from the snapshot: the age spread over the
+    /// dirty pages.
+    fn rho(&self, s: &Snapshot) -> f64 {
+        self.rho.get().unwrap_or_else(|| {
+            let age = s
+                .current_lsn
+                .saturating_sub(s.oldest_modification().unwrap_or(s.current_lsn));
+            (age as f64 / s.dirty().max(1) as f64).max(1.0)
+        })
+    }
+}
+
+impl FlushPolicy for Steady {
+    fn decide(&mut self, s: &Snapshot) -> FlushTargets {
+        self.estimate(s);
+        let log_rate = self.log_rate.get().unwrap_or(0.0);
+        let peak = self.log_peak.get();
+        let (freerun, setpoint, hard) = levels(s.free_check_limit, peak);
+        let age = s.current_lsn.saturating_sub(s.checkpoint_lsn);
+        // The flusher's target: the setpoint a tick ahead, and half the way
+        // back from above it.
+        let ahead = (log_rate * TICK.as_secs_f64()) as u64;
+        let over = age.saturating_sub(setpoint) as f64;
+        let keep = (setpoint as f64 - CATCH_UP * over).max(0.0) as u64;
+        let target = (s.current_lsn + ahead).saturating_sub(keep);
+        let rho = self.rho(s);
+        let bw = self.device.bw.get();
+        let instances = self.instance_targets(s, target);
+        let requested: usize = instances.iter().map(|t| t.list_pages).sum();
+        // Writers: free below F, then the curve around the rate the flusher
+        // can retire.
+        let retire = bw.map(|b| b * rho);
+        let base = match retire {
+            Some(r) => self.base_rate.update(r, 0.2),
+            None => self.base_rate.get().unwrap_or(peak.max(log_rate)),
+        };
+        let pos = pos_ratio(age, setpoint, hard);
+        let writer_log_rate = (age > freerun).then(|| (base * pos).max(1.0));
+        let figures = SteadyFigures {
+            freerun,
+            setpoint,
+            hard,
+            pos_ratio: if age > freerun { pos } else { 2.0 },
+            base_rate: base,
+            log_rate,
+            log_rate_peak: peak,
+            bw: bw.unwrap_or(0.0),
+            queue_depth: self.device.depth,
+            rho,
+        };
+        let reason = reason(
+            age,
+            s.free_check_limit,
+            &figures,
+            requested,
+            target,
+            writer_log_rate,
+        );
+        FlushTargets {
+            instances,
+            sleep: TICK,
+            full_round: true,
+            writer_log_rate,
+            decision: Decision {
+                mode: if requested > 0 {
+                    FlushMode::Adaptive
+                } else {
+                    FlushMode::Idle
+                },
+                n_requested: requested as u64,
+                n_by_age: requested as u64,
+                avg_page_rate: bw.unwrap_or(0.0),
+                lsn_avg_rate: log_rate,
+                reason,
+                steady: Some(figures),
+                ..Decision::default()
+            },
+            io_depth: Some(self.device.depth),
+            checkpoint_each_batch: true,
+            eager_lru: true,
+        }
+    }
+}
+
+impl Steady {
+    /// Per instance: the flush-list pages below `target` (counted in the
+    /// snapshot's sample of oldest modifications; a full sample means "at
+    /// least this many") and the free frames to keep.
+    fn instance_targets(&self, s: &Snapshot, target: Lsn) -> Vec<InstanceTarget> {
+        let n = s.instances.len().max(1) as f64;
+        let alloc = self.alloc_rate.get() / n;
+        s.instances
+            .iter()
+            .map(|i| {
+                let below = i.oldest_lsns.iter().take_while(|&&l| l < target).count();
+                let list_pages = if below == i.oldest_lsns.len() && below == s.flush_list_sample {
+                    i.dirty
+                } else {
+                    below
+                };
+                let want = ((alloc * LRU_LOOKAHEAD_S) as usize).clamp(8, (i.total / 4).max(8));
+                InstanceTarget {
+                    lru_want_free: if i.free < want { want } else { 0 },
+                    lru_scan: (4 * want).min(i.total),
+                    list_pages,
+                    list_lsn_limit: target,
+                    list_kind: FlushKind::Adaptive,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The status report's line: what `steady` is doing now, for a DBA.
+fn reason(
+    age: u64,
+    limit: u64,
+    f: &SteadyFigures,
+    requested: usize,
+    target: Lsn,
+    writer_rate: Option<f64>,
+) -> String {
+    let pct = |x: u64| 100.0 * x as f64 / limit.max(1) as f64;
+    let writers = match writer_rate {
+        None => "writers run free".to_string(),
+        Some(r) => format!(
+            "writers held to {:.1} MB/s of redo (position {:.2} on the curve)",
+            r / 1e6,
+            f.pos_ratio
+        ),
+    };
+    format!(
+        "steady: age {:.0}% of the limit (setpoint {:.0}%, writers slowed above {:.0}%, \
+         stopped at {:.0}%); flushing {requested} pages older than LSN {target} at the \
+         device's {:.0} pages/s with {} writes in flight; {writers}",
+        pct(age),
+        pct(f.setpoint),
+        pct(f.freerun),
+        pct(f.hard),
+        f.bw,
+        f.queue_depth
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+#[path = "steady/tests.rs"]
+mod tests;

@@ -1,0 +1,171 @@
+//! The estimators on synthetic traces, the levels and the throttle curve,
+//! and decisions on hand-made snapshots.
+
+use super::*;
+use crate::flush::policy::InstanceSnapshot;
+
+#[test]
+fn the_throttle_curve_is_two_at_freerun_one_at_the_setpoint_zero_at_hard() {
+    let (f, s, h) = levels(1_000_000, 0.0);
+    assert_eq!((f, s, h), (600_000, 775_000, 950_000));
+    assert!((pos_ratio(f, s, h) - 2.0).abs() < 1e-9);
+    assert!((pos_ratio(s, s, h) - 1.0).abs() < 1e-9);
+    assert_eq!(pos_ratio(h, s, h), 0.0);
+    assert_eq!(pos_ratio(2 * h, s, h), 0.0);
+    assert_eq!(pos_ratio(0, s, h), 2.0);
+    // Flat near the setpoint, steep near the hard level.
+    let near = 1.0 - pos_ratio(s + 17_500, s, h);
+    let far = pos_ratio(h - 17_500, s, h);
+    assert!(near < 0.002 && far < 0.28, "{near} {far}");
+    let mut last = 2.0;
+    for age in (f..=h).step_by(1000) {
+        let p = pos_ratio(age, s, h);
+        assert!(p <= last);
+        last = p;
+    }
+}
+
+#[test]
+fn the_reserve_covers_two_ticks_of_the_peak_rate() {
+    // 100 MB/s peak: 20 MB in two ticks, more than 5 % of 100 MB.
+    let (f, s, h) = levels(100_000_000, 100e6);
+    assert_eq!(h, 80_000_000);
+    assert!(f < s && s < h);
+    // Never more than half the limit, whatever the peak.
+    let (_, _, h2) = levels(10_000_000, 1e12);
+    assert_eq!(h2, 5_000_000);
+}
+
+#[test]
+fn an_idle_device_is_not_taken_for_a_slow_one() {
+    let mut d = Device::default();
+    // Busy 80 % of a 100 ms tick writing 80 pages: 1000 pages/s.
+    for _ in 0..10 {
+        d.update(0.1, 80, 20, 20 * 4000, 80_000);
+    }
+    let bw = d.bw.get().unwrap();
+    assert!((bw - 1000.0).abs() < 1.0, "{bw}");
+    // Idle ticks, and a trickle of one page: no change.
+    for _ in 0..50 {
+        d.update(0.1, 0, 0, 0, 0);
+        d.update(0.1, 1, 1, 4000, 4000);
+    }
+    assert_eq!(d.bw.get().unwrap(), bw);
+}
+
+#[test]
+fn the_bandwidth_follows_a_step_change_within_ten_ticks() {
+    let mut d = Device::default();
+    for _ in 0..20 {
+        d.update(0.1, 100, 25, 25 * 4000, 100_000);
+    }
+    // The device becomes four times slower: 25 pages per busy 100 ms.
+    for i in 0..10 {
+        d.update(0.1, 25, 25, 25 * 16_000, 100_000);
+        if i == 9 {
+            let bw = d.bw.get().unwrap();
+            assert!(bw < 1.05 * 250.0 + 25.0, "after 10 ticks: {bw}");
+        }
+    }
+    // And four times faster again.
+    for _ in 0..10 {
+        d.update(0.1, 100, 25, 25 * 4000, 100_000);
+    }
+    assert!(d.bw.get().unwrap() > 950.0);
+}
+
+#[test]
+fn the_queue_depth_grows_while_latency_holds_and_halves_on_a_spike() {
+    let mut d = Device::default();
+    let start = d.depth;
+    for _ in 0..10 {
+        d.update(0.1, 100, 25, 25 * 1000, 100_000);
+    }
+    assert_eq!(d.depth, start + 10);
+    // A latency spike (10 × the base).
+    d.update(0.1, 100, 25, 25 * 10_000, 100_000);
+    assert_eq!(d.depth, (start + 10) / 2);
+    assert!(d.depth <= MAX_DEPTH);
+}
+
+#[test]
+fn a_peak_decays_unless_renewed() {
+    let mut p = Peak::default();
+    p.update(100.0, 1.0, 0.98);
+    for _ in 0..35 {
+        p.update(0.0, 1.0, 0.98);
+    }
+    assert!((p.get() - 100.0 * 0.98f64.powi(35)).abs() < 1e-6);
+    assert_eq!(p.update(200.0, 1.0, 0.98), 200.0);
+}
+
+fn snapshot(now_ms: u64, lsn: Lsn, checkpoint: Lsn, oldest: &[Lsn]) -> Snapshot {
+    Snapshot {
+        now: Duration::from_millis(now_ms),
+        current_lsn: lsn,
+        checkpoint_lsn: checkpoint,
+        flushed_lsn: lsn,
+        log_capacity: 2_000_000,
+        free_check_limit: 1_000_000,
+        flush_list_sample: 1024,
+        instances: vec![InstanceSnapshot {
+            total: 1000,
+            free: 100,
+            lru_len: 900,
+            dirty: oldest.len(),
+            oldest_modification: oldest.first().copied(),
+            oldest_lsns: oldest.to_vec(),
+        }],
+        ..Snapshot::default()
+    }
+}
+
+#[test]
+fn below_freerun_writers_run_free_and_nothing_young_is_flushed() {
+    let mut p = Steady::new();
+    let oldest: Vec<Lsn> = (0..50).map(|i| 1_000_000 + i * 1000).collect();
+    p.decide(&snapshot(0, 1_200_000, 1_000_000, &oldest));
+    let t = p.decide(&snapshot(100, 1_250_000, 1_000_000, &oldest));
+    assert_eq!(t.writer_log_rate, None);
+    // Age 250 kB, setpoint 775 kB: no page is old enough.
+    assert_eq!(t.instances[0].list_pages, 0);
+    assert!(t.checkpoint_each_batch && t.full_round);
+    assert_eq!(t.sleep, TICK);
+    assert!(
+        t.decision.reason.contains("writers run free"),
+        "{}",
+        t.decision.reason
+    );
+}
+
+#[test]
+fn above_the_setpoint_writers_are_slowed_and_old_pages_flushed() {
+    let mut p = Steady::new();
+    // Age 900 kB of a 1 MB limit, above the setpoint (775 kB).
+    let oldest: Vec<Lsn> = (0..100).map(|i| 100_000 + i * 10_000).collect();
+    p.decide(&snapshot(0, 990_000, 100_000, &oldest));
+    let t = p.decide(&snapshot(100, 1_000_000, 100_000, &oldest));
+    let rate = t.writer_log_rate.expect("writers are limited above F");
+    let f = t.decision.steady.clone().unwrap();
+    assert!(f.pos_ratio < 1.0 && f.pos_ratio > 0.0, "{f:?}");
+    assert!(rate < f.base_rate, "{rate} {f:?}");
+    // Target: current + a tick of redo − (setpoint − half the excess).
+    let target = t.instances[0].list_lsn_limit;
+    assert!(target > 1_000_000 - f.setpoint, "{target}");
+    let below = oldest.iter().filter(|&&l| l < target).count();
+    assert_eq!(t.instances[0].list_pages, below);
+    assert!(below > 0);
+}
+
+#[test]
+fn lru_keeps_half_a_second_of_the_allocation_rate_free() {
+    let mut p = Steady::new();
+    let mut s = snapshot(0, 1_000_000, 1_000_000, &[]);
+    p.decide(&s);
+    s.now = Duration::from_millis(100);
+    s.frames_taken = 100; // 1000 frames/s
+    let t = p.decide(&s);
+    // Half a second: 500 frames, capped at a quarter of the instance.
+    assert_eq!(t.instances[0].lru_want_free, 250);
+    assert_eq!(t.instances[0].lru_scan, 1000);
+}
