@@ -1,0 +1,316 @@
+//! `steady` in simulated time: the policy and the writers' pacer, the very
+//! code the engine runs, drive a model of the writers, the flush list, the
+//! device and the checkpoint. Hours of operation take seconds, and a seed
+//! makes a run repeatable.
+//!
+//! The model, in 1 ms steps:
+//! - **Writers** (8): each commits a transaction of `TXN_REDO` bytes that
+//!   dirties `TXN_PAGES` new pages, then thinks so that together they offer
+//!   `load` bytes per second (with jitter). Before a commit a writer asks the
+//!   pacer, as the engine's `Admission::pace` does: a pause of at most
+//!   100 ms, then it asks again. A commit that would take the checkpoint age
+//!   past the free-check limit waits there (a free-check wait).
+//! - **Flush list**: the dirty pages' oldest modifications, in LSN order.
+//! - **Device**: writes pages from the oldest end of the flush list below
+//!   the policy's target LSN, at `min(depth, parallelism) / latency` pages
+//!   per second, with latency `base × max(1, depth / parallelism)`; it is
+//!   busy whenever pages are queued.
+//! - **Checkpoint**: after every 64 pages written, at the oldest page left.
+//!
+//! `KEEL_SIM_TRACE=1` prints the controller's state once a simulated second;
+//! `KEEL_TEST_SEED=N` changes the seed.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::{Steady, TICK};
+use crate::flush::pacer::{Pacer, MAX_PAUSE};
+use crate::flush::policy::{FlushPolicy, InstanceSnapshot, Snapshot};
+use crate::page::Lsn;
+
+const WRITERS: usize = 8;
+const TXN_REDO: u64 = 64 << 10;
+const TXN_PAGES: u64 = 8;
+const STEP: Duration = Duration::from_millis(1);
+const LIMIT: u64 = 100 << 20;
+const SAMPLE: usize = 1024;
+const BATCH: u64 = 64;
+
+struct Device {
+    parallelism: f64,
+    base_lat_s: f64,
+    /// Fraction of a page carried to the next step.
+    carry: f64,
+}
+
+struct Sim {
+    policy: Steady,
+    pacer: Pacer,
+    epoch: Instant,
+    now: Duration,
+    lsn: Lsn,
+    checkpoint: Lsn,
+    dirty: VecDeque<Lsn>,
+    device: Device,
+    /// Offered redo, bytes per second over all writers.
+    load: f64,
+    writers: BinaryHeap<Reverse<(Duration, usize)>>,
+    rng: SmallRng,
+    target: Lsn,
+    depth: usize,
+    since_checkpoint: u64,
+    pages_written: u64,
+    writes: u64,
+    write_us: u64,
+    busy_us: u64,
+    // What the test checks.
+    free_check_waits: u64,
+    longest_pause: Duration,
+    age_log: Vec<(Duration, u64, u64, u64)>,
+}
+
+impl Sim {
+    fn new(seed: u64, load: f64, parallelism: f64, base_lat_s: f64) -> Sim {
+        let mut writers = BinaryHeap::new();
+        for w in 0..WRITERS {
+            writers.push(Reverse((Duration::from_micros(w as u64 * 100), w)));
+        }
+        Sim {
+            policy: Steady::new(),
+            pacer: Pacer::default(),
+            epoch: Instant::now(),
+            now: Duration::ZERO,
+            lsn: 1 << 20,
+            checkpoint: 1 << 20,
+            dirty: VecDeque::new(),
+            device: Device {
+                parallelism,
+                base_lat_s,
+                carry: 0.0,
+            },
+            load,
+            writers,
+            rng: SmallRng::seed_from_u64(seed),
+            target: 0,
+            depth: 1,
+            since_checkpoint: 0,
+            pages_written: 0,
+            writes: 0,
+            write_us: 0,
+            busy_us: 0,
+            free_check_waits: 0,
+            longest_pause: Duration::ZERO,
+            age_log: Vec::new(),
+        }
+    }
+
+    fn age(&self) -> u64 {
+        self.lsn - self.checkpoint
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            now: self.now,
+            current_lsn: self.lsn,
+            checkpoint_lsn: self.checkpoint,
+            flushed_lsn: self.lsn,
+            log_capacity: LIMIT + LIMIT / 10,
+            free_check_limit: LIMIT,
+            flush_list_sample: SAMPLE,
+            pages_written: self.pages_written,
+            data_writes: self.writes,
+            data_write_us: self.write_us,
+            data_write_busy_us: self.busy_us,
+            instances: vec![InstanceSnapshot {
+                total: 1 << 20,
+                free: 1 << 19,
+                lru_len: 1 << 19,
+                dirty: self.dirty.len(),
+                oldest_modification: self.dirty.front().copied(),
+                oldest_lsns: self.dirty.iter().take(SAMPLE).copied().collect(),
+            }],
+            ..Snapshot::default()
+        }
+    }
+
+    fn tick(&mut self) {
+        let t = self.policy.decide(&self.snapshot());
+        self.target = t.instances[0].list_lsn_limit;
+        self.depth = t.io_depth.unwrap_or(1);
+        self.pacer
+            .set_rate(t.writer_log_rate, self.lsn, self.epoch + self.now);
+        let f = t.decision.steady.clone().unwrap_or_default();
+        if std::env::var("KEEL_SIM_TRACE").is_ok() && self.now.as_millis().is_multiple_of(1000) {
+            eprintln!(
+                "t {:>5} age {:>5.1}% S {:>5.1}% pos {:.2} base {:.1} MB/s rate {:?} bw {:.0} rho {:.0} depth {} lograte {:.1} MB/s load {:.1}",
+                self.now.as_secs(), 100.0 * self.age() as f64 / LIMIT as f64, 100.0 * f.setpoint as f64 / LIMIT as f64,
+                f.pos_ratio, f.base_rate / 1e6, t.writer_log_rate.map(|r| (r / 1e5).round() / 10.0),
+                f.bw, f.rho, f.queue_depth, f.log_rate / 1e6, self.load / 1e6
+            );
+        }
+        self.age_log
+            .push((self.now, self.age(), f.setpoint, f.hard));
+    }
+
+    fn writers_step(&mut self) {
+        let end = self.now + STEP;
+        while let Some(&Reverse((at, w))) = self.writers.peek() {
+            if at >= end {
+                break;
+            }
+            self.writers.pop();
+            let pause = self.pacer.delay(self.lsn, self.epoch + at);
+            let next = if !pause.is_zero() {
+                self.longest_pause = self.longest_pause.max(pause);
+                at + pause
+            } else if self.age() + TXN_REDO > LIMIT {
+                self.free_check_waits += 1;
+                at + STEP
+            } else {
+                let start = self.lsn;
+                self.lsn += TXN_REDO;
+                for _ in 0..TXN_PAGES {
+                    self.dirty.push_back(start);
+                }
+                let think = WRITERS as f64 * TXN_REDO as f64 / self.load;
+                at + Duration::from_secs_f64(think * self.rng.gen_range(0.5..1.5))
+            };
+            self.writers
+                .push(Reverse((next.max(at + Duration::from_micros(1)), w)));
+        }
+    }
+
+    fn device_step(&mut self) {
+        let queued = self.dirty.iter().take_while(|&&l| l < self.target).count() as u64;
+        if queued == 0 {
+            self.device.carry = 0.0;
+            return;
+        }
+        let d = self.depth as f64;
+        let lat = self.device.base_lat_s * (d / self.device.parallelism).max(1.0);
+        let rate = d.min(self.device.parallelism) / self.device.base_lat_s;
+        let can = rate * STEP.as_secs_f64() + self.device.carry;
+        let n = (can.floor() as u64).min(queued);
+        self.device.carry = if n == queued { 0.0 } else { can - n as f64 };
+        self.busy_us += STEP.as_micros() as u64;
+        for _ in 0..n {
+            self.dirty.pop_front();
+        }
+        self.pages_written += n;
+        self.writes += n;
+        self.write_us += (n as f64 * lat * 1e6) as u64;
+        self.since_checkpoint += n;
+        if self.since_checkpoint >= BATCH || self.dirty.is_empty() {
+            self.since_checkpoint = 0;
+            self.checkpoint = self.dirty.front().copied().unwrap_or(self.lsn);
+        }
+    }
+
+    /// Run until `until`, ticking the policy every 100 ms.
+    fn run_until(&mut self, until: Duration) {
+        let tick_steps = (TICK.as_micros() / STEP.as_micros()) as u64;
+        let mut step = self.now.as_micros() as u64 / STEP.as_micros() as u64;
+        while self.now < until {
+            if step.is_multiple_of(tick_steps) {
+                self.tick();
+            }
+            self.writers_step();
+            self.device_step();
+            self.now += STEP;
+            step += 1;
+        }
+    }
+
+    /// Seconds after `from` until the age stays within 5 % of the setpoint
+    /// for a second (None: never, before `to`).
+    fn settled_after(&self, from: Duration, to: Duration) -> Option<f64> {
+        let mut ok_since: Option<Duration> = None;
+        for &(t, age, s, _) in self.age_log.iter().filter(|e| e.0 >= from && e.0 < to) {
+            let near = (age as f64 - s as f64).abs() <= 0.05 * s as f64;
+            match (near, ok_since) {
+                (true, None) => ok_since = Some(t),
+                (false, _) => ok_since = None,
+                (true, Some(since)) if t - since >= Duration::from_secs(1) => {
+                    return Some((since - from).as_secs_f64());
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// A device of 5,000 pages/s (parallelism 8, 1.6 ms per write, 40 MB/s of
+/// redo retired at 8 KB per page) under 30 MB/s of offered redo: then the
+/// device slows to a quarter (writers must be held to 10 MB/s) and
+/// recovers, the load doubles (60 MB/s offered, more than the device can
+/// retire) and halves, the device becomes 4 × faster and slower again.
+#[test]
+fn steady_holds_the_setpoint_through_device_and_load_changes_in_simulated_hours() {
+    let seed = std::env::var("KEEL_TEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    let mut sim = Sim::new(seed, 30e6, 8.0, 0.0016);
+    let mut changes = Vec::new();
+    // Two simulated hours, a change every ten minutes.
+    for hour in 0..2u64 {
+        let base = secs(hour * 3600);
+        let steps: [(u64, f64, f64); 7] = [
+            (0, 1.0, 1.0),
+            (600, 0.25, 1.0),
+            (1200, 4.0, 1.0),
+            (1800, 1.0, 2.0),
+            (2400, 1.0, 0.5),
+            (3000, 4.0, 1.0),
+            (3300, 0.25, 1.0),
+        ];
+        for (at, dev, load) in steps {
+            let t = base + secs(at);
+            sim.run_until(t);
+            sim.device.base_lat_s /= dev;
+            sim.load *= load;
+            changes.push(t);
+        }
+    }
+    sim.run_until(secs(2 * 3600));
+    eprintln!(
+        "simulated {} s: longest pause {:?}, free-check waits {}",
+        sim.now.as_secs(),
+        sim.longest_pause,
+        sim.free_check_waits
+    );
+    assert_eq!(
+        sim.free_check_waits, 0,
+        "a writer reached the free-check limit"
+    );
+    assert!(sim.longest_pause <= MAX_PAUSE, "{:?}", sim.longest_pause);
+    // Past the first minute (the estimates start from nothing), the age
+    // never reaches the hard level.
+    for &(t, age, _, hard) in sim.age_log.iter().filter(|e| e.0 > secs(60)) {
+        assert!(
+            age < hard,
+            "at {t:?} the age {age} reached the hard level {hard}"
+        );
+    }
+    for (k, &at) in changes.iter().enumerate().skip(1) {
+        let next = changes.get(k + 1).copied().unwrap_or(secs(2 * 3600));
+        let settled = sim.settled_after(at, next);
+        eprintln!(
+            "change at {:?}: back within 5 % of the setpoint after {settled:?} s",
+            at
+        );
+        match settled {
+            Some(s) => assert!(s < 10.0, "change at {at:?}: {s} s to settle"),
+            None => panic!("change at {at:?}: the age never settled near the setpoint"),
+        }
+    }
+}
