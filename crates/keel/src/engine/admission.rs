@@ -357,7 +357,9 @@ impl Admission {
     pub fn pace(&self) {
         // Commits must not read the log for a limit nobody set.
         while self.pacer.is_active() {
-            let pause = self.pacer.delay(self.log.lsn(), Instant::now());
+            let lsn = self.log.lsn();
+            let age = lsn.saturating_sub(self.log.checkpoint_lsn());
+            let pause = self.pacer.delay(lsn, age, Instant::now());
             if pause.is_zero() {
                 return;
             }

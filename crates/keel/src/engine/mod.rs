@@ -21,6 +21,7 @@ use crate::config::Options;
 use crate::error::{Error, Result};
 use crate::flush::cleaner::{CleanerHost, LogView};
 use crate::flush::doublewrite::{Doublewrite, Geometry};
+use crate::flush::policy::WriterLimit;
 use crate::flush::{Wal, WriteBack, WriteConfig};
 use crate::io::{FileSystem, FlushMethod, OsFileSystem, ThrottledFileSystem};
 use crate::metrics::Metrics;
@@ -339,10 +340,8 @@ impl CleanerHost for Engine {
     fn checkpoint(&self) -> Result<()> {
         Engine::checkpoint(self).map(|_| ())
     }
-    fn set_writer_log_rate(&self, rate: Option<f64>) {
-        self.adm
-            .pacer
-            .set_rate(rate, self.log.lsn(), Instant::now());
+    fn set_writer_limit(&self, limit: Option<WriterLimit>) {
+        self.adm.pacer.set_limit(limit);
     }
     fn tick(&self, urgent: bool) -> Result<()> {
         if urgent {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::policy::{FlushPolicy, FlushTargets, InstanceSnapshot, Snapshot};
+use super::policy::{FlushPolicy, FlushTargets, InstanceSnapshot, Snapshot, WriterLimit};
 use super::writeback::WriteBack;
 use crate::buffer::BufferPool;
 use crate::metrics::Metrics;
@@ -66,7 +66,7 @@ pub trait CleanerHost: Send + Sync + 'static {
     /// makes the log durable first so the checkpoint can move at once.
     fn tick(&self, urgent: bool) -> crate::error::Result<()>;
     /// The writers' redo rate limit the policy decided (`None`: none).
-    fn set_writer_log_rate(&self, rate: Option<f64>);
+    fn set_writer_limit(&self, limit: Option<WriterLimit>);
     /// Move the checkpoint as far as the pages written allow (after each
     /// batch, when the policy asks for it).
     fn checkpoint(&self) -> crate::error::Result<()>;
@@ -203,6 +203,7 @@ fn publish(m: &Metrics, t: &FlushTargets) {
         Metrics::set(&m.log_redo_rate, f.log_rate.round() as u64);
         Metrics::set(&m.log_redo_rate_peak, f.log_rate_peak.round() as u64);
         Metrics::set(&m.device_write_bw_estimate, f.bw.round() as u64);
+        Metrics::set(&m.steady_flusher_capacity, f.capacity.round() as u64);
         Metrics::set(&m.device_write_queue_depth, f.queue_depth as u64);
         Metrics::set(&m.log_bytes_per_page_flushed, f.rho.round() as u64);
     }
@@ -239,7 +240,7 @@ fn coordinate<H: CleanerHost + ?Sized>(
         let snap = snapshot(host, started);
         let targets = Arc::new(policy.decide(&snap));
         publish(&pool.metrics, &targets);
-        host.set_writer_log_rate(targets.writer_log_rate);
+        host.set_writer_limit(targets.writer_limit);
         wb.set_io_depth(targets.io_depth);
         wb.set_eager_lru(targets.eager_lru);
         if targets.full_round {

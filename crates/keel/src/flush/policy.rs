@@ -212,10 +212,40 @@ pub struct SteadyFigures {
     pub log_rate_peak: f64,
     /// Device write bandwidth over its busy time (pages/s).
     pub bw: f64,
+    /// Pages per second of wall time the flusher achieves with a backlog.
+    pub capacity: f64,
     /// Page writes kept in flight.
     pub queue_depth: usize,
     /// Redo bytes the checkpoint retires per page written back.
     pub rho: f64,
+}
+
+/// The writers' redo rate limit as a curve over the checkpoint age:
+/// free up to `freerun`, then `base_rate × steady::pos_ratio(age)`, which
+/// is `base_rate` at `setpoint` and zero at `hard`. The policy sets it once
+/// a round; each writer evaluates it at the age it sees when it is about to
+/// commit, so the limit follows the age between rounds (Linux's dirty-page
+/// throttling does the same with its position ratio).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WriterLimit {
+    /// Redo bytes per second at the setpoint.
+    pub base_rate: f64,
+    /// Age up to which writers run free.
+    pub freerun: u64,
+    /// Age held.
+    pub setpoint: u64,
+    /// Age at which the allowed rate reaches zero.
+    pub hard: u64,
+}
+
+impl WriterLimit {
+    /// The allowed redo rate at checkpoint age `age` (`None`: no limit).
+    /// Never below 1 byte/s, so a writer at `hard` pauses and re-checks
+    /// rather than dividing by zero.
+    pub fn rate_at(&self, age: u64) -> Option<f64> {
+        (age > self.freerun)
+            .then(|| (self.base_rate * steady::pos_ratio(age, self.setpoint, self.hard)).max(1.0))
+    }
 }
 
 /// A policy's answer for one round.
@@ -230,11 +260,12 @@ pub struct FlushTargets {
     /// True when this round is a full one (flush lists and rates); false
     /// for an LRU-only round between full rounds.
     pub full_round: bool,
-    /// Redo bytes per second writers together may produce until the next
-    /// round (`None`: no limit). Writers pause for it before they commit,
-    /// holding no latch (see `flush::pacer`); `classic` never limits them —
-    /// it stops them at the free-check limit instead.
-    pub writer_log_rate: Option<f64>,
+    /// The redo rate writers together may produce until the next round,
+    /// as a curve over the checkpoint age that each writer evaluates at the
+    /// age it sees (`None`: no limit). Writers pause for it before they
+    /// commit, holding no latch (see `flush::pacer`); `classic` never limits
+    /// them — it stops them at the free-check limit instead.
+    pub writer_limit: Option<WriterLimit>,
     /// The figures behind the decision (after an LRU-only round, the last
     /// full round's).
     pub decision: Decision,

@@ -201,6 +201,10 @@ registry! {
     /// Gauge (`steady`): estimated device write bandwidth, pages/s over its
     /// busy time.
     device_write_bw_estimate,
+    /// Gauge (`steady`): pages per second of wall time the flusher achieves
+    /// while it has more to write than it can (below the busy-time
+    /// bandwidth: a batch also waits for doublewrite, syncs, checkpoint).
+    steady_flusher_capacity,
     /// Gauge (`steady`): page writes the flusher keeps in flight.
     device_write_queue_depth,
     /// Gauge (`steady`): redo bytes the checkpoint retires per page flushed.

@@ -9,7 +9,7 @@
 //! With `L` the free-check limit (where the engine stops writers):
 //! - `H = L − reserve`, the hard level, where the writers' allowed rate
 //!   reaches zero; `reserve` covers what writers can log before the
-//!   controller reacts: two ticks of the peak redo rate, at least 5 % of `L`;
+//!   curve stops them: a tick of the peak redo rate, at least 5 % of `L`;
 //! - `F = 0.6 L`, below which writers run free;
 //! - `S = (F + H) / 2`, the setpoint.
 //!
@@ -20,19 +20,26 @@
 //!   idle spell is not taken for a slow device; the write latency's base
 //!   and the queue depth, raised one step while latency stays near its base
 //!   and halved on a spike; ρ, the redo bytes the checkpoint retires per
-//!   page written back.
+//!   page written back; and the flusher's *capacity*, the pages per second
+//!   of wall time it achieves while it has more below its target than it
+//!   can write (a batch also waits for its doublewrite copy, its syncs and
+//!   the checkpoint, so this is lower than the device's busy-time
+//!   bandwidth, which the flusher never sustains alone).
 //! - **Flusher**: the target LSN is `current + log_rate × tick − S`, plus a
 //!   proportional catch-up of half the distance above `S`: every page whose
 //!   oldest change is below it is written, at the device's pace (the queue
 //!   depth is the only limit), and the checkpoint advances after every batch.
+//!   A round takes at most two ticks' worth of the capacity, so that the
+//!   controller still decides every tick or so when the backlog is large.
 //! - **LRU**: each instance keeps free frames for about half a second of the
 //!   recent allocation rate (fast attack, slow decay), so user threads
 //!   almost never write a page themselves.
-//! - **Writers** (`writer_log_rate`, carried out by `flush::pacer` where
-//!   writers hold no latch): below `F`, no limit; above it the allowed redo
+//! - **Writers** (`WriterLimit`, carried out by `flush::pacer` where
+//!   writers hold no latch, each at the age it sees): below `F`, no limit; above it the allowed redo
 //!   rate is `base_rate × pos`, with `pos = clamp(1 + x/2 + x³/2, 0, 2)`,
-//!   `x = (S − age)/(H − S)` (gentle near `S`, steep near `H`), and `base_rate` following
-//!   `bw × ρ`, the rate the flusher can retire, with damped steps.
+//!   `x = (S − age)/(H − S)` (gentle near `S`, steep near `H`), and
+//!   `base_rate` following `capacity × ρ` (before any capacity is measured,
+//!   `bw × ρ`), the rate the flusher can retire, with damped steps.
 //!
 //! Everything here is a pure function of the snapshots seen so far: the
 //! simulation test drives this very code in simulated time.
@@ -41,6 +48,7 @@ use std::time::Duration;
 
 use super::{
     Decision, FlushMode, FlushPolicy, FlushTargets, InstanceTarget, Snapshot, SteadyFigures,
+    WriterLimit,
 };
 use crate::flush::batch::FlushKind;
 use crate::page::Lsn;
@@ -51,8 +59,10 @@ pub const TICK: Duration = Duration::from_millis(100);
 const FREERUN: f64 = 0.6;
 /// The reserve below the free-check limit: at least this share of it.
 const MIN_RESERVE: f64 = 0.05;
-/// Ticks of the peak redo rate the reserve covers.
-const RESERVE_TICKS: f64 = 2.0;
+/// Ticks of the peak redo rate the reserve covers (writers evaluate the
+/// curve at every commit, so only estimation errors and a burst of at most
+/// a tick — `pacer::MAX_BURST` — can carry the age past `H`).
+const RESERVE_TICKS: f64 = 1.0;
 /// Share of the distance above the setpoint the flusher adds to its target
 /// each tick (the proportional catch-up).
 const CATCH_UP: f64 = 0.5;
@@ -60,6 +70,12 @@ const CATCH_UP: f64 = 0.5;
 pub const MAX_DEPTH: usize = 64;
 /// The linear share of the throttle curve (see [`pos_ratio`]).
 const LINEAR: f64 = 0.5;
+/// Shortest span over which the flusher's capacity is measured.
+const CAPACITY_WINDOW: Duration = Duration::from_millis(300);
+/// A round's flush-list work, in ticks of the flusher's capacity.
+const ROUND_TICKS: f64 = 2.0;
+/// Fewest flush-list pages a round may take per instance.
+const ROUND_MIN_PAGES: usize = 64;
 /// Free frames an instance keeps, in seconds of allocation.
 const LRU_LOOKAHEAD_S: f64 = 0.5;
 
@@ -219,6 +235,14 @@ pub struct Steady {
     log_peak: Peak,
     device: Device,
     rho: Ewma,
+    /// Pages per second of wall time the flusher achieves when it has
+    /// more to write than it can.
+    capacity: Ewma,
+    /// The capacity's measuring window: since when, pages written before
+    /// it, and whether the flusher had a backlog at every round in it.
+    window: Option<(Duration, u64, bool)>,
+    /// Pages below the last target (uncapped), over all instances.
+    last_below: usize,
     base_rate: Ewma,
     alloc_rate: Peak,
 }
@@ -255,6 +279,24 @@ impl Steady {
         if retired > 0.0 && flushed > 0.0 {
             self.rho.update(retired / flushed, 0.2);
         }
+        // Capacity: measured over windows of at least CAPACITY_WINDOW
+        // (batches complete in lumps, and rounds come early when writers
+        // wake the cleaners), in which the flusher had more below its
+        // target than it wrote at every round; otherwise what it wrote is
+        // only a lower bound.
+        let backlog = self.last_below as f64 > flushed;
+        let (since, pages0, all_backlog) =
+            self.window
+                .get_or_insert((last.now, last.pages_written, true));
+        *all_backlog &= backlog;
+        let span = s.now.saturating_sub(*since);
+        if span >= CAPACITY_WINDOW {
+            let achieved = s.pages_written.saturating_sub(*pages0) as f64 / span.as_secs_f64();
+            if *all_backlog || achieved > self.capacity.get().unwrap_or(0.0) {
+                self.capacity.update(achieved, 0.5);
+            }
+            self.window = Some((s.now, s.pages_written, true));
+        }
         let alloc = s.frames_taken.saturating_sub(last.frames_taken) as f64 / dt;
         // Fast attack, slow decay (about 10 % a second).
         self.alloc_rate.update(alloc, ticks, 0.99);
@@ -287,17 +329,30 @@ impl FlushPolicy for Steady {
         let target = (s.current_lsn + ahead).saturating_sub(keep);
         let rho = self.rho(s);
         let bw = self.device.bw.get();
-        let instances = self.instance_targets(s, target);
+        let capacity = self.capacity.get().filter(|&c| c > 0.0);
+        let (instances, below) = self.instance_targets(s, target, capacity.or(bw));
+        self.last_below = below;
         let requested: usize = instances.iter().map(|t| t.list_pages).sum();
         // Writers: free below F, then the curve around the rate the flusher
         // can retire.
-        let retire = bw.map(|b| b * rho);
+        let retire = capacity.or(bw).map(|b| b * rho);
         let base = match retire {
             Some(r) => self.base_rate.update(r, 0.2),
-            None => self.base_rate.get().unwrap_or(peak.max(log_rate)),
+            // Nothing measured yet: a rate that cannot take the age from
+            // the setpoint to the hard level within a tick.
+            None => self
+                .base_rate
+                .get()
+                .unwrap_or(hard.saturating_sub(setpoint) as f64 / TICK.as_secs_f64()),
         };
         let pos = pos_ratio(age, setpoint, hard);
-        let writer_log_rate = (age > freerun).then(|| (base * pos).max(1.0));
+        let limit = WriterLimit {
+            base_rate: base,
+            freerun,
+            setpoint,
+            hard,
+        };
+        let writer_log_rate = limit.rate_at(age);
         let figures = SteadyFigures {
             freerun,
             setpoint,
@@ -307,6 +362,7 @@ impl FlushPolicy for Steady {
             log_rate,
             log_rate_peak: peak,
             bw: bw.unwrap_or(0.0),
+            capacity: capacity.unwrap_or(0.0),
             queue_depth: self.device.depth,
             rho,
         };
@@ -322,7 +378,7 @@ impl FlushPolicy for Steady {
             instances,
             sleep: TICK,
             full_round: true,
-            writer_log_rate,
+            writer_limit: Some(limit),
             decision: Decision {
                 mode: if requested > 0 {
                     FlushMode::Adaptive
@@ -347,19 +403,32 @@ impl FlushPolicy for Steady {
 impl Steady {
     /// Per instance: the flush-list pages below `target` (counted in the
     /// snapshot's sample of oldest modifications; a full sample means "at
-    /// least this many") and the free frames to keep.
-    fn instance_targets(&self, s: &Snapshot, target: Lsn) -> Vec<InstanceTarget> {
+    /// least this many"), at most [`ROUND_TICKS`] of `pages_per_s` (the
+    /// capacity, shared by the instances), and the free frames to keep.
+    /// Also the pages below `target` in all, before that cap.
+    fn instance_targets(
+        &self,
+        s: &Snapshot,
+        target: Lsn,
+        pages_per_s: Option<f64>,
+    ) -> (Vec<InstanceTarget>, usize) {
         let n = s.instances.len().max(1) as f64;
         let alloc = self.alloc_rate.get() / n;
-        s.instances
+        let cap = pages_per_s
+            .map(|r| ((r * ROUND_TICKS * TICK.as_secs_f64() / n) as usize).max(ROUND_MIN_PAGES));
+        let mut all_below = 0;
+        let targets = s
+            .instances
             .iter()
             .map(|i| {
                 let below = i.oldest_lsns.iter().take_while(|&&l| l < target).count();
-                let list_pages = if below == i.oldest_lsns.len() && below == s.flush_list_sample {
+                let below = if below == i.oldest_lsns.len() && below == s.flush_list_sample {
                     i.dirty
                 } else {
                     below
                 };
+                all_below += below;
+                let list_pages = cap.map_or(below, |c| below.min(c));
                 let want = ((alloc * LRU_LOOKAHEAD_S) as usize).clamp(8, (i.total / 4).max(8));
                 InstanceTarget {
                     lru_want_free: if i.free < want { want } else { 0 },
@@ -369,7 +438,8 @@ impl Steady {
                     list_kind: FlushKind::Adaptive,
                 }
             })
-            .collect()
+            .collect();
+        (targets, all_below)
     }
 }
 

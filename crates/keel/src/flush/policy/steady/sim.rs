@@ -141,14 +141,13 @@ impl Sim {
         let t = self.policy.decide(&self.snapshot());
         self.target = t.instances[0].list_lsn_limit;
         self.depth = t.io_depth.unwrap_or(1);
-        self.pacer
-            .set_rate(t.writer_log_rate, self.lsn, self.epoch + self.now);
+        self.pacer.set_limit(t.writer_limit);
         let f = t.decision.steady.clone().unwrap_or_default();
         if std::env::var("KEEL_SIM_TRACE").is_ok() && self.now.as_millis().is_multiple_of(1000) {
             eprintln!(
                 "t {:>5} age {:>5.1}% S {:>5.1}% pos {:.2} base {:.1} MB/s rate {:?} bw {:.0} rho {:.0} depth {} lograte {:.1} MB/s load {:.1}",
                 self.now.as_secs(), 100.0 * self.age() as f64 / LIMIT as f64, 100.0 * f.setpoint as f64 / LIMIT as f64,
-                f.pos_ratio, f.base_rate / 1e6, t.writer_log_rate.map(|r| (r / 1e5).round() / 10.0),
+                f.pos_ratio, f.base_rate / 1e6, t.writer_limit.and_then(|l| l.rate_at(self.age())).map(|r| (r / 1e5).round() / 10.0),
                 f.bw, f.rho, f.queue_depth, f.log_rate / 1e6, self.load / 1e6
             );
         }
@@ -163,7 +162,7 @@ impl Sim {
                 break;
             }
             self.writers.pop();
-            let pause = self.pacer.delay(self.lsn, self.epoch + at);
+            let pause = self.pacer.delay(self.lsn, self.age(), self.epoch + at);
             let next = if !pause.is_zero() {
                 self.longest_pause = self.longest_pause.max(pause);
                 at + pause
