@@ -26,7 +26,7 @@ fn bench_oltp_prints_interval_lines_status_and_writes_json_csv_and_report() {
     let json = std::fs::read_to_string(dir.path().join("out.json")).unwrap();
     assert!(json.contains("\"version\": 1"), "{json}");
     assert!(json.contains("\"buffer_pool_size\": 1048576"), "{json}");
-    assert!(json.contains("\"flush_policy\": \"classic\""), "{json}");
+    assert!(json.contains("\"flush_policy\": \"steady\""), "{json}");
     assert!(!json.contains("\"preset\""), "{json}");
     assert!(
         json.contains("\"intervals\": [") && json.contains("\"tps_p01\""),

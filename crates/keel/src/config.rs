@@ -39,18 +39,21 @@ pub struct Options {
     /// Device model: `unlimited` (the real disk as it is), a preset
     /// (`hdd-raid10`, `sata-ssd`, `nvme`) or a spec such as `iops=1500,bw=120MiB,lat=100us,seek=4ms,qd=8`.
     pub device: String,
-    /// Flushing policy: `classic` (InnoDB 8.0's adaptive flushing, with its
-    /// knobs below).
+    /// Flushing policy: `steady` (the default: Keel's controller, which
+    /// measures the device and needs no I/O-capacity knob) or `classic`
+    /// (InnoDB 8.0's adaptive flushing, with its knobs below). Under
+    /// `steady` the knobs in [`CLASSIC_ONLY`] are accepted and ignored.
     pub flush_policy: FlushPolicyName,
     /// Number of page-cleaner threads (at most `buffer_pool_instances`; more
     /// are reduced to that, as in InnoDB).
     pub page_cleaners: usize,
-    /// Free frames each instance's LRU flushing tries to keep available per
-    /// cleaner round; also how deep it scans the LRU tail.
+    /// Classic: free frames each instance's LRU flushing tries to keep
+    /// available per cleaner round; also how deep it scans the LRU tail.
+    /// (`steady` sizes LRU flushing from the rate of page allocation.)
     pub lru_scan_depth: usize,
-    /// Dirty-page percentage the classic policy aims to stay under.
+    /// Classic: dirty-page percentage the policy aims to stay under.
     pub max_dirty_pages_pct: f64,
-    /// Dirty-page percentage at which the classic policy starts
+    /// Classic: dirty-page percentage at which the policy starts
     /// pre-flushing for dirtiness (0 = only at `max_dirty_pages_pct`).
     pub max_dirty_pages_pct_lwm: f64,
     /// Classic: background page writes per second the device is assumed to
@@ -107,7 +110,7 @@ impl Default for Options {
             data_files: 4,
             flush_method: FlushMethod::default(),
             device: "unlimited".to_string(),
-            flush_policy: FlushPolicyName::Classic,
+            flush_policy: FlushPolicyName::Steady,
             page_cleaners: 4,
             lru_scan_depth: 1024,
             max_dirty_pages_pct: 90.0,
@@ -366,19 +369,42 @@ impl Options {
     }
 }
 
+/// The options only `classic` reads: `steady` accepts them (so one
+/// configuration file serves both policies) and ignores them.
+pub const CLASSIC_ONLY: &[&str] = &[
+    "io_capacity",
+    "io_capacity_max",
+    "max_dirty_pages_pct",
+    "max_dirty_pages_pct_lwm",
+    "adaptive_flushing",
+    "adaptive_flushing_lwm",
+    "flushing_avg_loops",
+    "flush_sync",
+    "lru_scan_depth",
+];
+
 /// The flushing policies (`flush_policy`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FlushPolicyName {
     /// InnoDB 8.0's adaptive flushing, with every knob.
-    #[default]
     Classic,
-    /// Keel's controller: no I/O-capacity knob, the checkpoint age held at
-    /// a setpoint, writers slowed smoothly (see `flush::policy::steady`).
+    /// Keel's controller, the default: no I/O-capacity knob, the checkpoint
+    /// age held at a setpoint, writers slowed smoothly (see
+    /// `docs/flushing.md`).
+    #[default]
     Steady,
 }
 
 impl FlushPolicyName {
+    /// The options this policy accepts but ignores.
+    pub fn ignored_options(self) -> &'static [&'static str] {
+        match self {
+            FlushPolicyName::Classic => &[],
+            FlushPolicyName::Steady => CLASSIC_ONLY,
+        }
+    }
+
     /// The name as written in options and reports.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -53,10 +53,10 @@ mod space;
 mod txn;
 
 pub use btree::TreeStats;
-pub use config::{FlushPolicyName, Options};
+pub use config::{FlushPolicyName, Options, CLASSIC_ONLY};
 pub use db::{Db, Range, Table};
 pub use error::{Error, Result};
 pub use flush::{Decision, FlushMode};
-pub use metrics::Metrics;
+pub use metrics::{Metrics, PAUSE_BUCKETS_US};
 pub use page::Lsn;
 pub use txn::{Scan, Txn};

@@ -13,7 +13,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use keel::{Db, FlushMode};
+use keel::{Db, FlushMode, FlushPolicyName};
 
 const ROWS: u32 = 60_000;
 
@@ -30,6 +30,7 @@ fn disaster_like_run_makes_writers_wait_for_sync_flushing() {
     o.lru_scan_depth = 64;
     o.log_file_size = 1 << 20; // 2 MiB of log: a tenth of the dirty data
     o.flush_log_at_trx_commit = 2;
+    o.flush_policy = FlushPolicyName::Classic;
     o.io_capacity = 100;
     o.io_capacity_max = 200;
     // Load fast, then reopen on a slow device.

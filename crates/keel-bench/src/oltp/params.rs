@@ -318,7 +318,7 @@ mod tests {
         assert!(!v.is_workload());
         assert!("threads".parse::<VaryAxis>().is_err());
         let o = options_json(&Options::default());
-        assert_eq!(o["flush_policy"], "classic");
+        assert_eq!(o["flush_policy"], "steady");
         assert_eq!(o["io_capacity"], 200);
         assert_eq!(o["page_size"], 16384);
         assert_eq!(o["doublewrite"], true);

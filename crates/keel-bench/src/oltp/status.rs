@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use keel::{Db, Decision, Options};
+use keel::{Db, Decision, FlushPolicyName, Options};
 
 /// Everything the report is made of; [`status_text`] is a pure function
 /// of it, so the layout can be tested on hand-made figures.
@@ -68,7 +68,7 @@ pub fn status_text(s: &StatusInput<'_>) -> String {
          =====================================\n",
         s.dir.display()
     );
-    log_section(&mut out, &g);
+    log_section(&mut out, s.options, &g);
     section(&mut out, "BUFFER POOL AND MEMORY");
     let total = g("buffer_pool_pages_total");
     let _ = write!(
@@ -123,9 +123,11 @@ pub fn status_text(s: &StatusInput<'_>) -> String {
     out
 }
 
-/// LOG: positions, then the checkpoint age against every mark, in bytes
-/// and as a share of each mark, and which marks it has passed.
-fn log_section(out: &mut String, g: &dyn Fn(&str) -> u64) {
+/// LOG: positions, then the checkpoint age against every mark of the
+/// policy in use (classic: async and sync; steady: freerun, setpoint and
+/// hard level), in bytes and as a share of each mark, and which marks it
+/// has passed.
+fn log_section(out: &mut String, o: &Options, g: &dyn Fn(&str) -> u64) {
     section(out, "LOG");
     let (age, cap) = (g("log_lsn_checkpoint_age"), g("log_capacity"));
     let (async_mark, sync_mark) = (
@@ -148,12 +150,28 @@ fn log_section(out: &mut String, g: &dyn Fn(&str) -> u64) {
         "  {:<34} {:>12} {:>10} {:>8} {:>9}",
         "mark", "bytes", "MiB", "% of log", "age/mark"
     );
-    let marks = [
-        ("async (max_modified_age_async)", async_mark),
-        ("sync (max_modified_age_sync)", sync_mark),
-        ("free-check limit (writers stop)", limit),
-        ("log capacity", cap),
-    ];
+    let steady = o.flush_policy == FlushPolicyName::Steady;
+    let (freerun, setpoint, hard) = (
+        g("steady_freerun"),
+        g("steady_setpoint"),
+        g("steady_hard_limit"),
+    );
+    let marks: Vec<(&str, u64)> = if steady {
+        vec![
+            ("freerun F (writers slowed above)", freerun),
+            ("setpoint S (steady holds the age)", setpoint),
+            ("hard level H (writers held to 0)", hard),
+            ("free-check limit (writers stop)", limit),
+            ("log capacity", cap),
+        ]
+    } else {
+        vec![
+            ("async (max_modified_age_async)", async_mark),
+            ("sync (max_modified_age_sync)", sync_mark),
+            ("free-check limit (writers stop)", limit),
+            ("log capacity", cap),
+        ]
+    };
     for (name, mark) in marks {
         let _ = writeln!(
             out,
@@ -163,7 +181,21 @@ fn log_section(out: &mut String, g: &dyn Fn(&str) -> u64) {
             pct(age, mark),
         );
     }
-    let state = if sync_mark == 0 {
+    let state = if steady {
+        if setpoint == 0 {
+            "unknown (steady has not run a round yet)"
+        } else if age >= limit {
+            "past the free-check limit: writers stop until the checkpoint advances"
+        } else if age >= hard {
+            "at the hard level: writers are held until the flusher catches up"
+        } else if age > setpoint {
+            "above the setpoint: writers slowed, the flusher catching up"
+        } else if age > freerun {
+            "between the freerun level and the setpoint: writers slowed a little"
+        } else {
+            "below the freerun level: writers run free"
+        }
+    } else if sync_mark == 0 {
         "unknown (no marks yet)"
     } else if age >= limit {
         "past the free-check limit: writers stop until the checkpoint advances"
@@ -186,7 +218,7 @@ fn log_section(out: &mut String, g: &dyn Fn(&str) -> u64) {
 }
 
 /// FLUSHING: the policy and its knobs, the mode and the reason of the last
-/// round, the classic figures; then [`flushing_pages`].
+/// round, the policy's figures; then [`flushing_pages`].
 fn flushing_section(
     out: &mut String,
     s: &StatusInput<'_>,
@@ -194,6 +226,75 @@ fn flushing_section(
     rate: &dyn Fn(&str) -> Option<f64>,
 ) {
     section(out, "FLUSHING");
+    if s.options.flush_policy == FlushPolicyName::Steady {
+        steady_figures(out, s, g);
+    } else {
+        classic_figures(out, s, g);
+    }
+    flushing_pages(out, s, g, rate);
+}
+
+/// `steady`: what it is doing now in one line, its estimates, the writers'
+/// pauses.
+fn steady_figures(out: &mut String, s: &StatusInput<'_>, g: &dyn Fn(&str) -> u64) {
+    let o = s.options;
+    let now = if s.decision.reason.is_empty() {
+        "(no round yet)"
+    } else {
+        s.decision.reason.as_str()
+    };
+    let pauses = g("writer_pauses");
+    let p99 = match pause_quantile(&pause_buckets(g), pauses, 0.99) {
+        Some(us) => format!("p99 <= {:.0} ms", us as f64 / 1000.0),
+        None => "p99 -".to_string(),
+    };
+    let _ = write!(
+        out,
+        "Flush policy        steady (no I/O-capacity knob; ignores {}; flush_neighbors {})\n\
+         Now                 {now}\n\
+         Estimates           redo {:.2} MiB/s (peak {:.2}); device {} pages/s of busy time, \
+         {} writes in flight; {} redo bytes retired per page written\n\
+         Writers             allowed {:.2} MiB/s x position {:.2} on the curve\n\
+         Writer pauses       {pauses} ({:.1} ms in total, {p99}, longest {:.1} ms)\n",
+        o.flush_policy.ignored_options().join(", "),
+        o.flush_neighbors,
+        g("log_redo_rate") as f64 / MIB,
+        g("log_redo_rate_peak") as f64 / MIB,
+        g("device_write_bw_estimate"),
+        g("device_write_queue_depth"),
+        g("log_bytes_per_page_flushed"),
+        g("steady_base_rate") as f64 / MIB,
+        g("steady_pos_ratio") as f64 / 1000.0,
+        g("buffer_flush_throttle_delay_us_total") as f64 / 1000.0,
+        g("writer_pause_us_max") as f64 / 1000.0,
+    );
+}
+
+/// The writer-pause histogram's cumulative buckets: (upper bound in µs,
+/// pauses at most that long).
+pub fn pause_buckets(g: &dyn Fn(&str) -> u64) -> Vec<(u64, u64)> {
+    keel::PAUSE_BUCKETS_US
+        .iter()
+        .map(|&le| (le, g(&format!("writer_pause_le_{}ms", le / 1000))))
+        .collect()
+}
+
+/// The smallest bucket bound at or under which a share `q` of `total`
+/// pauses fall (None: no pause, or more than the largest bound).
+pub fn pause_quantile(buckets: &[(u64, u64)], total: u64, q: f64) -> Option<u64> {
+    if total == 0 {
+        return None;
+    }
+    let need = (q * total as f64).ceil() as u64;
+    buckets
+        .iter()
+        .find(|&&(_, count)| count >= need)
+        .map(|&(le, _)| le)
+}
+
+/// `classic`: its knobs, the mode and the reason of the last round, the
+/// figures behind it.
+fn classic_figures(out: &mut String, s: &StatusInput<'_>, g: &dyn Fn(&str) -> u64) {
     let o = s.options;
     let d = s.decision;
     let reason = if d.reason.is_empty() {
@@ -228,7 +329,6 @@ fn flushing_section(
         g("buffer_flush_lsn_avg_rate"),
         g("buffer_flush_lsn_avg_rate") as f64 / MIB,
     );
-    flushing_pages(out, s, g, rate);
 }
 
 /// The rest of FLUSHING: pages flushed by kind (totals and rates), waits,
@@ -349,6 +449,7 @@ mod tests {
         let mut before = m.clone();
         before.insert("buffer_LRU_batch_flush_total_pages", 178);
         let mut o = Options::default();
+        o.set("flush_policy", "classic").unwrap();
         o.set("io_capacity_max", "400").unwrap();
         let d = Decision {
             mode: FlushMode::Sync,
@@ -413,9 +514,11 @@ mod tests {
     #[test]
     fn status_before_any_round_says_so() {
         let m = BTreeMap::new();
+        let mut classic = Options::default();
+        classic.set("flush_policy", "classic").unwrap();
         let text = status_text(&StatusInput {
             dir: Path::new("x"),
-            options: &Options::default(),
+            options: &classic,
             metrics: &m,
             decision: &Decision::default(),
             since: None,
@@ -428,5 +531,97 @@ mod tests {
         assert!(line(&text, "Checkpoint age is").contains("unknown"));
         assert!(!text.contains("Pages flushed/s"));
         assert!(line(&text, "Flush policy").contains("io_capacity_max 2000"));
+        let text = status_text(&StatusInput {
+            dir: Path::new("x"),
+            options: &Options::default(),
+            metrics: &m,
+            decision: &Decision::default(),
+            since: None,
+        });
+        assert_eq!(line(&text, "Now "), "Now                 (no round yet)");
+        assert!(line(&text, "Checkpoint age is").contains("unknown"));
+        assert!(line(&text, "Writer pauses").contains("p99 -"));
+    }
+
+    #[test]
+    fn steady_status_shows_its_levels_estimates_pauses_and_the_knobs_it_ignores() {
+        let mut m = metrics();
+        for (k, v) in [
+            ("steady_freerun", 576_000),
+            ("steady_setpoint", 744_000),
+            ("steady_hard_limit", 912_000),
+            ("steady_pos_ratio", 620),
+            ("steady_base_rate", 3_145_728),
+            ("log_redo_rate", 2_097_152),
+            ("log_redo_rate_peak", 4_194_304),
+            ("device_write_bw_estimate", 1450),
+            ("device_write_queue_depth", 12),
+            ("log_bytes_per_page_flushed", 2200),
+            ("writer_pauses", 200),
+            ("buffer_flush_throttle_delay_us_total", 640_000),
+            ("writer_pause_us_max", 31_000),
+            ("writer_pause_le_1ms", 20),
+            ("writer_pause_le_2ms", 90),
+            ("writer_pause_le_5ms", 150),
+            ("writer_pause_le_10ms", 190),
+            ("writer_pause_le_20ms", 197),
+            ("writer_pause_le_50ms", 200),
+            ("writer_pause_le_100ms", 200),
+        ] {
+            m.insert(k, v);
+        }
+        let mut o = Options::default();
+        // Accepted, and said to be ignored.
+        o.set("io_capacity", "5000").unwrap();
+        let d = Decision {
+            reason: "steady: age 94% of the limit (setpoint 78%, ...)".into(),
+            ..Decision::default()
+        };
+        let text = status_text(&StatusInput {
+            dir: Path::new("/data/db"),
+            options: &o,
+            metrics: &m,
+            decision: &d,
+            since: None,
+        });
+        let p = line(&text, "Flush policy");
+        assert!(
+            p.starts_with("Flush policy        steady (no I/O-capacity knob; ignores io_capacity, io_capacity_max")
+                && p.contains("lru_scan_depth"),
+            "{p}"
+        );
+        assert!(line(&text, "Now ").ends_with("(setpoint 78%, ...)"));
+        let f = line(&text, "setpoint S");
+        assert!(f.contains("744000") && f.ends_with("121.0%"), "{f}");
+        assert!(line(&text, "hard level H").contains("912000"));
+        assert!(!text.contains("max_modified_age_async"), "{text}");
+        assert!(
+            line(&text, "Checkpoint age is").contains("above the setpoint"),
+            "{text}"
+        );
+        assert_eq!(
+            line(&text, "Estimates"),
+            "Estimates           redo 2.00 MiB/s (peak 4.00); device 1450 pages/s of busy time, \
+             12 writes in flight; 2200 redo bytes retired per page written"
+        );
+        assert_eq!(
+            line(&text, "Writers "),
+            "Writers             allowed 3.00 MiB/s x position 0.62 on the curve"
+        );
+        // 99 % of 200 = 198 pauses: the first bucket holding them is 50 ms.
+        assert_eq!(
+            line(&text, "Writer pauses"),
+            "Writer pauses       200 (640.0 ms in total, p99 <= 50 ms, longest 31.0 ms)"
+        );
+    }
+
+    #[test]
+    fn pause_quantiles_come_from_the_cumulative_buckets() {
+        let b = [(1000, 0), (2000, 5), (5000, 10)];
+        assert_eq!(pause_quantile(&b, 0, 0.99), None);
+        assert_eq!(pause_quantile(&b, 10, 0.5), Some(2000));
+        assert_eq!(pause_quantile(&b, 10, 0.99), Some(5000));
+        // More pauses than the buckets hold: beyond the largest bound.
+        assert_eq!(pause_quantile(&b, 20, 0.99), None);
     }
 }

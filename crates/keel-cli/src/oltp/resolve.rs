@@ -218,7 +218,7 @@ mod tests {
         let (p, o, vary, prep, preset) = resolved(&[]);
         assert_eq!(p, OltpParams::default());
         assert_eq!(o.buffer_pool_size, 32 << 20);
-        assert_eq!(o.flush_policy.as_str(), "classic");
+        assert_eq!(o.flush_policy.as_str(), "steady");
         assert!(vary.is_empty() && prep.is_empty() && preset.is_none());
     }
 

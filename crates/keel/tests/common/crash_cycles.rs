@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use keel::format::page::{page_id, verify_page, PageCheckError};
 use keel::io::faulty::{CrashMode, FaultyFs};
-use keel::{Db, Options};
+use keel::{Db, FlushPolicyName, Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -58,7 +58,8 @@ const WARM_UP: Duration = Duration::from_millis(1500);
 
 /// The engine under pressure: 4 instances of 24 frames, 4 cleaners, the
 /// smallest log `Options::validate` accepts, doublewrite on, neighbors
-/// flushed (`flush_neighbors` 1 or 2 by seed).
+/// flushed (`flush_neighbors` 1 or 2 by seed), and both flushing policies
+/// (`steady`, the default, for seeds 0 and 1 mod 4; `classic` for 2 and 3).
 pub fn opts(seed: u64) -> Options {
     Options {
         page_size: PAGE_SIZE,
@@ -73,6 +74,11 @@ pub fn opts(seed: u64) -> Options {
         lock_wait_timeout: 1.0,
         doublewrite: true,
         doublewrite_pages: 16,
+        flush_policy: if (seed / 2).is_multiple_of(2) {
+            FlushPolicyName::Steady
+        } else {
+            FlushPolicyName::Classic
+        },
         ..Default::default()
     }
 }
