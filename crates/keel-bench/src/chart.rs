@@ -72,6 +72,16 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
+/// A vertical line across the plot at one x, labelled: an event on a time
+/// axis (a device change during a run).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Marker {
+    /// Where, in x units.
+    pub x: f64,
+    /// Shown next to the line's top and as its tooltip.
+    pub label: String,
+}
+
 /// A chart of numeric x against y.
 #[derive(Clone, Debug)]
 pub struct LineChart<'a> {
@@ -85,6 +95,8 @@ pub struct LineChart<'a> {
     pub log_y: bool,
     /// The lines.
     pub series: &'a [Series],
+    /// Vertical lines drawn over the series (none: `&[]`).
+    pub markers: &'a [Marker],
 }
 
 /// The y mapping: value → pixel, and the tick values.
@@ -158,6 +170,7 @@ pub fn line_chart(chart: &LineChart<'_>) -> String {
             .series
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.0))
+            .chain(chart.markers.iter().map(|m| m.x))
             .fold(0.0, f64::max),
     );
     let x_at = |x: f64| LEFT + plot_w * (x / x_max).clamp(0.0, 1.0);
@@ -202,8 +215,30 @@ pub fn line_chart(chart: &LineChart<'_>) -> String {
     for s in chart.series {
         svg.push_str(&series_svg(s, &x_at, &y));
     }
+    for (i, m) in chart.markers.iter().enumerate() {
+        svg.push_str(&marker_svg(m, i, x_at(m.x)));
+    }
     svg.push_str("</svg>");
     svg
+}
+
+/// Marker `i` as a dashed vertical line at pixel `px` with its label near
+/// the top, on one of three rows so that close markers' labels do not
+/// overprint, and to the line's left in the right third of the plot so
+/// that it stays inside the chart.
+fn marker_svg(m: &Marker, i: usize, px: f64) -> String {
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let (tx, anchor) = if px > LEFT + plot_w * 2.0 / 3.0 {
+        (px - 4.0, "end")
+    } else {
+        (px + 4.0, "start")
+    };
+    let ty = TOP + 12.0 + 13.0 * (i % 3) as f64;
+    format!(
+        r##"<g class="marker"><title>{label}</title><line x1="{px:.1}" x2="{px:.1}" y1="{TOP}" y2="{:.1}" stroke="#444444" stroke-width="1.2" stroke-dasharray="5 3"/><text x="{tx:.1}" y="{ty:.1}" text-anchor="{anchor}" class="marker">{label}</text></g>"##,
+        HEIGHT - BOTTOM,
+        label = escape(&m.label),
+    )
 }
 
 /// A series as polylines (one per unbroken stretch).
@@ -286,10 +321,47 @@ mod tests {
             y_label: "ms",
             log_y: true,
             series: &s,
+            markers: &[],
         });
         // 0 breaks the line on a log scale: two stretches.
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("a&lt;b") && svg.contains("(log scale)"));
         assert!(svg.contains(">0.1<") && svg.contains(">100<"));
+        assert!(!svg.contains("class=\"marker\""));
+    }
+
+    #[test]
+    fn markers_are_vertical_lines_at_their_x_with_their_label() {
+        let s = [Series {
+            label: "tps".into(),
+            color: PALETTE[0],
+            dash: "",
+            points: vec![(0.0, 1.0), (10.0, 2.0)],
+        }];
+        let markers = [
+            Marker {
+                x: 2.0,
+                label: "device -> iops=250".into(),
+            },
+            Marker {
+                x: 9.0,
+                label: "device -> a<b".into(),
+            },
+        ];
+        let svg = line_chart(&LineChart {
+            title: "t",
+            x_label: "time (s)",
+            y_label: "tps",
+            log_y: false,
+            series: &s,
+            markers: &markers,
+        });
+        assert_eq!(svg.matches("<g class=\"marker\">").count(), 2);
+        // x from 0 to 10 over the plot's width: 2 s is a fifth of the way.
+        let px = LEFT + (WIDTH - LEFT - RIGHT) * 0.2;
+        assert!(svg.contains(&format!(r#"x1="{px:.1}" x2="{px:.1}" y1="{TOP}""#)));
+        assert!(svg.contains(">device -&gt; iops=250</text>"));
+        // Near the right edge the label goes to the line's left.
+        assert!(svg.contains(r#"text-anchor="end" class="marker">device -&gt; a&lt;b<"#));
     }
 }

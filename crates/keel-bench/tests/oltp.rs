@@ -46,6 +46,7 @@ fn plan(dir: &Path, params: OltpParams, vary: Vec<VaryAxis>) -> Plan {
         reuse_data: false,
         prepare_sets: vec![],
         preset: None,
+        device_changes: vec![],
     }
 }
 
@@ -373,12 +374,105 @@ fn bad_vary_keys_and_values_are_rejected_before_any_work() {
     }
 }
 
+#[test]
+fn a_device_change_is_applied_on_time_and_recorded_in_the_json_lines_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut params = small_params(Workload::ReadWrite);
+    params.time_s = 2.0;
+    params.report_interval_s = 0.5;
+    let mut p = plan(dir.path(), params, vec![]);
+    p.options.set("device", "nvme").unwrap();
+    p.device_changes = vec!["1s:iops=300".parse().unwrap()];
+    let mut lines = Vec::new();
+    let report = oltp::run_plan(&p, &mut |e| match e {
+        Event::Interval {
+            threads,
+            interval,
+            warmup,
+        } => lines.push(oltp::interval_line(threads, interval, warmup)),
+        Event::DeviceChanged { change } => lines.push(oltp::device_change_line(change)),
+        _ => {}
+    })
+    .unwrap();
+    let run = &report.runs[0];
+    assert_eq!(run.device_changes.len(), 1, "{:?}", run.device_changes);
+    let c = &run.device_changes[0];
+    assert_eq!((c.at_s, c.spec.as_str()), (1.0, "iops=300"));
+    // Applied by the sampler when due: not early, and well within an
+    // interval on a busy machine.
+    let applied = c.applied_at_s.unwrap();
+    assert!((1.0..1.5).contains(&applied), "applied at {applied} s");
+    // The note sits between the interval lines of 1 s and 1.5 s.
+    let note = lines
+        .iter()
+        .position(|l| l.contains("] device -> iops=300"))
+        .unwrap_or_else(|| panic!("no device change line: {lines:#?}"));
+    assert!(lines[note - 1].starts_with("[ 1s ]"), "{lines:#?}");
+    assert!(lines[note + 1].starts_with("[ 1.5s ]"), "{lines:#?}");
+    // The model follows the new spec to the end of the run.
+    assert!(run.summary.transactions > 0);
+
+    let v = serde_json::to_value(&report).unwrap();
+    let changes = &v["runs"][0]["device_changes"];
+    assert_eq!(changes[0]["at_s"], 1.0);
+    assert_eq!(changes[0]["spec"], "iops=300");
+    assert!(changes[0]["applied_at_s"].as_f64().unwrap() >= 1.0);
+
+    let page = oltp::render_html(&report);
+    assert_eq!(
+        page.matches("<g class=\"marker\">").count(),
+        oltp::CHART_TITLES.len(),
+        "one marker per chart"
+    );
+    assert!(page.contains(">device -&gt; iops=300</text>"));
+    assert!(page.contains("<b>Device changes</b>"));
+
+    // Without a change there is no marker and the JSON's list is empty.
+    let mut p = plan(dir.path(), small_params(Workload::PointSelect), vec![]);
+    p.reuse_data = true;
+    p.options.set("device", "nvme").unwrap();
+    let report = oltp::run_plan(&p, &mut quiet).unwrap();
+    assert!(report.runs[0].device_changes.is_empty());
+    assert!(!oltp::render_html(&report).contains("class=\"marker\""));
+}
+
+#[test]
+fn bad_device_change_schedules_are_rejected_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    for (device, changes, needle) in [
+        (
+            "nvme",
+            &["0.6s:iops=100"][..],
+            "`0.6s:iops=100` is not before the end",
+        ),
+        (
+            "nvme",
+            &["0.5:nvme", "0.2:iops=5"],
+            "give the changes in time order",
+        ),
+        ("unlimited", &["0.2:iops=100"], "device = unlimited"),
+    ] {
+        let mut p = plan(dir.path(), small_params(Workload::ReadWrite), vec![]);
+        p.options.set("device", device).unwrap();
+        p.device_changes = changes.iter().map(|c| c.parse().unwrap()).collect();
+        let e = oltp::run_plan(&p, &mut quiet).unwrap_err().to_string();
+        assert!(
+            e.contains("--device-change") && e.contains(needle),
+            "{changes:?}: {e}"
+        );
+        assert!(!dir.path().join("db").exists(), "{changes:?}: work started");
+    }
+}
+
 /// Injected into a copy of the page for the Chromium check: records, for
-/// every chart, its rendered size and how many of its lines have extent.
+/// every chart, its rendered size, how many of its lines have extent and
+/// how many of its marker lines stand upright inside it.
 const CHECK_SCRIPT: &str = "<script>window.addEventListener('load',()=>{const r=[];\
 for(const s of document.querySelectorAll('svg.chart')){const b=s.getBoundingClientRect();\
 let n=0;for(const p of s.querySelectorAll('polyline')){if(p.getBBox().width>0)n++;}\
-r.push(s.querySelector('title').textContent+'='+Math.round(b.width)+'x'+Math.round(b.height)+'x'+n);}\
+let m=0;for(const l of s.querySelectorAll('g.marker line')){const k=l.getBoundingClientRect();\
+if(k.height>50&&k.left>b.left&&k.right<b.right)m++;}\
+r.push(s.querySelector('title').textContent+'='+Math.round(b.width)+'x'+Math.round(b.height)+'x'+n+'x'+m);}\
 document.body.setAttribute('data-check',r.join('|'));});</script>";
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -389,7 +483,10 @@ fn html_report_is_self_contained_and_every_chart_renders_in_chromium() {
     let vary = vec!["threads=2,4".parse().unwrap()];
     let mut params = small_params(Workload::ReadWrite);
     params.time_s = 0.8;
-    let report = oltp::run_plan(&plan(dir.path(), params, vary), &mut quiet).unwrap();
+    let mut p = plan(dir.path(), params, vary);
+    p.options.set("device", "nvme").unwrap();
+    p.device_changes = vec!["0.4:sata-ssd".parse().unwrap()];
+    let report = oltp::run_plan(&p, &mut quiet).unwrap();
     let page_path = oltp::write_html_report(&report, &dir.path().join("report")).unwrap();
     let page = std::fs::read_to_string(&page_path).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
@@ -408,6 +505,11 @@ fn html_report_is_self_contained_and_every_chart_renders_in_chromium() {
         );
     }
     assert!(page.contains("threads=2") && page.contains("threads=4"));
+    // Both runs had the same change: one marker per chart.
+    assert_eq!(
+        page.matches("<g class=\"marker\">").count(),
+        oltp::CHART_TITLES.len()
+    );
     assert!(
         page.contains("time since the measurement started (s)") && page.contains("transactions/s")
     );
@@ -457,5 +559,6 @@ fn html_report_is_self_contained_and_every_chart_renders_in_chromium() {
             "chart `{title}` rendered at {dims}"
         );
         assert!(v[2] >= 2, "chart `{title}` drew {} lines with extent", v[2]);
+        assert_eq!(v[3], 1, "chart `{title}`: device change marker not drawn");
     }
 }

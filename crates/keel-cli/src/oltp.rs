@@ -11,7 +11,9 @@ use anyhow::{Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::Args;
 use keel::Options;
-use keel_bench::oltp::{self, Event, OltpParams, OltpReport, Plan, RandType, RunResult, Workload};
+use keel_bench::oltp::{
+    self, DeviceChange, Event, OltpParams, OltpReport, Plan, RandType, RunResult, Workload,
+};
 
 use crate::engine_args::EngineArgs;
 
@@ -80,6 +82,21 @@ pub struct OltpArgs {
     /// --prepare-set device=unlimited (repeatable; after the preset's).
     #[arg(long = "prepare-set", value_name = "KEY=VALUE")]
     pub prepare_sets: Vec<String>,
+    /// Change the device model during the measurement (repeatable): from AT on
+    /// (time since the measurement started: 90, 60s, 1m30s, 500ms) the data
+    /// files behave like SPEC, anything --device takes: a preset (nvme, sata-ssd,
+    /// hdd-raid10, unlimited), a spec, or a preset with overrides. E.g. a backup
+    /// taking three quarters of a SATA SSD, then gone: --device sata-ssd
+    /// --device-change 60s:sata-ssd,iops=7500,bw=117MiB --device-change
+    /// 2m:sata-ssd; a RAID battery failure (write cache lost, every write waits for the disks): --device hdd-raid10 --device-change 90:hdd-raid10,lat=8ms. Needs
+    /// a throttled --device (not unlimited, the default). Give the changes in
+    /// time order; an AT at or after --time is an error (the change would never
+    /// happen), checked before any work, as is every --vary run. Each change
+    /// prints `[ 60s ] device -> SPEC` between the interval lines; the JSON
+    /// lists them per run (device_changes) and the report's charts mark them
+    /// with dashed vertical lines.
+    #[arg(long = "device-change", value_name = "AT:SPEC", value_parser = parse_device_change)]
+    pub device_changes: Vec<DeviceChange>,
     /// Run once per value, on identical data, e.g. --vary buffer_pool_size=32MiB,64MiB
     /// or --vary threads=1,8 (repeatable: every combination runs).
     #[arg(long, value_name = "KEY=V1,V2,...")]
@@ -127,6 +144,10 @@ fn parse_rand_type(s: &str) -> std::result::Result<RandType, String> {
     s.parse()
 }
 
+fn parse_device_change(s: &str) -> std::result::Result<DeviceChange, String> {
+    s.parse()
+}
+
 /// Run `keel bench oltp`.
 pub fn run(a: OltpArgs) -> Result<()> {
     if a.preset.as_deref() == Some("list") {
@@ -139,6 +160,7 @@ pub fn run(a: OltpArgs) -> Result<()> {
         vary,
         prepare_sets,
         preset,
+        device_changes,
     } = resolve(&a)?;
     let tmp;
     let datadir = match &a.datadir {
@@ -159,6 +181,7 @@ pub fn run(a: OltpArgs) -> Result<()> {
         reuse_data: a.reuse_data,
         prepare_sets,
         preset,
+        device_changes,
     };
     plan.runs()?;
     if let Some((p, given)) = &plan.preset {
@@ -258,6 +281,7 @@ fn on_event(e: Event<'_>, progress: &mut Progress) {
             interval,
             warmup,
         } => println!("{}", oltp::interval_line(threads, interval, warmup)),
+        Event::DeviceChanged { change } => println!("{}", oltp::device_change_line(change)),
         Event::RunDone { result } => print_result(result),
         _ => {}
     }

@@ -69,6 +69,105 @@ fn bench_oltp_rejects_bad_options_before_any_work() {
 }
 
 #[test]
+fn bad_device_changes_are_rejected_naming_the_flag_and_the_value_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    for (extra, value, needle) in [
+        (
+            &["--device-change", "60s"][..],
+            "`60s`",
+            "the SPEC is missing",
+        ),
+        (
+            &["--device-change", "abc:sata-ssd"],
+            "`abc`",
+            "is not a time",
+        ),
+        (&["--device-change", "1m:ssd"], "`ssd`", "is neither"),
+        (
+            &["--device-change", "0.5s:iops=fast"],
+            "`iops=fast`",
+            "iops",
+        ),
+        (
+            &["--device-change", "5s:sata-ssd"],
+            "`5s:sata-ssd`",
+            "not before the end",
+        ),
+        (
+            &[
+                "--device-change",
+                "0.6:nvme",
+                "--device-change",
+                "0.2:sata-ssd",
+            ],
+            "`0.2s:sata-ssd`",
+            "time order",
+        ),
+    ] {
+        let mut args = vec!["bench", "oltp", "--report", "rep", "--device", "nvme"];
+        args.extend(tiny_oltp_flags("2", "1"));
+        args.extend(extra.iter());
+        let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
+        assert!(!ok, "{extra:?} accepted: {out}");
+        assert!(
+            out.contains("--device-change") && out.contains(value) && out.contains(needle),
+            "{extra:?}: {out}"
+        );
+        assert!(!out.contains("prepare"), "{extra:?}: work started: {out}");
+    }
+    // The default device has no model to change.
+    let mut args = vec!["bench", "oltp", "--report", "rep"];
+    args.extend(tiny_oltp_flags("2", "1"));
+    args.extend(["--device-change", "0.5:nvme"]);
+    let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
+    assert!(
+        !ok && out.contains("--device-change") && out.contains("device = unlimited"),
+        "{out}"
+    );
+    let (ok, help) = keel_in(dir.path(), &["bench", "oltp", "--help"]).ok_and_text();
+    assert!(ok, "{help}");
+    assert!(
+        help.contains("--device-change <AT:SPEC>")
+            && help.contains("--device-change 60s:sata-ssd,iops=7500,bw=117MiB")
+            && help.contains("at or after --time is an error"),
+        "{help}"
+    );
+}
+
+#[test]
+fn a_device_change_prints_a_line_and_lands_in_the_json_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "bench",
+        "oltp",
+        "--json",
+        "out.json",
+        "--report",
+        "rep",
+        "--device",
+        "nvme",
+        "--device-change",
+        "500ms:iops=2000",
+    ];
+    args.extend(tiny_oltp_flags("2", "1"));
+    let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
+    assert!(ok, "{out}");
+    assert!(out.contains("] device -> iops=2000"), "{out}");
+    let text = std::fs::read_to_string(dir.path().join("out.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let c = &v["runs"][0]["device_changes"][0];
+    assert_eq!(
+        (c["at_s"].as_f64(), c["spec"].as_str()),
+        (Some(0.5), Some("iops=2000"))
+    );
+    let page = std::fs::read_to_string(dir.path().join("rep/index.html")).unwrap();
+    assert!(
+        page.contains("<g class=\"marker\">"),
+        "no marker in the report"
+    );
+}
+
+#[test]
 fn preset_list_and_help_describe_every_preset() {
     let dir = tempfile::tempdir().unwrap();
     let (ok, list) = keel_in(dir.path(), &["bench", "oltp", "--preset", "list"]).ok_and_text();

@@ -13,7 +13,8 @@ use crate::engine::admission::Purpose;
 use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
 use crate::flush::{Classic, ClassicConfig, Cleaners, Decision, FlushPolicy};
-use crate::io::FileSystem;
+use crate::io::throttle::ThrottleStats;
+use crate::io::{FileSystem, ThrottleSpec, ThrottledFileSystem};
 use crate::metrics::Metrics;
 use crate::mtr::{mtr_bound, Mtr};
 use crate::page::{init_page, put_u32, PageId, PageType};
@@ -144,9 +145,59 @@ impl Db {
         &self.inner.dir
     }
 
-    /// The options in effect.
+    /// The options in effect. `device` is the one the database was opened
+    /// with, even after [`Db::set_device`].
     pub fn options(&self) -> &Options {
         &self.inner.engine.opts
+    }
+
+    /// Make the data files' device model behave like `spec` (a preset name
+    /// or `iops=..,bw=..,lat=..,seek=..,qd=..`, as the `device` option)
+    /// while the database runs: a RAID battery failing, a backup taking
+    /// half the disk. Every data file follows `spec` from its next request
+    /// on; requests already in service finish under the old spec. The redo
+    /// log is never throttled, before or after. `spec` may be `unlimited`
+    /// (the model then delays nothing, and a later call may slow it again).
+    ///
+    /// Errors, both naming the `device` option: [`Error::Config`] for a
+    /// spec that does not parse (naming the bad item, as [`Options::set`]
+    /// does); [`Error::DeviceNotModelled`] for a database opened with
+    /// `device = unlimited`, whose files pass through unwrapped and
+    /// unmodelled so that an unthrottled database pays nothing for this
+    /// call existing (open with a throttled device, e.g. `device = nvme`,
+    /// to change it later), or opened on a caller-supplied file system
+    /// ([`Db::open_with_fs`]). Neither changes anything.
+    ///
+    /// Safe to call from any thread while others read and write: the
+    /// swap takes the model's lock for a moment, as every request's
+    /// admission does, and no request is lost, repeated or reordered.
+    ///
+    /// [`Db::options`] keeps reporting the device the database was opened
+    /// with; the caller knows what it changed it to.
+    pub fn set_device(&self, spec: &str) -> Result<()> {
+        self.inner.engine.set_device(spec)
+    }
+
+    /// The spec the data files' device model follows now (the `device`
+    /// option, or what [`Db::set_device`] last made it); `None` when no
+    /// model stands in front of them (`device = unlimited`, or
+    /// [`Db::open_with_fs`]).
+    pub fn device(&self) -> Option<ThrottleSpec> {
+        self.inner
+            .engine
+            .device_model()
+            .map(ThrottledFileSystem::spec)
+    }
+
+    /// The device model's counters since the database was opened: requests
+    /// admitted, bytes, time callers slept in the throttle (see
+    /// [`ThrottleStats`]); `None` when there is no model (see
+    /// [`Db::device`]).
+    pub fn device_stats(&self) -> Option<ThrottleStats> {
+        self.inner
+            .engine
+            .device_model()
+            .map(ThrottledFileSystem::stats)
     }
 
     /// The engine's counters and gauges.

@@ -151,6 +151,18 @@ pub enum Error {
     /// their error instead of waiting out its timeout.
     #[error("redo log full and page write-back failing: {0}")]
     FlushFailed(String),
+    /// `Db::set_device` on a database whose data files no device model
+    /// stands in front of: opened with `device = unlimited` (its files pass
+    /// through unwrapped, so that an unthrottled database pays nothing) or
+    /// on a caller-supplied file system (`Db::open_with_fs`). Open with a
+    /// throttled device (e.g. `device = nvme`) to change it later.
+    #[error("option `device` cannot change to `{spec}` while the database runs: {reason}")]
+    DeviceNotModelled {
+        /// The spec asked for.
+        spec: String,
+        /// Why there is no model to change.
+        reason: String,
+    },
     /// The database is closing (or closed): no new writes are taken.
     #[error("the database is closing: no new writes are accepted")]
     Closed,

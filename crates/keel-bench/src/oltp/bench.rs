@@ -10,11 +10,13 @@ use std::time::Instant;
 use keel::{Db, Options};
 use serde::Serialize;
 
+use super::device_change::check_schedule;
 use super::params::{apply, same_data, CREATION_OPTIONS};
 use super::presets::{Preset, PresetSettings};
+use super::runner::Tick;
 use super::{
-    has_tables, options_json, prepare, run, status_report, Interval, OltpError, OltpParams,
-    Summary, VaryAxis,
+    has_tables, options_json, prepare, run, status_report, DeviceChange, Interval, OltpError,
+    OltpParams, Summary, VaryAxis,
 };
 
 /// What to run.
@@ -42,6 +44,9 @@ pub struct Plan {
     /// The scenario preset the plan comes from, if any, and the keys the
     /// command line gave over it (for the report).
     pub preset: Option<(&'static Preset, Vec<String>)>,
+    /// Device changes during every run's measurement (`--device-change`),
+    /// in time order; each run gets the same schedule.
+    pub device_changes: Vec<DeviceChange>,
 }
 
 /// One run as it goes into the JSON file.
@@ -59,6 +64,9 @@ pub struct RunResult {
     pub summary: Summary,
     /// One element per report interval.
     pub intervals: Vec<Interval>,
+    /// The device changes applied during the measurement, with when
+    /// (empty without `--device-change`).
+    pub device_changes: Vec<DeviceChange>,
     /// The engine status report at the end of the run (not in the JSON).
     #[serde(skip)]
     pub status: String,
@@ -137,6 +145,11 @@ pub enum Event<'a> {
         /// True during the warm-up (the interval is not kept).
         warmup: bool,
     },
+    /// The device model changed (`--device-change`).
+    DeviceChanged {
+        /// The change, with when it was applied.
+        change: &'a DeviceChange,
+    },
     /// A run ended.
     RunDone {
         /// Its result, with the status report.
@@ -148,8 +161,9 @@ pub enum Event<'a> {
 type RunSpec = (String, OltpParams, Options);
 
 impl Plan {
-    /// Every combination of the `vary` values, validated (all before any
-    /// work starts, so a bad value fails at once).
+    /// Every combination of the `vary` values, validated, with the device
+    /// changes checked against each (all before any work starts, so a bad
+    /// value fails at once).
     pub fn runs(&self) -> Result<Vec<RunSpec>, OltpError> {
         let mut runs: Vec<RunSpec> =
             vec![(String::new(), self.params.clone(), self.options.clone())];
@@ -172,6 +186,7 @@ impl Plan {
             if label.is_empty() {
                 *label = p.workload.to_string();
             }
+            check_schedule(&self.device_changes, p, o, label)?;
         }
         Ok(runs)
     }
@@ -211,7 +226,7 @@ pub fn run_plan(plan: &Plan, on_event: &mut dyn FnMut(Event<'_>)) -> Result<Oltp
     if count == 1 {
         let (label, p, o) = &runs[0];
         let db = open_prepared(plan, &plan.datadir, p, o, plan.reuse_data, on_event)?;
-        results.push(run_one(&db, (1, count), label, p, o, on_event)?);
+        results.push(run_one(plan, &db, (1, count), label, p, o, on_event)?);
         db.close()?;
         return Ok(OltpReport::new(plan, results));
     }
@@ -226,7 +241,7 @@ pub fn run_plan(plan: &Plan, on_event: &mut dyn FnMut(Event<'_>)) -> Result<Oltp
         } else {
             open_prepared(plan, &dir, p, o, false, on_event)?
         };
-        let r = run_one(&db, (i + 1, count), label, p, o, on_event);
+        let r = run_one(plan, &db, (i + 1, count), label, p, o, on_event);
         let closed = db.close();
         remove_dir(&dir)?;
         results.push(r?);
@@ -277,6 +292,7 @@ fn open_prepared(
 }
 
 fn run_one(
+    plan: &Plan,
     db: &Db,
     (index, count): (usize, usize),
     label: &str,
@@ -293,13 +309,15 @@ fn run_one(
     });
     let before = db.metrics().snapshot();
     let t0 = Instant::now();
-    let (summary, intervals) = run(db, params, &mut |iv, warmup| {
-        on_event(Event::Interval {
-            threads: params.threads,
-            interval: iv,
-            warmup,
-        })
-    })?;
+    let (summary, intervals, device_changes) =
+        run(db, params, &plan.device_changes, &mut |tick| match tick {
+            Tick::Interval { interval, warmup } => on_event(Event::Interval {
+                threads: params.threads,
+                interval,
+                warmup,
+            }),
+            Tick::DeviceChanged(change) => on_event(Event::DeviceChanged { change }),
+        })?;
     let status = status_report(db, Some((&before, t0.elapsed().as_secs_f64())));
     let result = RunResult {
         label: label.to_string(),
@@ -308,6 +326,7 @@ fn run_one(
         workload: params.clone(),
         summary,
         intervals,
+        device_changes,
         status,
     };
     on_event(Event::RunDone { result: &result });

@@ -11,6 +11,7 @@
 //! the rows always agree.
 
 mod bench;
+mod device_change;
 mod error;
 mod keys;
 mod output;
@@ -27,9 +28,10 @@ mod verify;
 mod workload;
 
 pub use bench::{run_plan, Event, OltpReport, Plan, RunResult};
+pub use device_change::{DeviceChange, DEVICE_CHANGE_FLAG};
 pub use error::OltpError;
 pub use keys::{KeyGen, RandType};
-pub use output::{csv_text, interval_line, write_csv, write_json};
+pub use output::{csv_text, device_change_line, interval_line, write_csv, write_json};
 pub use params::{options_json, OltpParams, VaryAxis, Workload, WORKLOAD_KEYS};
 pub use prepare::{has_tables, prepare};
 pub use presets::{
@@ -38,7 +40,7 @@ pub use presets::{
 };
 pub use report::{render_html, write_html_report, CHART_TITLES};
 pub use rows::{index_key, index_name, table_name, Row, INDEX_SUFFIX};
-pub use runner::run;
+pub use runner::{run, Tick};
 pub use sample::{Interval, PagesFlushed};
 pub use status::{status_report, status_text, StatusInput};
 pub use summary::{LatencyMs, Summary};

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{Interval, OltpError, OltpReport};
+use super::{DeviceChange, Interval, OltpError, OltpReport};
 
 fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -20,11 +20,7 @@ fn pct(part: u64, whole: u64) -> f64 {
 /// sync, single page, neighbors), and the throttle's mean delay per
 /// transaction.
 pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
-    let t = if (iv.t_s - iv.t_s.round()).abs() < 0.05 {
-        format!("{:.0}s", iv.t_s)
-    } else {
-        format!("{:.1}s", iv.t_s)
-    };
+    let t = time_label(iv.t_s);
     let per_s = |n: u64| n as f64 / iv.interval_s.max(1e-9);
     let f = &iv.pages_flushed;
     format!(
@@ -55,6 +51,24 @@ pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
         per_s(f.neighbors),
         iv.throttle_delay_ms / iv.transactions.max(1) as f64,
     )
+}
+
+/// Seconds as the lines show them: whole when within 0.05 s of a whole
+/// number, else to a tenth.
+fn time_label(t_s: f64) -> String {
+    if (t_s - t_s.round()).abs() < 0.05 {
+        format!("{t_s:.0}s")
+    } else {
+        format!("{t_s:.1}s")
+    }
+}
+
+/// The line printed when a device change is applied, between the interval
+/// lines: `[ 60s ] device -> iops=250`, at the time it was applied (its
+/// scheduled time if it was not).
+pub fn device_change_line(change: &DeviceChange) -> String {
+    let t = time_label(change.applied_at_s.unwrap_or(change.at_s));
+    format!("[ {t} ] device -> {}", change.spec)
 }
 
 /// Write the report as pretty JSON.
@@ -154,6 +168,16 @@ mod tests {
     }
 
     #[test]
+    fn device_change_line_shows_when_it_was_applied() {
+        let mut c: DeviceChange = "60s:iops=250".parse().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(device_change_line(&c), "[ 60s ] device -> iops=250");
+        c.applied_at_s = Some(60.03);
+        assert_eq!(device_change_line(&c), "[ 60s ] device -> iops=250");
+        c.applied_at_s = Some(1.52);
+        assert_eq!(device_change_line(&c), "[ 1.5s ] device -> iops=250");
+    }
+
+    #[test]
     fn csv_rows_have_as_many_fields_as_the_header() {
         let iv = Interval {
             t_s: 1.0,
@@ -179,6 +203,7 @@ mod tests {
                 workload: crate::oltp::OltpParams::default(),
                 summary: crate::oltp::Summary::default(),
                 intervals: vec![iv],
+                device_changes: Vec::new(),
                 status: String::new(),
             }],
         };

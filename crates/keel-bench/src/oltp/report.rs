@@ -2,12 +2,13 @@
 //! one table, then charts that overlay the runs against time — throughput,
 //! p95 latency, checkpoint age against its marks, the flushing mode, pages
 //! flushed by kind (against `io_capacity_max`), dirty and free pages,
-//! throttle delay. One self-contained page: inline SVG and CSS, no script.
+//! throttle delay; each `--device-change` is a labelled vertical line on
+//! every chart. One self-contained page: inline SVG and CSS, no script.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::chart::{escape, legend_html, line_chart, LineChart, Series, DASHES, PALETTE};
+use crate::chart::{escape, legend_html, line_chart, LineChart, Marker, Series, DASHES, PALETTE};
 
 use super::{Interval, OltpError, OltpReport, PresetSettings, RunResult};
 
@@ -50,7 +51,23 @@ fn per_s(n: u64, iv: &Interval) -> f64 {
     n as f64 / iv.interval_s.max(1e-9)
 }
 
-fn chart(title: &str, y_label: &str, log_y: bool, series: &[Series]) -> String {
+/// The device changes of every run as chart markers, at their scheduled
+/// times: every run of a plan has the same schedule, so each shows once.
+fn device_markers(runs: &[RunResult]) -> Vec<Marker> {
+    let mut out: Vec<Marker> = Vec::new();
+    for c in runs.iter().flat_map(|r| &r.device_changes) {
+        let m = Marker {
+            x: c.at_s,
+            label: format!("device -> {}", c.spec),
+        };
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    out
+}
+
+fn chart(title: &str, y_label: &str, log_y: bool, series: &[Series], markers: &[Marker]) -> String {
     format!(
         r#"<figure>{}{}</figure>"#,
         line_chart(&LineChart {
@@ -59,6 +76,7 @@ fn chart(title: &str, y_label: &str, log_y: bool, series: &[Series]) -> String {
             y_label,
             log_y,
             series,
+            markers,
         }),
         legend_html(series)
     )
@@ -129,28 +147,32 @@ fn charts_html(runs: &[RunResult]) -> String {
     let mut pages = per_run(runs, DASHES[0], ": dirty", |i| i.dirty_pages as f64);
     pages.extend(per_run(runs, DASHES[1], ": free", |i| i.free_pages as f64));
     let [t0, t1, t2, t3, t4, t5, t6] = CHART_TITLES;
+    let m = &device_markers(runs);
     [
         chart(
             t0,
             "transactions/s",
             false,
             &per_run(runs, "", "", |i| i.tps),
+            m,
         ),
         chart(
             t1,
             "latency (ms)",
             true,
             &per_run(runs, "", "", |i| i.lat_p95_ms),
+            m,
         ),
-        chart(t2, "redo (MiB)", false, &checkpoint_series(runs)),
+        chart(t2, "redo (MiB)", false, &checkpoint_series(runs), m),
         chart(
             t3,
             "0 idle, 1 adaptive, 2 async, 3 sync",
             false,
             &per_run(runs, "", "", mode_level),
+            m,
         ),
-        chart(t4, "pages/s", false, &flushed_series(runs)),
-        chart(t5, "buffer pool pages", false, &pages),
+        chart(t4, "pages/s", false, &flushed_series(runs), m),
+        chart(t5, "buffer pool pages", false, &pages, m),
         chart(
             t6,
             "delay (ms per s)",
@@ -158,6 +180,7 @@ fn charts_html(runs: &[RunResult]) -> String {
             &per_run(runs, "", "", |i| {
                 i.throttle_delay_ms / i.interval_s.max(1e-9)
             }),
+            m,
         ),
     ]
     .concat()
@@ -225,7 +248,7 @@ fn settings_html(runs: &[RunResult]) -> String {
 const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
 .charts{display:flex;flex-wrap:wrap;gap:1em}figure{margin:0}svg .grid{stroke:#ddd}\
 svg text{font-size:12px;fill:#333}svg .title{font-size:14px;font-weight:bold;text-anchor:middle}\
-svg .ytick{text-anchor:end}svg .xtick,svg .axis{text-anchor:middle}\
+svg .ytick{text-anchor:end}svg .xtick,svg .axis{text-anchor:middle}svg text.marker{font-size:11px;fill:#444;paint-order:stroke;stroke:#fff;stroke-width:3px}\
 .legend{list-style:none;padding:0;margin:0;max-width:620px;columns:2;font-size:12px}\
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
 td:first-child{text-align:left}.preset{background:#f3f7fb;padding:0 1em;max-width:60em}pre{font-size:12px;background:#f6f6f6;padding:1em;overflow-x:auto}";
@@ -300,6 +323,23 @@ fn preset_html(p: &PresetSettings) -> String {
     out
 }
 
+/// The device changes, as a paragraph (empty without any).
+fn device_changes_html(runs: &[RunResult]) -> String {
+    let markers = device_markers(runs);
+    if markers.is_empty() {
+        return String::new();
+    }
+    let items: Vec<String> = markers
+        .iter()
+        .map(|m| format!("at {} s: <code>{}</code>", m.x, escape(&m.label)))
+        .collect();
+    format!(
+        "<p><b>Device changes</b> during the measurement (dashed vertical lines on the \
+         charts): {}.</p>",
+        items.join("; ")
+    )
+}
+
 /// The report as one self-contained HTML page.
 pub fn render_html(report: &OltpReport) -> String {
     let first = report.runs.first();
@@ -315,7 +355,7 @@ pub fn render_html(report: &OltpReport) -> String {
          <h1>keel bench oltp: {} ({} run{}){title_preset}</h1>{preset}\
          <p>Each interval's counts are per second; gauges (checkpoint age, mode, pages) are read \
          at the interval's end. A stall interval has under 10 % of the run's median tps. \
-         Flush policy: {}{}.</p>\
+         Flush policy: {}{}.</p>{}\
          <h2>Summary</h2>{}<h2>Charts</h2><div class=\"charts\">{}</div>\
          <h2>Settings</h2>{}</body></html>\n",
         escape(&workload),
@@ -328,6 +368,7 @@ pub fn render_html(report: &OltpReport) -> String {
         } else {
             ""
         },
+        device_changes_html(&report.runs),
         summary_table(&report.runs),
         charts_html(&report.runs),
         settings_html(&report.runs),

@@ -1,6 +1,7 @@
 //! The run: client threads loop over transactions while this thread wakes
 //! every report interval, samples the workers' counts and the engine's
-//! metrics, and hands the interval to the caller. While a run is in
+//! metrics, and hands the interval to the caller. It also wakes when a
+//! `--device-change` falls due and applies it. While a run is in
 //! progress, SIGUSR1 makes the sampler print the engine status report to
 //! stdout (between two interval lines), as at the end of the run.
 
@@ -14,9 +15,10 @@ use keel::{Db, Error};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::device_change::Pending;
 use super::sample::{Counts, Interval, Snapshot};
 use super::workload::{is_retryable, open_tables, queries_per_txn, Client, SbTable};
-use super::{status_report, KeyGen, OltpError, OltpParams, Summary};
+use super::{status_report, DeviceChange, KeyGen, OltpError, OltpParams, Summary};
 
 /// Longest latency the histograms hold (µs); longer ones count as this.
 const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -97,15 +99,36 @@ impl Drop for StatusRequest {
     }
 }
 
+/// What the sampler reports as a run goes.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum Tick<'a> {
+    /// An interval ended.
+    Interval {
+        /// The interval.
+        interval: &'a Interval,
+        /// True during the warm-up (the interval is not kept).
+        warmup: bool,
+    },
+    /// A device change was applied (`applied_at_s` says when).
+    DeviceChanged(&'a DeviceChange),
+}
+
+/// What a run measured: the summary, every interval, the device changes
+/// applied.
+pub type Measured = (Summary, Vec<Interval>, Vec<DeviceChange>);
+
 /// Run the workload of `params` on the prepared tables of `db`: the
-/// warm-up, then `time_s` measured. `on_interval(interval, warmup)` is
-/// called from this thread at the end of every interval; SIGUSR1 prints the
-/// status report in between (see [`StatusRequest`]).
+/// warm-up, then `time_s` measured, with the device changed as `changes`
+/// (in time order, checked by the plan) says. `on_tick` is called from
+/// this thread at the end of every interval and after every change;
+/// SIGUSR1 prints the status report in between (see [`StatusRequest`]).
 pub fn run(
     db: &Db,
     params: &OltpParams,
-    on_interval: &mut dyn FnMut(&Interval, bool),
-) -> Result<(Summary, Vec<Interval>), OltpError> {
+    changes: &[DeviceChange],
+    on_tick: &mut dyn FnMut(Tick<'_>),
+) -> Result<Measured, OltpError> {
     params.validate()?;
     let tables = open_tables(db, params)?;
     let keys = KeyGen::new(params.rand_type, params.table_size);
@@ -127,7 +150,7 @@ pub fn run(
                 s.spawn(move || worker(db, params, tables, keys, shared, w))
             })
             .collect();
-        let r = sample_run(db, params, &shared, &status, on_interval);
+        let r = sample_run(db, params, changes, &shared, &status, on_tick);
         shared.stop.store(true, Ordering::Relaxed);
         let panicked = hs.into_iter().any(|h| h.join().is_err());
         if panicked {
@@ -210,19 +233,40 @@ fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
     }
 }
 
-/// The sampler's sleep: like [`sleep_until`], printing the status report
-/// whenever SIGUSR1 asked for it.
-fn sampler_sleep_until(t: Instant, stop: &AtomicBool, db: &Db, status: &StatusRequest) {
-    loop {
-        status.poll(db);
-        if stop.load(Ordering::Relaxed) {
-            return;
+/// What the sampler looks after while it sleeps.
+struct Sampler<'a, 'b> {
+    db: &'a Db,
+    stop: &'a AtomicBool,
+    status: &'a StatusRequest,
+    pending: Pending<'b>,
+}
+
+impl Sampler<'_, '_> {
+    /// Sleep like [`sleep_until`], printing the status report whenever
+    /// SIGUSR1 asked for it and applying each device change as it falls
+    /// due. A change due at `t` itself is applied on the next call, right
+    /// after the interval ending at `t` was sampled, so that the interval
+    /// is wholly under the old device.
+    fn sleep_until(
+        &mut self,
+        t: Instant,
+        on_tick: &mut dyn FnMut(Tick<'_>),
+    ) -> Result<(), OltpError> {
+        loop {
+            self.status.poll(self.db);
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= t {
+                return Ok(());
+            }
+            self.pending.apply_due(self.db, now, &mut |c| {
+                on_tick(Tick::DeviceChanged(c));
+            })?;
+            let wake = self.pending.next_due().map_or(t, |due| due.min(t));
+            std::thread::sleep(wake.saturating_duration_since(now).min(POLL));
         }
-        let now = Instant::now();
-        if now >= t {
-            return;
-        }
-        std::thread::sleep((t - now).min(POLL));
     }
 }
 
@@ -286,16 +330,23 @@ fn sample(
 }
 
 /// The sampler: warm-up intervals (reported, not kept), then the measured
-/// ones, then the summary.
+/// ones, with the device changes, then the summary.
 fn sample_run(
     db: &Db,
     params: &OltpParams,
+    changes: &[DeviceChange],
     shared: &Shared,
     status: &StatusRequest,
-    on_interval: &mut dyn FnMut(&Interval, bool),
-) -> Result<(Summary, Vec<Interval>), OltpError> {
+    on_tick: &mut dyn FnMut(Tick<'_>),
+) -> Result<Measured, OltpError> {
     let step = Duration::from_secs_f64(params.report_interval_s);
     let mut scratch = histogram()?;
+    let mut sampler = Sampler {
+        db,
+        stop: &shared.stop,
+        status,
+        pending: Pending::none(),
+    };
     if params.warmup_s > 0.0 {
         let warm = Duration::from_secs_f64(params.warmup_s);
         let mut prev = Prev::now(db, shared);
@@ -303,10 +354,13 @@ fn sample_run(
         let mut end = t0;
         while end < t0 + warm && !shared.stop.load(Ordering::Relaxed) {
             end = (end + step).min(t0 + warm);
-            sampler_sleep_until(end, &shared.stop, db, status);
+            sampler.sleep_until(end, on_tick)?;
             let t_s = (Instant::now() - t0).as_secs_f64();
             let iv = sample(db, shared, &mut prev, t_s, &mut scratch)?;
-            on_interval(&iv, true);
+            on_tick(Tick::Interval {
+                interval: &iv,
+                warmup: true,
+            });
         }
     }
     let mut prev = Prev::now(db, shared);
@@ -314,19 +368,26 @@ fn sample_run(
         lock(m).reset();
     }
     let (t0, first) = (prev.at, prev.metrics.clone());
+    let mut sampler = Sampler {
+        pending: Pending::new(changes, t0),
+        ..sampler
+    };
     let measure = Duration::from_secs_f64(params.time_s);
     let mut total = histogram()?;
     let mut intervals = Vec::new();
     let mut end = t0;
     while end < t0 + measure && !shared.stop.load(Ordering::Relaxed) {
         end = (end + step).min(t0 + measure);
-        sampler_sleep_until(end, &shared.stop, db, status);
+        sampler.sleep_until(end, on_tick)?;
         let t_s = (Instant::now() - t0).as_secs_f64();
         let iv = sample(db, shared, &mut prev, t_s, &mut total)?;
-        on_interval(&iv, false);
+        on_tick(Tick::Interval {
+            interval: &iv,
+            warmup: false,
+        });
         intervals.push(iv);
     }
     let time_s = (prev.at - t0).as_secs_f64();
     let summary = Summary::new(&intervals, &total, time_s, &first, &prev.metrics);
-    Ok((summary, intervals))
+    Ok((summary, intervals, sampler.pending.into_applied()))
 }

@@ -5,13 +5,14 @@
 //! then the preset's options, then the keys a --config file sets, then
 //! --set in order, then --device. --vary: the preset's axes except those on
 //! a key the command line gives in any form, then the user's axes. Prepare
-//! options: the preset's, then --prepare-set.
+//! options: the preset's, then --prepare-set. Device changes: the command
+//! line's only (a preset has none).
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use keel::Options;
-use keel_bench::oltp::{self, OltpParams, Preset, VaryAxis};
+use keel_bench::oltp::{self, DeviceChange, OltpParams, Preset, VaryAxis};
 
 use super::OltpArgs;
 
@@ -91,7 +92,8 @@ fn params(a: &OltpArgs, preset: Option<&Preset>) -> Result<OltpParams> {
 }
 
 /// Every parameter and option key the command line gives, in any form: a
-/// workload flag, --config, --set, --device, --vary. These win over a preset.
+/// workload flag, --config, --set, --device, --vary (and `device_change`
+/// for --device-change). These win over a preset.
 fn given_keys(a: &OltpArgs) -> Result<Vec<String>> {
     let flags: [(&str, bool); 11] = [
         ("workload", a.workload.is_some()),
@@ -124,6 +126,11 @@ fn given_keys(a: &OltpArgs) -> Result<Vec<String>> {
     if a.engine.device.is_some() {
         keys.push("device".into());
     }
+    // Not a key a preset sets, but the run is no longer the preset as
+    // defined, and the report says so.
+    if !a.device_changes.is_empty() {
+        keys.push("device_change".into());
+    }
     keys.extend(
         a.vary
             .iter()
@@ -153,6 +160,8 @@ pub(crate) struct Resolved {
     /// The preset with every key the command line gave (a run differing
     /// from the preset as defined).
     pub preset: Option<(&'static Preset, Vec<String>)>,
+    /// --device-change, in the order given (the plan checks it per run).
+    pub device_changes: Vec<DeviceChange>,
 }
 
 /// Combine the defaults, the preset and the command line (see the module doc).
@@ -178,6 +187,7 @@ pub(crate) fn resolve(a: &OltpArgs) -> Result<Resolved> {
         vary,
         prepare_sets,
         preset,
+        device_changes: a.device_changes.clone(),
     })
 }
 

@@ -23,7 +23,9 @@ use crate::flush::cleaner::{CleanerHost, LogView};
 use crate::flush::doublewrite::{Doublewrite, Geometry};
 use crate::flush::policy::WriterLimit;
 use crate::flush::{Wal, WriteBack, WriteConfig};
-use crate::io::{FileSystem, FlushMethod, OsFileSystem, ThrottledFileSystem};
+use crate::io::{
+    FileSystem, FlushMethod, OsFileSystem, SetSpecError, ThrottleSpec, ThrottledFileSystem,
+};
 use crate::metrics::Metrics;
 use crate::page::Lsn;
 use crate::redo::Log;
@@ -58,6 +60,28 @@ pub(crate) struct Engine {
     pub torn_pages_repaired: u64,
     last_log_flush_ms: AtomicU64,
     started: Instant,
+    /// The model the data files go through, for `Db::set_device`.
+    device: DeviceModel,
+}
+
+/// The file systems an engine opens its files on.
+struct FileSystems {
+    /// The data files' (and the doublewrite buffer's).
+    data: Arc<dyn FileSystem>,
+    /// The redo log's.
+    log: Arc<dyn FileSystem>,
+    /// The model in front of `data`, if any.
+    device: DeviceModel,
+}
+
+/// What stands between the data files and the disk.
+enum DeviceModel {
+    /// The throttled model that `device` asked for.
+    Throttled(Arc<ThrottledFileSystem>),
+    /// `device = unlimited`: the files are unwrapped.
+    Unlimited,
+    /// `Db::open_with_fs`: the caller's file system, whatever it is.
+    Supplied,
 }
 
 struct LogWal(Arc<Log>);
@@ -85,8 +109,16 @@ impl Engine {
     ) -> Result<(Engine, bool)> {
         opts.validate()?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "create directory", e))?;
-        let (data_fs, log_fs) = match fs {
-            Some(fs) => (fs.clone(), fs),
+        let FileSystems {
+            data: data_fs,
+            log: log_fs,
+            device,
+        } = match fs {
+            Some(fs) => FileSystems {
+                data: fs.clone(),
+                log: fs,
+                device: DeviceModel::Supplied,
+            },
             None => default_fs(&opts)?,
         };
         let metrics = Arc::new(Metrics::default());
@@ -162,6 +194,7 @@ impl Engine {
             torn_pages_repaired,
             last_log_flush_ms: AtomicU64::new(0),
             started: Instant::now(),
+            device,
         };
         let m = &engine.metrics;
         Metrics::set(&m.log_max_modified_age_async, engine.max_modified_age_async);
@@ -244,6 +277,48 @@ impl Engine {
         self.log.write_up_to(end, true)?;
         self.wb.flush_below(&self.pool, end + 1)?;
         self.checkpoint().map(|_| ())
+    }
+
+    /// The data files' device model, if they have one.
+    pub fn device_model(&self) -> Option<&ThrottledFileSystem> {
+        match &self.device {
+            DeviceModel::Throttled(fs) => Some(fs),
+            DeviceModel::Unlimited | DeviceModel::Supplied => None,
+        }
+    }
+
+    /// Model the data files' device by `spec` from their next request on
+    /// (see `Db::set_device`). A bad spec is an `Error::Config` on
+    /// `device`; a database without a model, `Error::DeviceNotModelled`.
+    pub fn set_device(&self, spec: &str) -> Result<()> {
+        let bad = |reason: String| Error::config("device", reason);
+        let spec: ThrottleSpec = spec.parse().map_err(|e| bad(format!("{e}")))?;
+        let not_modelled = |reason: &str| Error::DeviceNotModelled {
+            spec: spec.to_string(),
+            reason: reason.to_string(),
+        };
+        let fs = match &self.device {
+            DeviceModel::Throttled(fs) => fs,
+            DeviceModel::Unlimited => {
+                return Err(not_modelled(
+                    "the database was opened with device = unlimited, whose files pass \
+                     through unwrapped, so there is no device model to change; open with a \
+                     throttled device, e.g. device = nvme",
+                ))
+            }
+            DeviceModel::Supplied => {
+                return Err(not_modelled(
+                    "the database was opened on a caller-supplied file system \
+                     (Db::open_with_fs), which the engine does not model",
+                ))
+            }
+        };
+        fs.set_spec(&spec).map_err(|e| match e {
+            SetSpecError::Unwrapped => not_modelled(&e.to_string()),
+            other => bad(other.to_string()),
+        })?;
+        log::info!("device model changed to {spec}");
+        Ok(())
     }
 
     /// Wait, up to `timeout`, until no commit is being applied (closing
@@ -356,7 +431,7 @@ impl CleanerHost for Engine {
 /// wrapped in the throttled device model unless `device = unlimited`; the
 /// redo log with buffered writes and fdatasync (O_DIRECT would need whole
 /// aligned blocks for every small commit), or not synced with `nosync`.
-pub(crate) fn default_fs(opts: &Options) -> Result<(Arc<dyn FileSystem>, Arc<dyn FileSystem>)> {
+fn default_fs(opts: &Options) -> Result<FileSystems> {
     let os: Arc<dyn FileSystem> = Arc::new(OsFileSystem::new(opts.flush_method));
     let log_method = match opts.flush_method {
         FlushMethod::NoSync => FlushMethod::NoSync,
@@ -365,8 +440,17 @@ pub(crate) fn default_fs(opts: &Options) -> Result<(Arc<dyn FileSystem>, Arc<dyn
     let log_fs: Arc<dyn FileSystem> = Arc::new(OsFileSystem::new(log_method));
     let spec = opts.device_spec()?;
     if spec.is_unlimited() {
-        Ok((os, log_fs))
+        Ok(FileSystems {
+            data: os,
+            log: log_fs,
+            device: DeviceModel::Unlimited,
+        })
     } else {
-        Ok((Arc::new(ThrottledFileSystem::new(os, spec)), log_fs))
+        let throttled = Arc::new(ThrottledFileSystem::new(os, spec));
+        Ok(FileSystems {
+            data: throttled.clone(),
+            log: log_fs,
+            device: DeviceModel::Throttled(throttled),
+        })
     }
 }

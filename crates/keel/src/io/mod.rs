@@ -22,7 +22,7 @@ pub use aligned::AlignedBuf;
 #[cfg(any(test, feature = "test-util"))]
 pub use faulty::FaultyFs;
 pub use file::{FlushMethod, OsFileSystem};
-pub use throttle::{ThrottleSpec, ThrottledFileSystem};
+pub use throttle::{SetSpecError, ThrottleSpec, ThrottledFileSystem};
 
 /// Alignment of every buffer handed to a device (O_DIRECT needs the logical
 /// block size; 4 KiB covers every common device).

@@ -33,6 +33,34 @@
 //!   real I/O earns no credit. So back-to-back requests at queue depth 1 keep
 //!   the modelled latency, and N requests take what the model predicts.
 //!
+//! # Changing the disk while it runs
+//! [`ThrottledFileSystem::set_spec`] stands for a disk whose speed changes
+//! under load (a RAID controller whose battery fails and drops its write
+//! cache, a backup taking half the disk): every file follows the new spec
+//! from its next request on. Requests already admitted finish under the old
+//! spec: their completion was fixed at admission and their threads sleep
+//! towards it, and a real disk, too, finishes the commands it has queued
+//! at the speed it had when it took them. At most `qd` requests (or one per
+//! thread) are in that state, so the old spec outlives the change by one
+//! queue's worth of requests at most. The virtual-time state carries over
+//! so that the new spec holds from the first request (see
+//! `Scheduler::respec` for the exact rules): the token buckets restart
+//! empty, so no credit saved under the old spec becomes a burst under the
+//! new one, but requests granted before the change keep their place ahead
+//! of later ones; a smaller queue depth waits for the old requests in
+//! service to drain below it. A file system created unlimited hands out its
+//! files unwrapped and has nothing to change (see [`SetSpecError`]).
+//!
+//! Between threads: the model's state (spec, buckets, slots, counters) sits
+//! behind one mutex. A request holds it only while it is admitted (takes
+//! a slot and tokens and learns its completion), never during its real I/O
+//! or its sleep; `set_spec` holds it only for the swap. So every request is
+//! admitted wholly under one spec, the old or the new, and neither a change
+//! nor a request waits for the other beyond that moment. Nobody wakes
+//! anybody: a thread in the throttle sleeps (`thread::sleep`, no condition
+//! variable) until the completion it was given, and a change neither wakes
+//! nor re-times it; the new spec reaches that thread at its next request.
+//!
 //! # Presets
 //! | name | spec | what it stands for |
 //! |---|---|---|
@@ -70,23 +98,52 @@ pub use spec::{ParseThrottleSpecError, ThrottleSpec};
 /// describes (or slower, if the real one is).
 pub struct ThrottledFileSystem {
     inner: Arc<dyn FileSystem>,
-    spec: ThrottleSpec,
-    /// `None` for an unlimited spec: devices are the inner ones, unwrapped.
+    /// `None` when created unlimited: devices are the inner ones, unwrapped.
     model: Option<Arc<Model>>,
+}
+
+/// Why [`ThrottledFileSystem::set_spec`] refused a spec.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetSpecError {
+    /// The new spec holds a value [`ThrottleSpec::validate`] refuses.
+    #[error(transparent)]
+    Invalid(#[from] ParseThrottleSpecError),
+    /// The file system was created unlimited: its files were handed out
+    /// unwrapped, at no cost, so no model stands between them and the disk.
+    #[error(
+        "the file system was created unlimited and hands out its files unwrapped: \
+         there is no device model to change"
+    )]
+    Unwrapped,
 }
 
 impl ThrottledFileSystem {
     /// Throttle `inner` by `spec`. Call [`ThrottleSpec::validate`] first on a
     /// hand-built spec: here a rate that is not positive and finite means no
-    /// limit and a queue depth of 0 means 1.
+    /// limit and a queue depth of 0 means 1. An unlimited spec wraps nothing
+    /// (files pass through at no cost) and cannot be changed later.
     pub fn new(inner: Arc<dyn FileSystem>, spec: ThrottleSpec) -> Self {
         let model = (!spec.is_unlimited()).then(|| Arc::new(Model::new(&spec)));
-        Self { inner, spec, model }
+        Self { inner, model }
     }
 
-    /// The spec this file system models.
-    pub fn spec(&self) -> &ThrottleSpec {
-        &self.spec
+    /// The spec this file system models now.
+    pub fn spec(&self) -> ThrottleSpec {
+        self.model
+            .as_ref()
+            .map_or_else(ThrottleSpec::unlimited, |model| model.spec())
+    }
+
+    /// Model `spec` from every file's next request on; requests already in
+    /// service finish under the old one (see the module documentation).
+    /// `spec` may be unlimited: the model then delays nothing, and a later
+    /// call may throttle again.
+    pub fn set_spec(&self, spec: &ThrottleSpec) -> Result<(), SetSpecError> {
+        spec.validate()?;
+        let model = self.model.as_ref().ok_or(SetSpecError::Unwrapped)?;
+        model.set_spec(spec);
+        Ok(())
     }
 
     /// Counters of the model so far (all zero when unlimited).
@@ -100,7 +157,7 @@ impl ThrottledFileSystem {
 impl fmt::Debug for ThrottledFileSystem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ThrottledFileSystem")
-            .field("spec", &self.spec.to_string())
+            .field("spec", &self.spec().to_string())
             .finish_non_exhaustive()
     }
 }
@@ -353,5 +410,47 @@ mod tests {
         }
         file.sync().unwrap();
         assert_eq!(fs.stats(), ThrottleStats::default());
+        // Nothing wraps its files: there is no model to change.
+        let err = fs.set_spec(&ThrottleSpec::nvme()).unwrap_err();
+        assert_eq!(err, SetSpecError::Unwrapped);
+        assert!(fs.spec().is_unlimited());
+    }
+
+    #[test]
+    fn a_changed_spec_holds_from_the_next_request_on() {
+        let (dir, fs) = throttled("iops=1000");
+        // Opened before the changes: open files follow them too.
+        let files: Vec<_> = (0..2)
+            .map(|t| create(&fs, &dir, &format!("t{t}")))
+            .collect();
+        let page = vec![5u8; PAGE];
+        // Two threads share the disk, so each phase also shows that no
+        // thread is left behind a slot or a bucket of the old spec.
+        let phase = |writes_per_thread: u64| {
+            timed(2, |t| {
+                for i in 0..writes_per_thread {
+                    files[t].write_at(&page, (i % 16) * PAGE as u64).unwrap();
+                }
+            })
+        };
+        assert_close("300 writes at 1000 IOPS", phase(150), ms(300));
+        fs.set_spec(&"iops=250".parse().unwrap()).unwrap();
+        assert_eq!(fs.spec().to_string(), "iops=250");
+        assert_close("75 writes after a change to 250 IOPS", phase(38), ms(304));
+        fs.set_spec(&"iops=1000".parse().unwrap()).unwrap();
+        assert_close(
+            "300 writes after a change back to 1000",
+            phase(150),
+            ms(300),
+        );
+        assert_eq!(fs.stats().requests, 300 + 76 + 300);
+        // An invalid spec is refused, naming the bad value; nothing changes.
+        let bad = ThrottleSpec {
+            qd: Some(0),
+            ..ThrottleSpec::default()
+        };
+        let err = fs.set_spec(&bad).unwrap_err().to_string();
+        assert!(err.contains("`qd` must be at least 1"), "{err}");
+        assert_eq!(fs.spec().to_string(), "iops=1000");
     }
 }

@@ -43,6 +43,8 @@ pub struct ThrottleStats {
 /// it can be driven by a test with made-up arrival times.
 #[derive(Debug)]
 struct Scheduler {
+    /// The spec the fields below were derived from (for reports).
+    spec: ThrottleSpec,
     iops_cost: Option<Duration>,
     bw_secs_per_byte: Option<f64>,
     lat: Duration,
@@ -59,20 +61,58 @@ impl Scheduler {
     /// Rates that are not positive and finite count as no limit, and a queue
     /// depth of 0 as 1 (see [`ThrottleSpec::validate`]).
     fn new(spec: &ThrottleSpec, origin: Instant) -> Self {
-        let rate = |r: Option<f64>| r.filter(|r| r.is_finite() && *r > 0.0);
-        Self {
-            iops_cost: rate(spec.iops).map(|iops| cost(1.0 / iops)),
-            bw_secs_per_byte: rate(spec.bw_bytes_per_s).map(|bw| 1.0 / bw),
-            lat: spec.lat,
-            seek: spec.seek,
+        let mut s = Self {
+            spec: ThrottleSpec::unlimited(),
+            iops_cost: None,
+            bw_secs_per_byte: None,
+            lat: Duration::ZERO,
+            seek: Duration::ZERO,
             iops_free: origin,
             bw_free: origin,
-            slots: spec
-                .qd
-                .map(|qd| std::iter::repeat_n(Reverse(origin), qd.max(1)).collect()),
+            slots: None,
             busy_until: origin,
             stats: ThrottleStats::default(),
-        }
+        };
+        s.respec(spec, origin);
+        s
+    }
+
+    /// Model `spec` for every request admitted from now on; `at` is the
+    /// instant of the change. Requests already admitted keep the completion
+    /// they were given. Read the same way as [`Scheduler::new`].
+    ///
+    /// - Buckets restart empty at `at`: credit that built up while the old
+    ///   spec was idle is not spent at the new rate (a change to a slower
+    ///   disk would otherwise begin with a burst the new disk cannot give),
+    ///   while a bucket's debt (requests already granted beyond `at`) is
+    ///   kept, so those requests keep the disk busy after the change.
+    /// - A smaller queue keeps the `qd` latest-free slots: a new request
+    ///   then waits until fewer than `qd` requests, old or new, are in
+    ///   service, exactly as if the queue had always been that deep. A
+    ///   deeper one adds slots free at `at`. An unbounded queue keeps no
+    ///   record of what is in service, so a change from it to a bounded one
+    ///   counts only the requests admitted after the change.
+    fn respec(&mut self, spec: &ThrottleSpec, at: Instant) {
+        let rate = |r: Option<f64>| r.filter(|r| r.is_finite() && *r > 0.0);
+        self.iops_cost = rate(spec.iops).map(|iops| cost(1.0 / iops));
+        self.bw_secs_per_byte = rate(spec.bw_bytes_per_s).map(|bw| 1.0 / bw);
+        self.lat = spec.lat;
+        self.seek = spec.seek;
+        self.iops_free = self.iops_free.max(at);
+        self.bw_free = self.bw_free.max(at);
+        let old_slots = self.slots.take();
+        self.slots = spec.qd.map(|qd| {
+            let mut free: Vec<Instant> = old_slots
+                .into_iter()
+                .flatten()
+                .map(|Reverse(t)| t)
+                .collect();
+            free.sort_unstable_by(|a, b| b.cmp(a));
+            free.truncate(qd.max(1));
+            free.resize(qd.max(1), at);
+            free.into_iter().map(Reverse).collect()
+        });
+        self.spec = spec.clone();
     }
 
     /// Admit a request arriving at `arrival`: `Some((bytes, seek))` for a read
@@ -186,6 +226,18 @@ impl Model {
         }
     }
 
+    /// The spec requests are admitted under now.
+    pub(super) fn spec(&self) -> ThrottleSpec {
+        self.scheduler.lock().spec.clone()
+    }
+
+    /// Admit every later request under `spec` (see [`Scheduler::respec`]).
+    /// Requests already admitted complete when they were told to: their
+    /// threads are asleep until then and are not woken to be re-timed.
+    pub(super) fn set_spec(&self, spec: &ThrottleSpec) {
+        self.scheduler.lock().respec(spec, Instant::now());
+    }
+
     pub(super) fn stats(&self) -> ThrottleStats {
         let mut stats = self.scheduler.lock().stats;
         stats.delay = Duration::from_nanos(self.delay_ns.load(Ordering::Relaxed));
@@ -260,6 +312,68 @@ mod tests {
         assert_eq!(s.admit(t0, Some((1 << 20, false))), t0 + ms(1));
         assert_eq!(s.admit(t0, Some((1 << 19, false))), t0 + ms(1001));
         assert_eq!(s.admit(t0, Some((1, false))), t0 + ms(1501));
+    }
+
+    #[test]
+    fn respec_drops_saved_credit_but_keeps_granted_work() {
+        let t0 = Instant::now();
+        let fast: ThrottleSpec = "iops=1000".parse().unwrap();
+        let slow: ThrottleSpec = "iops=250".parse().unwrap();
+        // Idle for 10 ms under iops=1000 (2 ms of credit saved), then slowed:
+        // the saved credit is gone, requests start 4 ms apart at once.
+        let mut s = Scheduler::new(&fast, t0);
+        let at = t0 + ms(10);
+        s.respec(&slow, at);
+        let starts: Vec<_> = (0..3).map(|_| s.admit(at, Some((1, true)))).collect();
+        assert_eq!(starts, [at, at + ms(4), at + ms(8)]);
+        assert_eq!(s.spec, slow);
+        // Three requests granted under iops=250 hold the bucket to t0+12ms;
+        // sped up at t0, later requests queue behind them at the new rate.
+        let mut s = Scheduler::new(&slow, t0);
+        let granted: Vec<_> = (0..3).map(|_| s.admit(t0, Some((1, true)))).collect();
+        assert_eq!(granted, [t0, t0 + ms(4), t0 + ms(8)]);
+        s.respec(&fast, t0);
+        assert_eq!(s.admit(t0, Some((1, true))), t0 + ms(12));
+        assert_eq!(s.admit(t0, Some((1, true))), t0 + ms(13));
+        // A bandwidth limit added by a change starts empty at the change.
+        let mut s = Scheduler::new(&fast, t0);
+        s.respec(&"bw=1MiB".parse().unwrap(), at);
+        assert_eq!(s.admit(at, Some((1 << 19, true))), at);
+        assert_eq!(s.admit(at, Some((1, true))), at + ms(500));
+    }
+
+    #[test]
+    fn respec_resizes_the_queue_around_the_requests_in_service() {
+        let t0 = Instant::now();
+        let spec = |qd: usize| -> ThrottleSpec { format!("qd={qd},lat=10ms").parse().unwrap() };
+        // Four in service, completing at t0+10..13 ms; shrunk to two at t0+3.
+        let mut s = Scheduler::new(&spec(4), t0);
+        for i in 0..4 {
+            assert_eq!(s.admit(t0 + ms(i), Some((1, false))), t0 + ms(10 + i));
+        }
+        s.respec(&spec(2), t0 + ms(3));
+        // The next one starts once only one request is left in service (the
+        // one ending at t0+13), the one after when that one ends.
+        assert_eq!(s.admit(t0 + ms(3), Some((1, false))), t0 + ms(22));
+        assert_eq!(s.admit(t0 + ms(3), Some((1, false))), t0 + ms(23));
+        assert_eq!(s.admit(t0 + ms(3), Some((1, false))), t0 + ms(32));
+        assert_eq!(s.slots.as_ref().map(BinaryHeap::len), Some(2));
+        // Grown from one slot to three: two start at once beside the one in
+        // service, the third waits for the first to end.
+        let mut s = Scheduler::new(&spec(1), t0);
+        assert_eq!(s.admit(t0, Some((1, false))), t0 + ms(10));
+        s.respec(&spec(3), t0 + ms(1));
+        let done: Vec<_> = (0..3)
+            .map(|_| s.admit(t0 + ms(1), Some((1, false))))
+            .collect();
+        assert_eq!(done, [t0 + ms(11), t0 + ms(11), t0 + ms(20)]);
+        // Unbounded and back: nothing is stuck, the depth holds again.
+        s.respec(&"lat=10ms".parse().unwrap(), t0 + ms(2));
+        assert!(s.slots.is_none());
+        assert_eq!(s.admit(t0 + ms(2), Some((1, false))), t0 + ms(12));
+        s.respec(&spec(1), t0 + ms(2));
+        assert_eq!(s.admit(t0 + ms(2), Some((1, false))), t0 + ms(12));
+        assert_eq!(s.admit(t0 + ms(2), Some((1, false))), t0 + ms(22));
     }
 
     #[test]
