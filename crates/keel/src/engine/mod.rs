@@ -84,7 +84,15 @@ enum DeviceModel {
     Supplied,
 }
 
-struct LogWal(Arc<Log>);
+/// The write-ahead hook on the redo log: a page may reach the data files
+/// only once the redo of its newest change is *durable* (synced), not
+/// merely written to the OS. Recovery relies on it: redo skips a record
+/// when the page LSN is at or past the record's end, and after a crash the
+/// log continues from the end of what survived, so a page carrying a change
+/// whose redo was lost would keep a half-done mini-transaction and hide
+/// later records at the same LSNs. A page whose redo is durable already is
+/// written without touching the log's locks (`redo::writer`).
+pub(crate) struct LogWal(pub(crate) Arc<Log>);
 
 impl Wal for LogWal {
     fn flush_up_to(&self, lsn: Lsn) -> Result<()> {

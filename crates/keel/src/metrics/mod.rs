@@ -138,8 +138,16 @@ registry! {
     log_bytes_written,
     /// Bytes of padding written to the log (Keel writes none).
     log_padded,
-    /// Syncs of the redo log files.
+    /// Redo log sync rounds: each fdatasyncs only the log files written
+    /// since the previous round, and makes durable everything written
+    /// before it began (a checkpoint's sync of its slot is not counted).
     os_log_fsyncs,
+    /// Times a thread that needed the log durable (a commit at
+    /// `flush_log_at_trx_commit` 1, a page write, a checkpoint) did not find
+    /// it so and waited: ran a sync round itself or waited for one.
+    log_sync_waits,
+    /// Microseconds those threads spent waiting (or syncing).
+    log_sync_wait_us_total,
     /// Checkpoints written.
     log_checkpoints,
     /// Times the records of commits in flight were copied to the end of the

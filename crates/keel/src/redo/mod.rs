@@ -6,9 +6,65 @@
 //! header). Appends go to an in-memory buffer under the `state` mutex, which
 //! is also where mini-transactions dirty their pages and commits enter and
 //! leave the in-flight set, so that the flush lists, the pins and the LSN
-//! are always consistent for a checkpoint. Writing and syncing happen under
-//! a separate `write` mutex: a committer that finds its LSN already flushed
-//! by the thread ahead of it returns at once (group commit).
+//! are always consistent for a checkpoint.
+//!
+//! Three LSNs follow the end of the log, each at or behind the one before
+//! and each only ever raised: the end (`lsn`), what was handed to the OS
+//! (`written`) and what is durable (`flushed`). Writing and syncing are
+//! separate steps under separate locks, as InnoDB 8.0's log writer and log
+//! flusher are (details in `writer`), so that no thread waits for an
+//! fdatasync it did not ask for.
+//!
+//! # Writing and syncing: the protocol
+//!
+//! The mutexes of the log:
+//! - `state`: the buffer, the end LSN, the commits in flight. Held for a
+//!   memory copy or a look; nobody waits for anything while holding it.
+//! - `write`: held while the buffer is taken from `state` and written to
+//!   the OS (`pwrite`), never during an fdatasync. Its holder raises
+//!   `written` once the bytes are written.
+//! - `sync`, with the condvar `round_ended`: which sync *round* runs. A
+//!   round makes durable everything below its *target*, `written` read when
+//!   it begins, and fdatasyncs only the files holding `[flushed, target)`:
+//!   the files written since the last round. Rounds run one at a time and
+//!   outside every mutex; `sync` is held only to start a round, to end one
+//!   (raise `flushed` to its target and notify), or to look before waiting.
+//! - `checkpoint_mutex`: one checkpoint at a time.
+//!
+//! Lock order: `checkpoint_mutex`, then `write`, then `state`;
+//! `checkpoint_mutex`, then `sync`. `sync` is never held together with
+//! `write` or `state`.
+//!
+//! Who waits for what:
+//! - A commit at `flush_log_at_trx_commit` 2 (and an appender emptying a
+//!   full buffer) needs its bytes written: it may wait for the `write`
+//!   mutex, whose holder only writes; it never waits for a round. At 0 a
+//!   commit waits for nothing; the first page cleaner writes and syncs the
+//!   log about once a second.
+//! - A commit at 1, a page write (the write-ahead rule asks for *durable*
+//!   redo, see `crate::engine::LogWal`) and a checkpoint need LSN `l`
+//!   durable: they write it first, then return at once if `flushed ≥ l`
+//!   (group commit: a round that began after their write covered it). If
+//!   no round runs they run one; if one runs they wait on `round_ended`,
+//!   and if that round did not cover `l` (written after it began) one of
+//!   them runs the next. So a thread waits for at most the round in
+//!   progress and the one covering it.
+//! - While waiting, a thread holds only what its caller holds (row locks,
+//!   the claims of a flush batch, the checkpoint mutex), never `write`,
+//!   `state` or `sync` (the condvar releases it). The waker is the thread
+//!   running the round: it holds no log mutex while it syncs and needs
+//!   none of those to end the round; it notifies every waiter when the
+//!   round ends, however it ends (success, failure, or a panic, through a
+//!   guard).
+//!
+//! What a failure leaves: a failed write (or a write-out that finds a
+//! reservation broken) poisons the log while the `write` mutex is held, and
+//! `written` is not raised; a failed fdatasync poisons the log before its
+//! round ends, and `flushed` is not raised. Waiters wake, find their LSN
+//! not durable and the log poisoned, and fail: nobody gets `Ok` for bytes
+//! that round was to cover, and the sync is never retried as if it had
+//! succeeded (the kernel may have dropped the failed pages). Every later
+//! append, write and sync is refused; a restart recovers what was durable.
 //!
 //! # Log space: nobody waits here
 //!
@@ -17,21 +73,28 @@
 //! `crate::engine::admission`), and reservations keep the checkpoint age
 //! below the log's capacity. An append is a memory copy under the `state`
 //! mutex and cannot fail once it has started; the write-out under the
-//! `write` mutex only writes and syncs. If a write-out ever found that it
-//! would overwrite un-checkpointed log (a broken reservation), or a write or
-//! sync fails, the log is poisoned: the bytes it accepted can never be
-//! written, so it refuses everything from then on rather than leave a hole
-//! that later writes would skip over. A restart recovers what was durable.
+//! `write` mutex only writes, and a sync round only syncs. If a write-out
+//! ever found that it would overwrite un-checkpointed log (a broken
+//! reservation), or a write or sync fails, the log is poisoned: the bytes
+//! it accepted can never be written (or trusted to be durable), so it
+//! refuses everything from then on rather than leave a hole that later
+//! writes would skip over. A restart recovers what was durable.
+//!
+//! The checkpoint (`write_checkpoint`) first makes the log durable up to
+//! its LSN like any other syncing thread, then writes its slot in file 0's
+//! header and syncs file 0 itself: the slot is not log data, so no round
+//! accounts for it.
 
 pub mod format;
 pub(crate) mod inflight;
 pub mod recovery;
+mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Poison, Result};
 use crate::io::{AlignedBuf, Device, FileSystem, OpenMode};
@@ -39,6 +102,7 @@ use crate::metrics::Metrics;
 use crate::page::Lsn;
 use format::{kind, Checkpoint, LogFileHeader, CHECKPOINT_SLOTS, GROUP_HDR, LOG_FILE_HDR};
 use inflight::InFlight;
+use writer::SyncState;
 
 /// First LSN of a new database (non-zero: 0 means "never changed").
 pub const START_LSN: Lsn = 8192;
@@ -69,9 +133,18 @@ pub struct Log {
     state: Mutex<LogState>,
     /// `state.lsn`, readable without the mutex.
     end: AtomicU64,
+    /// Held while the buffer is written to the OS, never during a sync
+    /// (see `writer`).
     write: Mutex<()>,
+    /// Every byte below this LSN has been written to the OS.
     written: AtomicU64,
+    /// Every byte below this LSN is durable: raised only when a sync round
+    /// covering it succeeded, under `sync`.
     flushed: AtomicU64,
+    /// Which sync round is running (see `writer`).
+    sync: Mutex<SyncState>,
+    /// Notified when a sync round ends.
+    round_ended: Condvar,
     checkpoint_lsn: AtomicU64,
     checkpoint_no: AtomicU64,
     checkpoint_mutex: Mutex<()>,
@@ -244,6 +317,8 @@ impl Log {
             write: Mutex::new(()),
             written: AtomicU64::new(cp.lsn),
             flushed: AtomicU64::new(cp.lsn),
+            sync: Mutex::new(SyncState::default()),
+            round_ended: Condvar::new(),
             checkpoint_lsn: AtomicU64::new(cp.lsn),
             checkpoint_no: AtomicU64::new(cp.no),
             checkpoint_mutex: Mutex::new(()),
@@ -416,89 +491,6 @@ impl Log {
         let st = self.state.lock();
         let pages = oldest_dirty().map_or(st.lsn, |d| d.min(st.lsn));
         (pages, st.in_flight.min_pin())
-    }
-
-    /// Write the buffer out up to at least `lsn`, and sync if asked.
-    /// Threads queue on the write mutex; whoever gets it writes everything
-    /// appended so far, so the others usually find their work done.
-    pub fn write_up_to(&self, lsn: Lsn, sync: bool) -> Result<()> {
-        let done = |s: &Self| {
-            if sync {
-                s.flushed_lsn() >= lsn
-            } else {
-                s.written.load(Ordering::Acquire) >= lsn
-            }
-        };
-        if done(self) {
-            return Ok(());
-        }
-        let _w = self.write.lock();
-        if done(self) {
-            return Ok(());
-        }
-        self.poisoned.check()?;
-        let (data, start, end) = {
-            let mut st = self.state.lock();
-            let data = std::mem::take(&mut st.buf);
-            let start = st.buf_lsn;
-            st.buf_lsn = st.lsn;
-            (data, start, st.lsn)
-        };
-        // From here the buffer's bytes exist nowhere else: any failure must
-        // poison, or later writes would leave a hole behind (module doc).
-        if !data.is_empty() {
-            let unfreed = end.saturating_sub(self.checkpoint_lsn());
-            if unfreed > self.capacity {
-                let e = Error::LogOverloaded(format!(
-                    "writing redo up to LSN {end} would overwrite log the checkpoint at {} has not \
-                     freed ({unfreed} bytes for a log of {}): a reservation was broken",
-                    self.checkpoint_lsn(),
-                    self.capacity
-                ));
-                self.poisoned.set(e.to_string());
-                return Err(e);
-            }
-            if let Err(e) = self.write_at_lsn(start, &data) {
-                self.poisoned.set(format!("a redo log write failed: {e}"));
-                return Err(e);
-            }
-            self.written.store(end, Ordering::Release);
-            Metrics::add(&self.metrics.log_writes, 1);
-            Metrics::add(&self.metrics.log_bytes_written, data.len() as u64);
-        }
-        if sync && self.flushed_lsn() < end {
-            for (dev, path) in &self.files {
-                if let Err(e) = dev.sync() {
-                    let e = Error::io(path, "sync", e);
-                    self.poisoned.set(format!("a redo log sync failed: {e}"));
-                    return Err(e);
-                }
-            }
-            Metrics::add(&self.metrics.os_log_fsyncs, 1);
-            self.flushed.store(end, Ordering::Release);
-            Metrics::set(&self.metrics.log_lsn_last_flush, end);
-        }
-        Ok(())
-    }
-
-    fn locate(&self, lsn: Lsn) -> (usize, u64, u64) {
-        let pos = lsn % self.capacity;
-        let file = (pos / self.area) as usize;
-        let off = pos % self.area;
-        (file, LOG_FILE_HDR + off, self.area - off)
-    }
-
-    fn write_at_lsn(&self, mut lsn: Lsn, mut data: &[u8]) -> Result<()> {
-        while !data.is_empty() {
-            let (f, off, room) = self.locate(lsn);
-            let n = (room as usize).min(data.len());
-            let (dev, path) = &self.files[f];
-            dev.write_at(&data[..n], off)
-                .map_err(|e| Error::io(path, "write", e))?;
-            data = &data[n..];
-            lsn += n as u64;
-        }
-        Ok(())
     }
 
     /// Read `len` bytes of log starting at `lsn` (recovery).

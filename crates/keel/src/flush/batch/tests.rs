@@ -307,3 +307,91 @@ fn wal_rule_honest_log_lets_the_page_through() {
     t.pool.space.read_page(PageId::new(0, 5), &mut buf).unwrap();
     assert_eq!(page_lsn(&buf), 11);
 }
+
+/// The write-ahead check on the real log, while a log sync is held inside
+/// its fdatasync: a page whose redo is durable already is written at once;
+/// a page whose redo is only written (not synced) waits for the sync round
+/// that covers it, not for the log's locks, and is written when it ends.
+#[test]
+fn wal_rule_waits_only_for_the_sync_round_a_page_needs() {
+    use std::path::Path;
+    use std::time::Instant;
+
+    use crate::engine::LogWal;
+    use crate::io::faulty::FaultyFs;
+    use crate::redo::format::{kind, LOG_FILE_HDR};
+    use crate::redo::Log;
+
+    const WAIT: Duration = Duration::from_secs(10);
+    let fs = FaultyFs::new();
+    let log = Arc::new(
+        Log::create(
+            &fs,
+            Path::new("/db"),
+            LOG_FILE_HDR + (64 << 10),
+            2,
+            7,
+            Arc::default(),
+        )
+        .unwrap(),
+    );
+    let append = |fill: u8| {
+        log.append(kind::MTR, &[fill; 100], |s, e| (s, e))
+            .unwrap()
+            .1
+    };
+    let t = TestPool::new(0, Arc::new(LogWal(log.clone())));
+    let dirty = |page_no: u32, (start, end): (Lsn, Lsn)| {
+        let id = PageId::new(0, page_no);
+        let mut w = t.pool.create(id).unwrap();
+        init_page(&mut w, id, PageType::BtreeLeaf);
+        t.pool.mark_dirty(&mut w, start, end);
+    };
+
+    // Page 5's change is durable; page 7's is written while a round that
+    // began before it is held, so only the next round covers it.
+    let durable = append(1);
+    log.write_up_to(durable.1, true).unwrap();
+    let in_round = append(2);
+    let hold = fs.arm("/redo-.sync:hold", 0).unwrap();
+    std::thread::scope(|s| {
+        let round = s.spawn(|| log.write_up_to(in_round.1, true));
+        hold.wait_held(WAIT).unwrap();
+        let written = append(3);
+        log.write_up_to(written.1, false).unwrap();
+        dirty(5, durable);
+        dirty(7, written);
+        assert_eq!(log.flushed_lsn(), durable.1);
+
+        let page5 = s.spawn(|| {
+            t.wb.flush_list_batch(&t.pool, 0, 1, u64::MAX, FlushKind::Background)
+        });
+        let deadline = Instant::now() + WAIT;
+        while !page5.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "a page whose redo is durable waited for the held sync"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(page5.join().unwrap().unwrap(), 1);
+        assert!(t.on_disk(5));
+        assert_eq!(t.dirty_pages(), [7]);
+
+        let page7 = s.spawn(|| {
+            t.wb.flush_list_batch(&t.pool, 0, 1, u64::MAX, FlushKind::Background)
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            !page7.is_finished(),
+            "a page whose redo is only written went out before a sync covered it"
+        );
+        assert!(!t.on_disk(7));
+        assert!(hold.release());
+        round.join().unwrap().unwrap();
+        assert_eq!(page7.join().unwrap().unwrap(), 1);
+        assert!(t.on_disk(7));
+        assert!(log.flushed_lsn() >= written.1);
+    });
+    assert!(t.dirty_pages().is_empty());
+}
