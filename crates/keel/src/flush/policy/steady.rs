@@ -38,8 +38,13 @@
 //!   writers hold no latch, each at the age it sees): below `F`, no limit; above it the allowed redo
 //!   rate is `base_rate × pos`, with `pos = clamp(1 + x/2 + x³/2, 0, 2)`,
 //!   `x = (S − age)/(H − S)` (gentle near `S`, steep near `H`), and
-//!   `base_rate` following `capacity × ρ` (before any capacity is measured,
-//!   `bw × ρ`), the rate the flusher can retire, with damped steps.
+//!   `base_rate` following `capacity × ρ` (before any capacity is measured
+//!   with a backlog, `bw × ρ`), the rate the flusher can retire, with damped
+//!   steps, and at or below `S` never under the present redo rate. Every
+//!   error here must be on the generous side: too high a base rate lets the
+//!   age climb towards `H`, where the curve stops writers anyway; too low a
+//!   one starves writers, who then dirty too little for the flusher to
+//!   measure anything better.
 //!
 //! Everything here is a pure function of the snapshots seen so far: the
 //! simulation test drives this very code in simulated time.
@@ -292,7 +297,11 @@ impl Steady {
         let span = s.now.saturating_sub(*since);
         if span >= CAPACITY_WINDOW {
             let achieved = s.pages_written.saturating_sub(*pages0) as f64 / span.as_secs_f64();
-            if *all_backlog || achieved > self.capacity.get().unwrap_or(0.0) {
+            // Without a backlog, what was written is what was asked: it
+            // may raise a measured capacity, never stand for one (writers
+            // held to it would ask for less and less).
+            let raise = self.capacity.get().is_some_and(|c| achieved > c);
+            if *all_backlog || raise {
                 self.capacity.update(achieved, 0.5);
             }
             self.window = Some((s.now, s.pages_written, true));
@@ -337,6 +346,10 @@ impl FlushPolicy for Steady {
         // can retire.
         let retire = capacity.or(bw).map(|b| b * rho);
         let base = match retire {
+            // At or below the setpoint the writers' present rate is
+            // sustainable: never hold them under it there (a stale, low
+            // estimate must not starve them; above S the curve cuts it).
+            Some(r) if age <= setpoint => self.base_rate.update(r.max(log_rate), 0.2),
             Some(r) => self.base_rate.update(r, 0.2),
             // Nothing measured yet: a rate that cannot take the age from
             // the setpoint to the hard level within a tick.
