@@ -303,7 +303,11 @@ fn a_preset_plan_prepares_with_its_own_options_and_the_report_names_the_preset()
     let page = oltp::render_html(&report);
     assert!(page.contains("preset disaster-55</h1>"), "{page}");
     assert!(page.contains("Disaster: MySQL 5.5 flushing"));
-    assert!(page.contains("Flush policy: classic"));
+    // The plan's options are the run's (the CLI merges the preset's into
+    // them): the default policy here.
+    let policy = report.runs[0].options["flush_policy"].as_str().unwrap();
+    assert_eq!(policy, "steady");
+    assert!(page.contains(&format!("Flush policy: {policy}")), "{page}");
     // Without a preset the JSON has no preset keys.
     p.preset = None;
     p.prepare_sets = vec![];

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::Args;
-use keel::Options;
+use keel::{FlushPolicyName, Options};
 use keel_bench::oltp::{
     self, DeviceChange, Event, OltpParams, OltpReport, Plan, RandType, RunResult, Workload,
 };
@@ -120,8 +120,14 @@ fn after_help() -> String {
          ./keel-report/. Example: keel bench oltp --vary buffer_pool_size=32MiB,64MiB --time 30 \
          --json runs.json\n\nScenario presets ({}): each reproduces one seed in 2-5 minutes, \
          e.g. keel bench oltp --preset disaster-55; `--preset list` describes them, and any flag \
-         given wins over the preset's value.",
-        names.join(", ")
+         given wins over the preset's value. Compare the policies on identical data with \
+         --vary flush_policy=classic,steady.\n\nFlushing: flush_policy = steady (the default) \
+         measures the device and needs no I/O-capacity knob; it holds the checkpoint age at a \
+         setpoint and paces writers above it (at most 100 ms per pause). It accepts and ignores \
+         {}. flush_policy = classic is InnoDB 8.0's adaptive flushing with all of those knobs; \
+         the seed presets use it.",
+        names.join(", "),
+        keel::CLASSIC_ONLY.join(", ")
     )
 }
 
@@ -183,7 +189,23 @@ pub fn run(a: OltpArgs) -> Result<()> {
         preset,
         device_changes,
     };
-    plan.runs()?;
+    let runs = plan.runs()?;
+    if runs
+        .iter()
+        .any(|(_, _, o)| o.flush_policy == FlushPolicyName::Steady)
+    {
+        let ignored: Vec<String> = resolve::given_keys(&a)?
+            .into_iter()
+            .filter(|k| keel::CLASSIC_ONLY.contains(&k.as_str()))
+            .collect();
+        if !ignored.is_empty() {
+            eprintln!(
+                "note: flush_policy = steady ignores {} (classic's knobs; steady measures the \
+                 device instead)",
+                ignored.join(", ")
+            );
+        }
+    }
     if let Some((p, given)) = &plan.preset {
         println!(
             "preset {}: seed {} \"{}\": {}{}",
@@ -296,7 +318,7 @@ fn print_header(index: usize, count: usize, label: &str, p: &OltpParams, o: &Opt
     println!(
         "\n{run}keel bench oltp {}: {} tables × {} rows, {} threads, {} s{}, rand {}, range {}{}; \
          buffer pool {} MiB, page {} B, redo {} × {} MiB, device {}, flush_method {}, \
-         flush policy {} (io_capacity {}, io_capacity_max {}, flush_neighbors {})",
+         flush policy {}",
         p.workload,
         p.tables,
         p.table_size,
@@ -320,11 +342,24 @@ fn print_header(index: usize, count: usize, label: &str, p: &OltpParams, o: &Opt
         o.log_file_size >> 20,
         o.device,
         o.flush_method,
-        o.flush_policy.as_str(),
-        o.io_capacity,
-        o.effective_io_capacity_max(),
-        o.flush_neighbors,
+        policy_summary(o),
     );
+}
+
+/// The policy and the knobs it reads, for the run's header line.
+fn policy_summary(o: &Options) -> String {
+    match o.flush_policy {
+        FlushPolicyName::Classic => format!(
+            "classic (io_capacity {}, io_capacity_max {}, flush_neighbors {})",
+            o.io_capacity,
+            o.effective_io_capacity_max(),
+            o.flush_neighbors
+        ),
+        FlushPolicyName::Steady => format!(
+            "steady (no I/O-capacity knob: the classic knobs are ignored; flush_neighbors {})",
+            o.flush_neighbors
+        ),
+    }
 }
 
 fn print_result(r: &RunResult) {

@@ -18,24 +18,42 @@ fn pct(part: u64, whole: u64) -> f64 {
 /// the flushing mode at the interval's end, dirty and free pages as % of
 /// the pool, pages flushed per second by kind (adaptive, background, LRU,
 /// sync, single page, neighbors), and the throttle's mean delay per
-/// transaction.
+/// transaction. Under `steady` the marks are its setpoint S and hard level
+/// H, and the writers' pauses follow: how many, p99 and longest (as
+/// histogram bucket bounds).
 pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
     let t = time_label(iv.t_s);
     let per_s = |n: u64| n as f64 / iv.interval_s.max(1e-9);
     let f = &iv.pages_flushed;
+    let steady = iv.setpoint > 0;
+    let (m1, m2) = if steady {
+        (("S", iv.setpoint), ("H", iv.hard))
+    } else {
+        (("async", iv.async_mark), ("sync", iv.sync_mark))
+    };
+    let pauses = if steady {
+        format!(
+            " | pauses {} p99 {:.0} max {:.0} ms",
+            iv.writer_pauses, iv.pause_p99_ms, iv.pause_max_ms
+        )
+    } else {
+        String::new()
+    };
     format!(
         "[ {t} ]{} thds: {threads} tps: {:.1} qps: {:.1} lat(ms,95%): {:.1} err/s: {:.1} \
-         | ckpt age {:.0}% (async {:.0}%, sync {:.0}%) mode {} dirty {:.0}% free {:.1}% \
+         | ckpt age {:.0}% ({} {:.0}%, {} {:.0}%) mode {} dirty {:.0}% free {:.1}% \
          | flushed/s adapt {:.0} bg {:.0} lru {:.0} sync {:.0} single {:.0} nbr {:.0} \
-         | throttle {:.1} ms",
+         | throttle {:.1} ms{pauses}",
         if warmup { " (warmup)" } else { "" },
         iv.tps,
         iv.qps,
         iv.lat_p95_ms,
         per_s(iv.errors),
         pct(iv.checkpoint_age, iv.log_capacity),
-        pct(iv.async_mark, iv.log_capacity),
-        pct(iv.sync_mark, iv.log_capacity),
+        m1.0,
+        pct(m1.1, iv.log_capacity),
+        m2.0,
+        pct(m2.1, iv.log_capacity),
         if iv.flush_mode.is_empty() {
             "-"
         } else {
@@ -164,6 +182,23 @@ mod tests {
             "[ 12s ] thds: 8 tps: 812.0 qps: 16240.3 lat(ms,95%): 14.2 err/s: 0.0 \
              | ckpt age 71% (async 88%, sync 94%) mode adaptive dirty 2% free 1.2% \
              | flushed/s adapt 600 bg 10 lru 40 sync 0 single 0 nbr 7 | throttle 0.0 ms"
+        );
+        // steady: its setpoint and hard level, and the writers' pauses.
+        let iv = Interval {
+            setpoint: 77,
+            hard: 95,
+            writer_pauses: 120,
+            throttle_delay_ms: 406.0,
+            transactions: 812,
+            pause_p99_ms: 20.0,
+            pause_max_ms: 50.0,
+            ..iv
+        };
+        let line = interval_line(8, &iv, false);
+        assert!(
+            line.contains("| ckpt age 71% (S 77%, H 95%) mode adaptive")
+                && line.ends_with("| throttle 0.5 ms | pauses 120 p99 20 max 50 ms"),
+            "{line}"
         );
     }
 

@@ -1,9 +1,12 @@
 //! The HTML report: the scenario preset (if any), every run's summary in
 //! one table, then charts that overlay the runs against time — throughput,
-//! p95 latency, checkpoint age against its marks, the flushing mode, pages
-//! flushed by kind (against `io_capacity_max`), dirty and free pages,
-//! throttle delay; each `--device-change` is a labelled vertical line on
-//! every chart. One self-contained page: inline SVG and CSS, no script.
+//! p95 latency, checkpoint age against its marks (classic: async and sync;
+//! steady: F, S and H), the flushing mode, pages flushed by kind (against
+//! `io_capacity_max`), dirty and free pages, throttle delay, the writers'
+//! pauses (p99 and longest), and the device's write bandwidth as `steady`
+//! estimates it against what was written; each `--device-change` is a
+//! labelled vertical line on every chart. One self-contained page: inline
+//! SVG and CSS, no script.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -13,7 +16,7 @@ use crate::chart::{escape, legend_html, line_chart, LineChart, Marker, Series, D
 use super::{Interval, OltpError, OltpReport, PresetSettings, RunResult};
 
 /// Titles of the charts, in page order (the report check counts them).
-pub const CHART_TITLES: [&str; 7] = [
+pub const CHART_TITLES: [&str; 9] = [
     "Throughput",
     "Latency, 95th percentile",
     "Checkpoint age and its marks",
@@ -21,6 +24,8 @@ pub const CHART_TITLES: [&str; 7] = [
     "Pages flushed per second, by kind",
     "Dirty and free pages",
     "Throttle delay",
+    "Writer pauses per interval (steady)",
+    "Write bandwidth: estimated and achieved (steady)",
 ];
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -82,19 +87,90 @@ fn chart(title: &str, y_label: &str, log_y: bool, series: &[Series], markers: &[
     )
 }
 
+/// Whether `run` ran `steady` (its levels are published).
+fn is_steady(run: &RunResult) -> bool {
+    run.intervals.iter().any(|i| i.setpoint > 0)
+}
+
+/// One series of `value` against time for `run` (the `r`th).
+fn series_of(
+    r: usize,
+    run: &RunResult,
+    dash: &'static str,
+    suffix: &str,
+    value: fn(&Interval) -> f64,
+) -> Series {
+    Series {
+        label: format!("{}{suffix}", run.label),
+        color: color(r),
+        dash,
+        points: run.intervals.iter().map(|iv| (iv.t_s, value(iv))).collect(),
+    }
+}
+
+/// Each run's checkpoint age and the marks of its policy: classic's async
+/// and sync marks, or steady's freerun F, setpoint S and hard level H.
 fn checkpoint_series(runs: &[RunResult]) -> Vec<Series> {
-    let mut s = per_run(runs, DASHES[0], ": checkpoint age", |i| {
-        i.checkpoint_age as f64 / MIB
-    });
-    s.extend(per_run(runs, DASHES[1], ": async mark", |i| {
-        i.async_mark as f64 / MIB
-    }));
-    s.extend(per_run(runs, DASHES[2], ": sync mark", |i| {
-        i.sync_mark as f64 / MIB
-    }));
-    s.extend(per_run(runs, DASHES[3], ": log capacity", |i| {
-        i.log_capacity as f64 / MIB
-    }));
+    type Mark = (&'static str, fn(&Interval) -> f64);
+    let classic: [Mark; 2] = [
+        (": async mark", |i| i.async_mark as f64 / MIB),
+        (": sync mark", |i| i.sync_mark as f64 / MIB),
+    ];
+    let steady: [Mark; 3] = [
+        (": F (freerun)", |i| i.freerun as f64 / MIB),
+        (": S (setpoint)", |i| i.setpoint as f64 / MIB),
+        (": H (hard level)", |i| i.hard as f64 / MIB),
+    ];
+    let mut s = Vec::new();
+    for (r, run) in runs.iter().enumerate() {
+        s.push(series_of(r, run, DASHES[0], ": checkpoint age", |i| {
+            i.checkpoint_age as f64 / MIB
+        }));
+        let marks: &[Mark] = if is_steady(run) { &steady } else { &classic };
+        for (k, (name, value)) in marks.iter().enumerate() {
+            s.push(series_of(r, run, DASHES[1 + k % 2], name, *value));
+        }
+        s.push(series_of(r, run, DASHES[3], ": log capacity", |i| {
+            i.log_capacity as f64 / MIB
+        }));
+    }
+    s
+}
+
+/// Writer pauses per interval of the steady runs: p99 (solid) and the
+/// longest (dashed), as histogram bucket bounds.
+fn pause_series(runs: &[RunResult]) -> Vec<Series> {
+    let mut s = Vec::new();
+    for (r, run) in runs.iter().enumerate().filter(|(_, r)| is_steady(r)) {
+        s.push(series_of(r, run, DASHES[0], ": pause p99", |i| {
+            i.pause_p99_ms
+        }));
+        s.push(series_of(r, run, DASHES[1], ": longest pause", |i| {
+            i.pause_max_ms
+        }));
+    }
+    s
+}
+
+/// Device write bandwidth of the steady runs: the busy-time estimate, the
+/// flusher's capacity with a backlog, and the pages actually written.
+fn bandwidth_series(runs: &[RunResult]) -> Vec<Series> {
+    let mut s = Vec::new();
+    for (r, run) in runs.iter().enumerate().filter(|(_, r)| is_steady(r)) {
+        s.push(series_of(
+            r,
+            run,
+            DASHES[1],
+            ": estimated (busy time)",
+            |i| i.bw_estimate as f64,
+        ));
+        s.push(series_of(r, run, DASHES[2], ": flusher capacity", |i| {
+            i.flusher_capacity as f64
+        }));
+        s.push(series_of(r, run, DASHES[0], ": achieved", |i| {
+            per_s(i.pages_written, i)
+        }));
+    }
     s
 }
 
@@ -108,7 +184,7 @@ fn mode_level(i: &Interval) -> f64 {
     }
 }
 
-/// Pages flushed: colour by kind, dash by run; then each run's
+/// Pages flushed: colour by kind, dash by run; then each classic run's
 /// `io_capacity_max` as a grey line (flush-list flushing outside sync mode
 /// stays under it; LRU flushing does not).
 fn flushed_series(runs: &[RunResult]) -> Vec<Series> {
@@ -132,6 +208,10 @@ fn flushed_series(runs: &[RunResult]) -> Vec<Series> {
                 points: run.intervals.iter().map(|iv| (iv.t_s, value(iv))).collect(),
             });
         }
+        if is_steady(run) {
+            // steady has no io_capacity_max to stay under.
+            continue;
+        }
         let cap = run.io_capacity_max as f64;
         out.push(Series {
             label: format!("{}: io_capacity_max ({})", run.label, run.io_capacity_max),
@@ -146,7 +226,7 @@ fn flushed_series(runs: &[RunResult]) -> Vec<Series> {
 fn charts_html(runs: &[RunResult]) -> String {
     let mut pages = per_run(runs, DASHES[0], ": dirty", |i| i.dirty_pages as f64);
     pages.extend(per_run(runs, DASHES[1], ": free", |i| i.free_pages as f64));
-    let [t0, t1, t2, t3, t4, t5, t6] = CHART_TITLES;
+    let [t0, t1, t2, t3, t4, t5, t6, t7, t8] = CHART_TITLES;
     let m = &device_markers(runs);
     [
         chart(
@@ -182,6 +262,14 @@ fn charts_html(runs: &[RunResult]) -> String {
             }),
             m,
         ),
+        chart(
+            t7,
+            "pause (ms, bucket bound)",
+            false,
+            &pause_series(runs),
+            m,
+        ),
+        chart(t8, "pages/s", false, &bandwidth_series(runs), m),
     ]
     .concat()
 }

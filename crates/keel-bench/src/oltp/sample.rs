@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 
 use keel::FlushMode;
+
+use super::status::{pause_buckets, pause_quantile};
 use serde::Serialize;
 
 /// The engine's metrics at one instant.
@@ -99,6 +101,24 @@ pub struct Interval {
     pub free_check_waits: u64,
     /// Milliseconds writers spent stopped at the free-check limit.
     pub free_check_wait_ms: f64,
+    /// `steady`: checkpoint age below which writers run free (0 under
+    /// `classic`).
+    pub freerun: u64,
+    /// `steady`: the checkpoint age it holds.
+    pub setpoint: u64,
+    /// `steady`: the age at which writers' allowed rate reaches zero.
+    pub hard: u64,
+    /// Writer pauses (`steady`'s throttle), each at most 100 ms.
+    pub writer_pauses: u64,
+    /// The pauses' 99th percentile, as the upper bound of its histogram
+    /// bucket (1, 2, 5, 10, 20, 50, 100 ms; 0: no pause).
+    pub pause_p99_ms: f64,
+    /// The longest pause, likewise as its bucket's upper bound.
+    pub pause_max_ms: f64,
+    /// `steady`: estimated device write bandwidth, pages/s of busy time.
+    pub bw_estimate: u64,
+    /// `steady`: pages/s the flusher achieves with a backlog.
+    pub flusher_capacity: u64,
 }
 
 /// What the workers counted in one interval.
@@ -126,6 +146,8 @@ impl Interval {
     pub(crate) fn new(t_s: f64, interval_s: f64, c: Counts, a: &Snapshot, b: &Snapshot) -> Self {
         let secs = interval_s.max(1e-9);
         let adaptive = delta(a, b, "buffer_flush_adaptive_total_pages");
+        let pauses = delta(a, b, "writer_pauses");
+        let buckets = pause_buckets(&|n| delta(a, b, n));
         let background = delta(a, b, "buffer_flush_background_total_pages");
         Interval {
             t_s,
@@ -163,8 +185,27 @@ impl Interval {
             flush_mode: FlushMode::from_code(val(b, "buffer_flush_mode")).as_str(),
             free_check_waits: delta(a, b, "log_free_check_waits"),
             free_check_wait_ms: delta(a, b, "log_free_check_wait_us_total") as f64 / 1000.0,
+            freerun: val(b, "steady_freerun"),
+            setpoint: val(b, "steady_setpoint"),
+            hard: val(b, "steady_hard_limit"),
+            writer_pauses: pauses,
+            pause_p99_ms: pause_ms(&buckets, pauses, 0.99),
+            pause_max_ms: pause_ms(&buckets, pauses, 1.0),
+            bw_estimate: val(b, "device_write_bw_estimate"),
+            flusher_capacity: val(b, "steady_flusher_capacity"),
         }
     }
+}
+
+/// The bucket bound (ms) under which a share `q` of `n` pauses fall; the
+/// largest bound if the buckets hold fewer (0 without pauses).
+fn pause_ms(buckets: &[(u64, u64)], n: u64, q: f64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    let us = pause_quantile(buckets, n, q)
+        .unwrap_or(keel::PAUSE_BUCKETS_US[keel::PAUSE_BUCKETS_US.len() - 1]);
+    us as f64 / 1000.0
 }
 
 /// Throttle delay in ms between two snapshots (0 under `classic`).

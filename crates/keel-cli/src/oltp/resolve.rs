@@ -94,7 +94,7 @@ fn params(a: &OltpArgs, preset: Option<&Preset>) -> Result<OltpParams> {
 /// Every parameter and option key the command line gives, in any form: a
 /// workload flag, --config, --set, --device, --vary (and `device_change`
 /// for --device-change). These win over a preset.
-fn given_keys(a: &OltpArgs) -> Result<Vec<String>> {
+pub(super) fn given_keys(a: &OltpArgs) -> Result<Vec<String>> {
     let flags: [(&str, bool); 11] = [
         ("workload", a.workload.is_some()),
         ("tables", a.tables.is_some()),
