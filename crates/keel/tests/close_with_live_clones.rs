@@ -1,7 +1,9 @@
 #![allow(clippy::unwrap_used)]
-//! Closing a database while other handles' writers wait for log space:
-//! they get `Error::Closed` at once instead of waiting out their 60 s
-//! timeout, and the close finishes once the page cleaners can write again.
+//! Closing a database while other handles' writers wait for log space
+//! (`classic`: at the free-check limit) or are held by the pacer at the
+//! hard level (`steady`): they get `Error::Closed` at once instead of
+//! waiting out their 60 s timeout, and the close finishes once the page
+//! cleaners can write again.
 
 mod common;
 
@@ -9,13 +11,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keel::io::faulty::FaultyFs;
-use keel::{Db, Error};
+use keel::{Db, Error, FlushPolicyName};
 
 #[test]
 fn writers_waiting_for_log_space_on_other_handles_get_closed_at_once() {
+    closed_at_once(FlushPolicyName::Classic);
+}
+
+#[test]
+fn writers_held_by_the_pacer_on_other_handles_get_closed_at_once() {
+    closed_at_once(FlushPolicyName::Steady);
+}
+
+fn closed_at_once(policy: FlushPolicyName) {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultyFs::new());
     let mut o = common::small_opts(2048);
+    o.flush_policy = policy;
     o.flush_method = Default::default();
     o.page_cleaners = 1;
     // Without doublewrite only checkpoints sync the data files, and a
@@ -46,10 +58,36 @@ fn writers_waiting_for_log_space_on_other_handles_get_closed_at_once() {
     hold.wait_held(Duration::from_secs(10)).unwrap();
     let m = db.metrics();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while m.get("log_free_check_waits").unwrap() < 3 {
+    // classic: writers stop at the free-check limit; steady: the pacer holds
+    // them at the hard level, short of it.
+    let waits = match policy {
+        FlushPolicyName::Classic => "log_free_check_waits",
+        FlushPolicyName::Steady => "writer_pauses",
+    };
+    let mut held_since: Option<(Instant, u64)> = None;
+    loop {
+        let (w, commits) = (m.get(waits).unwrap(), m.get("trx_commits").unwrap());
+        let held = match policy {
+            FlushPolicyName::Classic => w >= 3,
+            // Held: pausing, and no commit for 300 ms.
+            FlushPolicyName::Steady => match held_since {
+                Some((at, c)) if c == commits => w > 0 && at.elapsed() > Duration::from_millis(300),
+                _ => {
+                    held_since = Some((Instant::now(), commits));
+                    false
+                }
+            },
+        };
+        if held {
+            break;
+        }
         assert!(
             Instant::now() < deadline,
-            "writers never waited for log space"
+            "writers never waited for log space: age {} of limit {}, {} pauses, {} commits",
+            m.get("log_lsn_checkpoint_age").unwrap(),
+            m.get("log_free_check_limit").unwrap(),
+            m.get("writer_pauses").unwrap(),
+            m.get("trx_commits").unwrap(),
         );
         std::thread::sleep(Duration::from_millis(5));
     }

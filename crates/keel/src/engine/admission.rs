@@ -278,6 +278,22 @@ impl Admission {
         self.records.fetch_add(record, Ordering::AcqRel);
     }
 
+    /// The cleaners' error if they failed since they had failed `before`
+    /// times: waiting for them is then pointless.
+    fn cleaners_failed(&self, before: u64) -> Result<()> {
+        if self.wb.failures() <= before {
+            return Ok(());
+        }
+        let (why, full_disk) = self.wb.last_failure();
+        let msg = format!("the checkpoint cannot advance because the page cleaners failed: {why}");
+        // A full disk may pass (the caller may retry); a device error does not.
+        Err(if full_disk {
+            Error::LogOverloaded(msg)
+        } else {
+            Error::FlushFailed(msg)
+        })
+    }
+
     /// A finished commit's record leaves the record limit.
     pub fn release_record(&self, record: u64) {
         self.records.fetch_sub(record, Ordering::AcqRel);
@@ -308,18 +324,7 @@ impl Admission {
             if purpose == Purpose::InFlight && self.abandoned() {
                 return Err(Error::Closed);
             }
-            if self.wb.failures() > failures {
-                let (why, full_disk) = self.wb.last_failure();
-                let msg = format!(
-                    "the checkpoint cannot advance because the page cleaners failed: {why}"
-                );
-                // A full disk may pass (the caller may retry); a device error does not.
-                return Err(if full_disk {
-                    Error::LogOverloaded(msg)
-                } else {
-                    Error::FlushFailed(msg)
-                });
-            }
+            self.cleaners_failed(failures)?;
             if started.elapsed() > LOG_WAIT_TIMEOUT {
                 return Err(Error::LogOverloaded(format!(
                     "checkpoint age {} bytes (+{} reserved) stayed above the limit of {} for {:?}; \
@@ -354,23 +359,40 @@ impl Admission {
     /// all writers together however far ahead they got. Each pause is
     /// counted in the pause histogram. A pause ends early, with nothing
     /// owed, once the limit is lifted.
-    pub fn pace(&self) {
+    ///
+    /// At the hard level the allowed rate is zero, and if the flusher cannot
+    /// bring the age down (a device that stopped, failing writes) pausing
+    /// would never end; so pacing ends as the free-check wait does: with
+    /// `Closed` once the database closes, at once with the cleaners' error
+    /// when they fail, and with `LogOverloaded` after [`LOG_WAIT_TIMEOUT`]
+    /// of pauses: never an endless stall. The caller holds no latch and no
+    /// reservation.
+    pub fn pace(&self) -> Result<()> {
+        let started = Instant::now();
+        let failures = self.wb.failures();
         // Commits must not read the log for a limit nobody set.
         while self.pacer.is_active() {
             let lsn = self.log.lsn();
             let age = lsn.saturating_sub(self.log.checkpoint_lsn());
             let pause = self.pacer.delay(lsn, age, Instant::now());
             if pause.is_zero() {
-                return;
+                return Ok(());
             }
-            let started = Instant::now();
+            let slept = Instant::now();
             std::thread::sleep(pause);
             self.metrics
-                .record_pause(started.elapsed().as_micros() as u64);
-            if self.closing.load(Ordering::Acquire) {
-                return;
+                .record_pause(slept.elapsed().as_micros() as u64);
+            self.check_writable(Purpose::New)?;
+            self.cleaners_failed(failures)?;
+            if started.elapsed() > LOG_WAIT_TIMEOUT {
+                return Err(Error::LogOverloaded(format!(
+                    "writers were held for {LOG_WAIT_TIMEOUT:?} at checkpoint age {age} bytes \
+                     (free-check limit {}): the page cleaners retire no redo",
+                    self.free_limit
+                )));
             }
         }
+        Ok(())
     }
 
     /// A budget for the mini-transactions of one operation.

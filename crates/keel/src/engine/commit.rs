@@ -48,7 +48,7 @@ impl Engine {
         let record_len = record.len() as u64;
         let group = (GROUP_HDR + record.len()) as u64;
         let first_op = mtr_bound(1, self.page_size());
-        self.adm.pace();
+        self.adm.pace()?;
         self.adm
             .reserve_commit(record_len, group + MARKER + first_op)?;
         match self.log.append_commit(record) {

@@ -477,7 +477,8 @@ impl Log {
         self.end.store(end, Ordering::Release);
         drop(st);
         self.note_append(start, end);
-        Ok(Some((start, len)))
+        // The group's own extent, so that `start + bytes` is its end.
+        Ok(Some((start, (end - start) as usize)))
     }
 
     /// Where a checkpoint could go now, as two bounds: the oldest unwritten
