@@ -7,7 +7,10 @@
 //! limit follows the age between rounds. The pacer turns the rate into
 //! pauses without estimating what each commit will log: it keeps a shared
 //! timeline anchored at (LSN, instant), re-anchored where it stood whenever
-//! the rate changes (so a change neither forgives debt nor banks credit),
+//! the rate changes (so a change neither forgives recent debt nor banks
+//! credit; debt beyond [`MAX_DEBT`] is forgiven, since time owed at the
+//! near-zero rate of the hard level would otherwise hold writers long
+//! after the age came down),
 //! and a writer sleeps until the instant at which the current LSN is due.
 //! Every writer waits for the same due time, so the limit holds for all of
 //! them together. Unused time is banked for at most [`MAX_BURST`], so an
@@ -31,6 +34,8 @@ use crate::page::Lsn;
 /// Most credit an idle spell leaves for a burst: a tick of the controller,
 /// so a burst cannot carry the age far past where the curve stops writers.
 pub const MAX_BURST: Duration = Duration::from_millis(100);
+/// Most time owed carried over when the rate changes.
+pub const MAX_DEBT: Duration = Duration::from_millis(100);
 /// Longest single pause asked of the clock: a writer re-checks at least
 /// this often. 10 ms under the 100 ms promised, for the scheduler's lateness.
 pub const MAX_PAUSE: Duration = Duration::from_millis(90);
@@ -97,11 +102,13 @@ impl Pacer {
         let a = match st.anchor.take() {
             None => Anchor { lsn, at: now, rate },
             Some(a) if a.rate == rate => a,
-            // Re-anchor where the old timeline stood (at most MAX_BURST
-            // of credit).
+            // Re-anchor where the old timeline stood, with at most
+            // MAX_BURST of credit and MAX_DEBT of debt: debt is kept in
+            // time, and time owed at a tiny rate (near H) would otherwise
+            // hold writers for minutes once the rate is high again.
             Some(a) => Anchor {
                 lsn,
-                at: due(&a, lsn).max(floor),
+                at: due(&a, lsn).clamp(floor, now + MAX_DEBT),
                 rate,
             },
         };
@@ -192,6 +199,22 @@ mod tests {
         // Back below the free-running age: the debt is dropped.
         assert_eq!(p.delay(20_002, 100, t), Duration::ZERO);
         assert_eq!(p.delay(20_003, AT_S, t), Duration::ZERO);
+    }
+
+    #[test]
+    fn debt_run_up_at_the_hard_level_is_forgiven_beyond_max_debt() {
+        let p = Pacer::default();
+        let t = Instant::now();
+        p.set_limit(flat(1_000_000.0));
+        assert_eq!(p.delay(0, AT_S, t), Duration::ZERO);
+        // At H (1 byte/s) 1 MB of redo is owed for 11 days.
+        assert_eq!(p.delay(1, 2000, t), Duration::ZERO);
+        assert_eq!(p.delay(1_000_000, 2000, t), MAX_PAUSE);
+        // The age comes down: at most MAX_DEBT of it is still owed.
+        let later = t + Duration::from_millis(50);
+        assert_eq!(p.delay(1_000_000, AT_S, later), MAX_PAUSE);
+        let d = p.delay(1_000_000, AT_S, later + MAX_PAUSE);
+        assert!(d <= MAX_DEBT.saturating_sub(MAX_PAUSE), "{d:?}");
     }
 
     #[test]

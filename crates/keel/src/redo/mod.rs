@@ -533,6 +533,12 @@ impl Log {
         self.checkpoint_no.store(no, Ordering::Release);
         self.checkpoint_lsn.store(lsn, Ordering::Release);
         Metrics::set(&self.metrics.log_lsn_last_checkpoint, lsn);
+        // The age gauge is set at every append too; without this a
+        // checkpoint while nothing is appended would leave it stale.
+        Metrics::set(
+            &self.metrics.log_lsn_checkpoint_age,
+            self.lsn().saturating_sub(lsn),
+        );
         Metrics::add(&self.metrics.log_checkpoints, 1);
         Ok(true)
     }
