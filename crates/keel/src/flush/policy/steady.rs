@@ -358,15 +358,6 @@ impl FlushPolicy for Steady {
                 .get()
                 .unwrap_or(hard.saturating_sub(setpoint) as f64 / TICK.as_secs_f64()),
         };
-        // Below S, writers may always take the age up to S within a tick:
-        // the flusher has nothing to do there, so a low estimate (say ρ
-        // measured while LRU writes retired little) must not hold them
-        // (they would log nothing, and nothing would be measured again).
-        let base = if age < setpoint {
-            base.max(setpoint.saturating_sub(age) as f64 / TICK.as_secs_f64())
-        } else {
-            base
-        };
         let pos = pos_ratio(age, setpoint, hard);
         let limit = WriterLimit {
             base_rate: base,
