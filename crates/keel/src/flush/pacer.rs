@@ -21,9 +21,12 @@
 //! `classic` never sets a limit.
 //!
 //! Locking: one short mutex around the anchor; nothing else is held and
-//! nobody waits on it (pauses are sleeps taken after it is released).
+//! nobody waits on it (pauses are sleeps taken after it is released). A
+//! writer at or under the free-running age while no timeline is anchored
+//! reads two atomics and skips the mutex, so a commit pays for it only
+//! above `F`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -60,6 +63,11 @@ struct State {
 pub struct Pacer {
     /// Whether a limit is set: writers check this without the mutex.
     active: AtomicBool,
+    /// An age at or under which a writer needs no mutex: the limit's
+    /// free-running age while no timeline is anchored, else 0. (Under
+    /// `steady` the limit is always set, so without this every commit
+    /// would take the mutex.)
+    free_below: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -77,6 +85,16 @@ impl Pacer {
             st.anchor = None;
         }
         st.limit = limit;
+        self.publish_free_below(&st);
+    }
+
+    /// Set `free_below` from the state (called holding its mutex).
+    fn publish_free_below(&self, st: &State) {
+        let free = match (&st.anchor, st.limit) {
+            (None, Some(l)) => l.freerun,
+            _ => 0,
+        };
+        self.free_below.store(free, Ordering::Release);
     }
 
     /// Whether a limit is set (one atomic load: callers skip reading the
@@ -90,12 +108,13 @@ impl Pacer {
     /// free-running age, or when the pause would be under [`MIN_PAUSE`];
     /// at most [`MAX_PAUSE`].
     pub fn delay(&self, lsn: Lsn, age: u64, now: Instant) -> Duration {
-        if !self.active.load(Ordering::Acquire) {
+        if !self.active.load(Ordering::Acquire) || age <= self.free_below.load(Ordering::Acquire) {
             return Duration::ZERO;
         }
         let mut st = self.state.lock();
         let Some(rate) = st.limit.and_then(|l| l.rate_at(age)) else {
             st.anchor = None;
+            self.publish_free_below(&st);
             return Duration::ZERO;
         };
         let floor = now.checked_sub(MAX_BURST).unwrap_or(now);
@@ -112,6 +131,7 @@ impl Pacer {
                 rate,
             },
         };
+        self.free_below.store(0, Ordering::Release);
         let a = st.anchor.insert(a);
         let due_at = due(a, lsn);
         if due_at < floor {
