@@ -73,6 +73,19 @@ const RESERVE_TICKS: f64 = 1.0;
 const CATCH_UP: f64 = 0.5;
 /// Most page writes kept in flight.
 pub const MAX_DEPTH: usize = 64;
+/// Depth at or under which the write latency counts as the device's own
+/// (see [`Device`]).
+pub const BASE_PROBE_DEPTH: usize = 2;
+/// Busy ticks between two probes of the base latency.
+pub const PROBE_TICKS: u32 = 100;
+/// Ticks a probe lasts.
+const PROBE_LEN: u32 = 2;
+/// Latency, in bases, under which the depth grows by one a tick.
+const DEPTH_RAISE: f64 = 1.3;
+/// Latency, in bases, over which the depth shrinks by a quarter a tick.
+const DEPTH_EASE: f64 = 2.0;
+/// Latency, in bases, over which the depth is halved.
+const DEPTH_CUT: f64 = 3.0;
 /// The linear share of the throttle curve (see [`pos_ratio`]).
 const LINEAR: f64 = 0.5;
 /// Shortest span over which the flusher's capacity is measured.
@@ -128,17 +141,41 @@ impl Peak {
 
 /// The device's write speed over its busy time, its latency, and the queue
 /// depth the flusher uses (see the module doc).
+///
+/// The depth follows the write latency against its *base*, the latency of
+/// a write that queues behind none of ours: one more write in flight each
+/// tick while latency stays under [`DEPTH_RAISE`] × the base, a quarter
+/// fewer above [`DEPTH_EASE`] ×, half as many on a spike over
+/// [`DEPTH_CUT`] ×. So the depth settles where the device's own queue
+/// starts to grow, a little over its parallelism, and a page read or a
+/// log write arriving behind the flusher waits for a few writes, not for
+/// dozens.
+///
+/// The base is the lowest latency seen, and it only falls, except where
+/// it is measured: at a depth of [`BASE_PROBE_DEPTH`] or less the writes
+/// hardly queue behind each other, so their latency is the device's own.
+/// Every [`PROBE_TICKS`] busy ticks the flusher drops to that depth for
+/// [`PROBE_LEN`] ticks and takes the base afresh, then resumes its depth
+/// (TCP BBR's periodic round-trip probe): a device that became slower for
+/// good gets a new base within seconds, and a base measured while our own
+/// writes queued (after the device became faster) does not let the depth
+/// ratchet up. (A base allowed to drift up at any depth followed the queue
+/// it measured: the depth ran to the maximum, 64 writes queued on a disk
+/// serving 8, and every page read and log write waited behind them.)
 #[derive(Clone, Debug, PartialEq)]
 pub struct Device {
     /// Pages per second of busy time.
     pub bw: Ewma,
-    /// Lowest latency per write call seen, drifting up slowly so that a
-    /// device that became slower for good gets a new base.
+    /// The write latency of a write queued behind none of ours.
     pub lat_base_us: Option<f64>,
     /// Recent latency per write call.
     pub lat_us: Ewma,
     /// Page writes kept in flight.
     pub depth: usize,
+    /// Busy ticks since the base was last probed.
+    since_probe: u32,
+    /// While probing: the depth to resume and the probe ticks left.
+    probe: Option<(usize, u32)>,
 }
 
 impl Default for Device {
@@ -148,6 +185,8 @@ impl Default for Device {
             lat_base_us: None,
             lat_us: Ewma::default(),
             depth: 4,
+            since_probe: 0,
+            probe: None,
         }
     }
 }
@@ -165,18 +204,40 @@ impl Device {
         }
         self.bw.update(pages as f64 / busy_s, 0.3);
         let lat = write_us as f64 / writes as f64;
+        if let Some((resume, left)) = self.probe {
+            // The first probe tick may still carry writes issued at the
+            // old depth: the base is taken from the last.
+            if left > 1 {
+                self.probe = Some((resume, left - 1));
+            } else {
+                self.probe = None;
+                self.lat_base_us = Some(lat);
+                self.lat_us = Ewma::default();
+                self.lat_us.update(lat, 1.0);
+                self.depth = resume;
+                self.since_probe = 0;
+            }
+            return;
+        }
         let now = self.lat_us.update(lat, 0.5);
         let base = match self.lat_base_us {
             None => now,
-            // Drift up 1 % a tick, so the base follows a device that
-            // became slower for good (a spike is still 3 × above).
-            Some(b) => (b * 1.01).min(now),
+            // Our writes hardly queue: the base may rise, 10 % a tick.
+            Some(b) if self.depth <= BASE_PROBE_DEPTH => (b * 1.1).min(now),
+            Some(b) => b.min(now),
         };
         self.lat_base_us = Some(base);
-        if now > 3.0 * base {
+        if now > DEPTH_CUT * base {
             self.depth = (self.depth / 2).max(1);
-        } else if now < 1.5 * base {
+        } else if now > DEPTH_EASE * base {
+            self.depth = (self.depth - self.depth.div_ceil(4)).max(1);
+        } else if now < DEPTH_RAISE * base {
             self.depth = (self.depth + 1).min(MAX_DEPTH);
+        }
+        self.since_probe += 1;
+        if self.since_probe >= PROBE_TICKS && self.depth > BASE_PROBE_DEPTH {
+            self.probe = Some((self.depth, PROBE_LEN));
+            self.depth = BASE_PROBE_DEPTH;
         }
     }
 }

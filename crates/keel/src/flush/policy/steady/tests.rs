@@ -89,6 +89,71 @@ fn the_queue_depth_grows_while_latency_holds_and_halves_on_a_spike() {
     assert!(d.depth <= MAX_DEPTH);
 }
 
+/// A tick on a device serving `parallel` writes at once in `base_us`
+/// each: deeper than that, writes queue (latency grows with the depth).
+fn queued_tick(d: &mut Device, parallel: usize, base_us: f64) {
+    let depth = d.depth;
+    let lat = base_us * (depth as f64 / parallel as f64).max(1.0);
+    let writes = 100;
+    d.update(0.1, writes, writes, (writes as f64 * lat) as u64, 100_000);
+}
+
+#[test]
+fn the_queue_depth_settles_a_little_over_the_devices_parallelism() {
+    let mut d = Device::default();
+    let mut seen = Vec::new();
+    for _ in 0..1000 {
+        queued_tick(&mut d, 8, 5000.0);
+        seen.push(d.depth);
+    }
+    // Past the first probe, never more than twice the parallelism (the
+    // old drifting base let it run to MAX_DEPTH), and mostly above it.
+    let late = &seen[200..];
+    assert!(late.iter().all(|&k| k <= 16), "{late:?}");
+    let above = late.iter().filter(|&&k| k >= 8).count();
+    assert!(above * 10 >= late.len() * 9, "{late:?}");
+}
+
+#[test]
+fn a_device_slower_for_good_gets_a_new_base_and_its_depth_back() {
+    let mut d = Device::default();
+    for _ in 0..300 {
+        queued_tick(&mut d, 8, 1000.0);
+    }
+    // Four times slower: a spike, the depth is cut, and within a few
+    // seconds the base is the new latency and the depth is back.
+    for _ in 0..50 {
+        queued_tick(&mut d, 8, 4000.0);
+    }
+    let base = d.lat_base_us.unwrap();
+    assert!((3500.0..=5500.0).contains(&base), "base {base}");
+    assert!(d.depth >= 8, "depth {}", d.depth);
+}
+
+#[test]
+fn a_device_faster_for_good_does_not_let_the_depth_ratchet_up() {
+    let mut d = Device::default();
+    for _ in 0..300 {
+        queued_tick(&mut d, 8, 4000.0);
+    }
+    // Four times faster, then slower and faster again: the base measured
+    // while our own writes queued is replaced at the next probe.
+    for _ in 0..3 {
+        for _ in 0..300 {
+            queued_tick(&mut d, 8, 1000.0);
+        }
+        for _ in 0..300 {
+            queued_tick(&mut d, 8, 4000.0);
+        }
+    }
+    for _ in 0..150 {
+        queued_tick(&mut d, 8, 1000.0);
+    }
+    assert!(d.depth <= 16, "depth {}", d.depth);
+    let base = d.lat_base_us.unwrap();
+    assert!((900.0..=1300.0).contains(&base), "base {base}");
+}
+
 #[test]
 fn a_peak_decays_unless_renewed() {
     let mut p = Peak::default();
