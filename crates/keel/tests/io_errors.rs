@@ -80,19 +80,23 @@ fn eio_on_log_write_fails_the_commit_and_refuses_further_writes() {
 /// Commits of 20 rows of 4 KB each into a table that outgrows the data
 /// files' allocation (4 MiB each at first), on a 48-page pool: applying them needs frames, so user
 /// threads must write dirty pages themselves, and those writes need the
-/// files to grow. A commit refused with `LogOverloaded` (the checkpoint
-/// cannot advance while the disk is full: a passing error) is retried as an
+/// files to grow. A transaction refused with `LogOverloaded` (the
+/// checkpoint cannot advance while the disk is full: a passing error), at
+/// its first write (where writers are paced) or at commit, is retried as an
 /// application would, and counted in `refused`.
 fn fill(db: &Db, table: &str, commits: u32, base: u32, refused: &AtomicU64) -> Result<u32, Error> {
     let t = db.table(table)?;
     let v = [5u8; 4000];
     for c in 0..commits {
         loop {
-            let mut tx = db.begin();
-            for r in 0..20 {
-                tx.put(&t, &((base + c) * 20 + r).to_be_bytes(), &v)?;
-            }
-            match tx.commit() {
+            let attempt = || {
+                let mut tx = db.begin();
+                for r in 0..20 {
+                    tx.put(&t, &((base + c) * 20 + r).to_be_bytes(), &v)?;
+                }
+                tx.commit()
+            };
+            match attempt() {
                 Ok(_) => break,
                 Err(Error::LogOverloaded(msg)) if msg.contains("No space") => {
                     refused.fetch_add(1, Ordering::Relaxed);

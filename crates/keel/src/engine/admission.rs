@@ -139,6 +139,8 @@ pub(crate) struct Admission {
     pub(crate) poison: Poison,
     /// The policy's limit on the writers' redo rate, as pauses.
     pub(crate) pacer: Pacer,
+    /// [`LOG_WAIT_TIMEOUT`], in µs (unit tests shorten it).
+    wait_timeout_us: AtomicU64,
 }
 
 impl Admission {
@@ -171,7 +173,22 @@ impl Admission {
             applying: AtomicUsize::new(0),
             poison: Poison::default(),
             pacer: Pacer::default(),
+            wait_timeout_us: AtomicU64::new(LOG_WAIT_TIMEOUT.as_micros() as u64),
         }
+    }
+
+    /// How long a writer waits for log space, or is paced, before it gets
+    /// `LogOverloaded`.
+    fn wait_timeout(&self) -> Duration {
+        Duration::from_micros(self.wait_timeout_us.load(Ordering::Relaxed))
+    }
+
+    /// Shorten [`LOG_WAIT_TIMEOUT`] (tests of what happens at the end of a
+    /// wait).
+    #[cfg(test)]
+    pub(crate) fn set_wait_timeout(&self, d: Duration) {
+        self.wait_timeout_us
+            .store(d.as_micros() as u64, Ordering::Relaxed);
     }
 
     /// Bytes reserved by admitted writers plus what waiting writers need.
@@ -325,14 +342,14 @@ impl Admission {
                 return Err(Error::Closed);
             }
             self.cleaners_failed(failures)?;
-            if started.elapsed() > LOG_WAIT_TIMEOUT {
+            if started.elapsed() > self.wait_timeout() {
                 return Err(Error::LogOverloaded(format!(
                     "checkpoint age {} bytes (+{} reserved) stayed above the limit of {} for {:?}; \
                      the page cleaners cannot write pages back fast enough",
                     self.log.age(),
                     self.reserved.load(Ordering::Acquire),
                     self.free_limit,
-                    LOG_WAIT_TIMEOUT
+                    self.wait_timeout()
                 )));
             }
             // Ask the cleaners for a sync flush (again every ~1 ms, in case
@@ -384,10 +401,11 @@ impl Admission {
                 .record_pause(slept.elapsed().as_micros() as u64);
             self.check_writable(Purpose::New)?;
             self.cleaners_failed(failures)?;
-            if started.elapsed() > LOG_WAIT_TIMEOUT {
+            if started.elapsed() > self.wait_timeout() {
                 return Err(Error::LogOverloaded(format!(
-                    "writers were held for {LOG_WAIT_TIMEOUT:?} at checkpoint age {age} bytes \
+                    "writers were held for {:?} at checkpoint age {age} bytes \
                      (free-check limit {}): the page cleaners retire no redo",
+                    self.wait_timeout(),
                     self.free_limit
                 )));
             }
@@ -493,3 +511,7 @@ impl Drop for Budget<'_> {
         self.adm.release(self.held.get());
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

@@ -39,16 +39,27 @@ pub(crate) struct CommitTicket<'a> {
 }
 
 impl Engine {
+    /// Pause as the flushing policy's writer limit asks (see
+    /// `Admission::pace`). A transaction calls this before it takes its
+    /// first row lock, so that a paused writer holds no latch and no row
+    /// lock: paused at commit, it kept its rows locked through the pause,
+    /// and on a hot row every transaction queued behind it waited as long.
+    pub fn pace_writer(&self) -> Result<()> {
+        self.adm.check_writable(Purpose::New)?;
+        self.adm.pace()
+    }
+
     /// Log the commit record `record`: wait for log space if needed (the
     /// only point where a new commit may wait for flushing, holding no
     /// latch), append the record and enter the commit in flight. A record
     /// too large for this log is refused at once, before anything is logged.
+    /// The writer was paced before it took its first row lock
+    /// ([`Engine::pace_writer`]), not here.
     pub fn begin_commit(&self, record: Arc<[u8]>) -> Result<CommitTicket<'_>> {
         self.adm.check_writable(Purpose::New)?;
         let record_len = record.len() as u64;
         let group = (GROUP_HDR + record.len()) as u64;
         let first_op = mtr_bound(1, self.page_size());
-        self.adm.pace()?;
         self.adm
             .reserve_commit(record_len, group + MARKER + first_op)?;
         match self.log.append_commit(record) {

@@ -2,8 +2,9 @@
 //!
 //! A policy may limit the rate at which writers together generate redo
 //! ([`FlushTargets::writer_limit`](super::FlushTargets)): a curve over the
-//! checkpoint age ([`WriterLimit`]), set once a round. A writer about to
-//! commit, holding no latch, evaluates the curve at the age it sees, so the
+//! checkpoint age ([`WriterLimit`]), set once a round. A transaction about
+//! to take its first row lock (`Engine::pace_writer`), holding no latch and
+//! no row lock, evaluates the curve at the age it sees, so the
 //! limit follows the age between rounds. The pacer turns the rate into
 //! pauses without estimating what each commit will log: it keeps a shared
 //! timeline anchored at (LSN, instant), re-anchored where it stood whenever

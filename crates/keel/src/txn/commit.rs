@@ -132,6 +132,7 @@ pub(crate) fn autocommit(t: &Table, key: &[u8], value: Option<&[u8]>) -> Result<
         None if key.len() > max_key_len(e.page_size()) => return Ok(false),
         None => {}
     }
+    e.pace_writer()?;
     let sys = &inner.trx_sys;
     let id = sys.next_id();
     let lk = (t.tree.root().page_no, key.to_vec());

@@ -308,6 +308,11 @@ impl Txn {
         if self.locks.contains(&lk) {
             return Ok(());
         }
+        // Paced before the first lock, holding none (see
+        // `Engine::pace_writer`).
+        if self.locks.is_empty() {
+            self.inner.engine.pace_writer()?;
+        }
         let sys = &self.inner.trx_sys;
         let me = std::thread::current().id();
         if self.thread.get() != Some(me) {

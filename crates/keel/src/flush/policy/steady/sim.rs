@@ -6,8 +6,8 @@
 //! The model, in 1 ms steps:
 //! - **Writers** (8): each commits a transaction of `TXN_REDO` bytes that
 //!   dirties `TXN_PAGES` new pages, then thinks so that together they offer
-//!   `load` bytes per second (with jitter). Before a commit a writer asks the
-//!   pacer, as the engine's `Admission::pace` does: a pause of at most
+//!   `load` bytes per second (with jitter). Before a transaction a writer asks the
+//!   pacer, as the engine's `Engine::pace_writer` does: a pause of at most
 //!   100 ms, then it asks again. A commit that would take the checkpoint age
 //!   past the free-check limit waits there (a free-check wait).
 //! - **Flush list**: the dirty pages' oldest modifications, in LSN order.

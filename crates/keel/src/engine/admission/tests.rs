@@ -1,0 +1,104 @@
+//! Pacing at its edges, deterministically: a writer held at the hard level
+//! (where the allowed rate is zero) gets `LogOverloaded` after the wait
+//! timeout, never an endless stall; no single pause is longer than
+//! `MAX_PAUSE`; a close ends the pauses with `Closed`. No page cleaner runs
+//! in these engines, so nothing but the test moves the age or the limit.
+
+use std::time::{Duration, Instant};
+
+use crate::btree::test_engine::engine;
+use crate::engine::admission::Purpose;
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::flush::pacer::MAX_PAUSE;
+use crate::flush::policy::WriterLimit;
+use crate::mtr::{mtr_bound, Mtr};
+use crate::page::PageType;
+
+/// Log a page allocation, moving the LSN on by a few hundred bytes.
+fn log_something(e: &Engine) {
+    let budget = e.adm.budget(Purpose::New);
+    budget.ensure(mtr_bound(2, e.page_size())).unwrap();
+    let mut mtr = Mtr::new(e, &budget);
+    let page = mtr.alloc_page(PageType::BtreeLeaf).unwrap();
+    mtr.keep(page);
+    mtr.commit().unwrap();
+}
+
+/// The curve at the hard level from the first byte of age: every writer
+/// is allowed 1 byte/s, i.e. nothing.
+fn hard_from_the_start() -> WriterLimit {
+    WriterLimit {
+        base_rate: 1.0,
+        freerun: 0,
+        setpoint: 1,
+        hard: 2,
+    }
+}
+
+/// A writer that owes time at the hard level: the first pace anchors the
+/// timeline, the change after it is owed at 1 byte/s.
+fn owing(e: &Engine) {
+    e.adm.pacer.set_limit(Some(hard_from_the_start()));
+    log_something(e);
+    e.pace_writer().unwrap();
+    log_something(e);
+}
+
+#[test]
+fn a_writer_held_at_the_hard_level_gets_log_overloaded_after_the_timeout() {
+    let e = engine(4096);
+    owing(&e);
+    e.adm.set_wait_timeout(Duration::from_millis(400));
+    let pauses_before = e
+        .metrics
+        .writer_pauses
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let started = Instant::now();
+    let err = e.pace_writer().unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, Error::LogOverloaded(_)), "{err}");
+    assert!(err.to_string().contains("400ms"), "{err}");
+    // It waited the timeout, in several pauses of at most MAX_PAUSE each,
+    // and no longer than the timeout and one pause more.
+    assert!(took >= Duration::from_millis(400), "{took:?}");
+    assert!(
+        took < Duration::from_millis(400) + 4 * MAX_PAUSE,
+        "{took:?}"
+    );
+    let pauses = e
+        .metrics
+        .writer_pauses
+        .load(std::sync::atomic::Ordering::Relaxed)
+        - pauses_before;
+    assert!(pauses >= 5, "{pauses} pauses");
+    let longest = e
+        .metrics
+        .writer_pause_us_max
+        .load(std::sync::atomic::Ordering::Relaxed);
+    // The pause asked for is at most MAX_PAUSE (90 ms); the clock may
+    // overshoot it, which the 10 ms margin under 100 ms is for.
+    assert!(longest <= 100_000, "longest pause {longest} µs");
+    // Once the limit is lifted, the same writer goes at once.
+    e.adm.pacer.set_limit(None);
+    let started = Instant::now();
+    e.pace_writer().unwrap();
+    assert!(started.elapsed() < MAX_PAUSE);
+}
+
+#[test]
+fn a_close_ends_a_writers_pauses_with_closed() {
+    let e = engine(4096);
+    owing(&e);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| e.pace_writer());
+        std::thread::sleep(2 * MAX_PAUSE);
+        assert!(!waiter.is_finished(), "the writer was not held");
+        e.adm.close();
+        let started = Instant::now();
+        let r = waiter.join().unwrap();
+        assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+        // It noticed at the end of the pause it was in.
+        assert!(started.elapsed() <= MAX_PAUSE + Duration::from_millis(50));
+    });
+}
