@@ -5,9 +5,12 @@
 //! only: a page a user thread holds exclusively is skipped, never waited
 //! for, so a flusher cannot deadlock with a user thread), copies it into one
 //! aligned buffer in (file, offset) order with a fresh checksum, and writes
-//! it back chunk by chunk; only then are the chunk's pages marked clean and
-//! released. A page is therefore neither changed nor evicted while it is
-//! written, and readers keep reading it.
+//! it back chunk by chunk; once a chunk's in-place writes have returned,
+//! its pages are marked clean and released. A page is therefore neither
+//! changed nor evicted while it is written, and readers keep reading it.
+//! Writers who want a claimed page wait for it, so claims are kept short:
+//! pages are claimed [`CLAIM_GROUP`] at a time, and released before the
+//! chunk's sync.
 //!
 //! Except for single-page flushes, a batch also takes the dirty neighbors of
 //! each page it writes (`flush_neighbors`, chosen in [`super::neighbors`]),
@@ -33,11 +36,16 @@
 //!    in step 2, so this is a real write error, not a full disk. Without
 //!    doublewrite there is nothing to protect: the pages stay dirty and are
 //!    retried later.
-//! 5. **Sync.** With doublewrite the data files are synced before the area
-//!    is reused ([`Tablespace::sync`] never skips a write that completed);
-//!    a failed sync poisons the data files and the area is not given back.
-//!    Without doublewrite the checkpoint's sync covers the writes.
-//! 6. The chunk's pages are marked clean and released; the area is freed.
+//! 5. The chunk's pages are marked clean and released: their writes have
+//!    returned, so a later read (after an eviction) sees them, and no
+//!    checkpoint can pass them unsynced, since a checkpoint syncs the data
+//!    files after it reads the oldest modification and before it writes
+//!    its record ([`Tablespace::sync`] never skips a write that completed).
+//! 6. **Sync.** With doublewrite the data files are synced before the area
+//!    is reused; a failed sync poisons the data files (no checkpoint
+//!    passes them, so recovery replays these pages from the log) and the
+//!    area is not given back. Without doublewrite the checkpoint's sync
+//!    covers the writes.
 
 use std::collections::{HashMap, HashSet};
 
@@ -69,10 +77,15 @@ pub enum FlushKind {
     Sync,
 }
 
-/// Pages a batch with neighbors may grow to before it is written and a new
-/// one started (the requested pages alone are never split), so that neighbor
-/// flushing keeps the batch buffer and the set of latched pages bounded.
-const NEIGHBOR_BATCH_PAGES: usize = 256;
+/// Pages claimed at once: a batch is written this many pages at a time,
+/// each group claimed only when its turn comes (plus, with neighbors, the
+/// neighbors of its last page). A claimed page cannot be changed, so every
+/// page of a group waits for the whole group's writes: with 256-page
+/// batches written 128 doublewrite pages at a time, the last pages of a
+/// batch were held through two doublewrite copies, two syncs and 256
+/// in-place writes, a second on a disk of 300 writes/s, and a hot page
+/// among them stopped every writer for as long.
+pub(crate) const CLAIM_GROUP: usize = 64;
 
 struct Item<'a> {
     claim: Claim<'a>,
@@ -107,14 +120,18 @@ impl WriteBack {
             _ => NeighborMode::from_option(self.cfg.flush_neighbors),
         };
         if mode == NeighborMode::Off {
-            let items: Vec<Item<'_>> = fids
-                .iter()
-                .filter_map(|&fid| self.item(pool, inst, fid, None, false))
-                .collect();
-            return self.write_batch(pool, items, kind);
+            let mut written = 0;
+            for group in fids.chunks(CLAIM_GROUP) {
+                let items: Vec<Item<'_>> = group
+                    .iter()
+                    .filter_map(|&fid| self.item(pool, inst, fid, None, false))
+                    .collect();
+                written += self.write_batch(pool, items, kind)?;
+            }
+            return Ok(written);
         }
         let area_size = neighbors::area_size(pool.total_frames());
-        let cap = fids.len().max(NEIGHBOR_BATCH_PAGES);
+        let cap = CLAIM_GROUP;
         let requested: HashSet<u32> = fids.iter().copied().collect();
         // Every frame this call has put in a batch, with the page it held.
         let mut taken: HashMap<u32, PageId> = HashMap::new();
@@ -295,17 +312,25 @@ impl WriteBack {
             let chunk: Vec<Item<'_>> = items.by_ref().take(per).collect();
             let bytes = &buf[first * ps..(first + chunk.len()) * ps];
             first += chunk.len();
-            if let Err(e) = self.write_chunk(&chunk, bytes) {
-                chunk
-                    .into_iter()
-                    .chain(items)
-                    .for_each(|it| pool.release_unwritten(it.claim));
-                return Err(e);
-            }
+            let area = match self.write_chunk(&chunk, bytes) {
+                Ok(area) => area,
+                Err(e) => {
+                    chunk
+                        .into_iter()
+                        .chain(items)
+                        .for_each(|it| pool.release_unwritten(it.claim));
+                    return Err(e);
+                }
+            };
+            // Written (not yet synced): released before the sync, so that
+            // nobody waits for it (step 6 of the module doc).
             for it in chunk {
                 done.pages += 1;
                 done.neighbors += usize::from(it.neighbor);
                 pool.release_written(it.claim);
+            }
+            if let Some(area) = area {
+                self.sync_chunk(area)?;
             }
         }
         Ok(())
@@ -334,13 +359,18 @@ impl WriteBack {
         Ok(())
     }
 
-    /// Steps 3–5 for one chunk (its items sorted and allocated, `bytes`
-    /// their images).
-    fn write_chunk(&self, chunk: &[Item<'_>], bytes: &[u8]) -> Result<()> {
+    /// Steps 3–4 for one chunk (its items sorted and allocated, `bytes`
+    /// their images); returns the doublewrite area to sync and free
+    /// ([`WriteBack::sync_chunk`], step 5) once the pages are released.
+    fn write_chunk<'d>(
+        &'d self,
+        chunk: &[Item<'_>],
+        bytes: &[u8],
+    ) -> Result<Option<super::doublewrite::AreaGuard<'d>>> {
         let ps = self.space.page_size();
         self.space.check_poisoned()?;
         let Some(d) = &self.dblwr else {
-            return self.write_runs(chunk, bytes);
+            return self.write_runs(chunk, bytes).map(|()| None);
         };
         let pages: Vec<(PageId, &[u8])> = chunk
             .iter()
@@ -359,6 +389,11 @@ impl WriteBack {
             area.keep_forever();
             return Err(e);
         }
+        Ok(Some(area))
+    }
+
+    /// Step 5: sync the data files, then free the chunk's doublewrite area.
+    fn sync_chunk(&self, area: super::doublewrite::AreaGuard<'_>) -> Result<()> {
         if let Err(e) = self.space.sync() {
             // The sync poisoned the data files; the copies stay for recovery.
             area.keep_forever();
