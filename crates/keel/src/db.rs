@@ -283,6 +283,15 @@ impl Db {
         self.inner.engine.flush_and_checkpoint()
     }
 
+    /// [`Db::flush`] with exactly `depth` page writes in flight per batch,
+    /// whatever the flushing policy estimates; returns the pages written.
+    /// For measuring the flusher at a given queue depth (`keel iobench
+    /// --mode flush`), not for applications.
+    #[doc(hidden)]
+    pub fn flush_at_depth(&self, depth: usize) -> Result<u64> {
+        self.inner.engine.flush_at_depth(depth)
+    }
+
     /// Close the database: new writes are refused from now on (on every
     /// clone of this handle: they get [`Error::Closed`]), commits already
     /// logged finish, then the page cleaners stop, every dirty page is

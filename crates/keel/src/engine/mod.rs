@@ -321,6 +321,27 @@ impl Engine {
         self.checkpoint().map(|_| ())
     }
 
+    /// [`Engine::flush_and_checkpoint`] with exactly `depth` page writes
+    /// in flight per batch, whatever the policy estimates: the flusher's
+    /// own speed at a given queue depth (`keel iobench --mode flush`).
+    /// Returns the pages written, by this call or by a page cleaner
+    /// meanwhile.
+    pub fn flush_at_depth(&self, depth: usize) -> Result<u64> {
+        let before = self
+            .metrics
+            .buffer_pages_written
+            .load(std::sync::atomic::Ordering::Relaxed);
+        self.wb.pin_io_depth(Some(depth));
+        let r = self.flush_and_checkpoint();
+        self.wb.pin_io_depth(None);
+        r?;
+        Ok(self
+            .metrics
+            .buffer_pages_written
+            .load(std::sync::atomic::Ordering::Relaxed)
+            - before)
+    }
+
     /// The data files' device model, if they have one.
     pub fn device_model(&self) -> Option<&ThrottledFileSystem> {
         match &self.device {

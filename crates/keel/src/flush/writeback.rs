@@ -68,6 +68,9 @@ pub struct WriteBack {
     /// Page writes a batch keeps in flight at once, as the policy last
     /// asked (0: `write_io_threads`, one stream per data file at most).
     io_depth: AtomicUsize,
+    /// A depth that overrides the policy's (0: none); see
+    /// [`WriteBack::pin_io_depth`].
+    pinned_depth: AtomicUsize,
     /// Wake the cleaners whenever a thread finds the free list empty (the
     /// policy keeps free frames ahead of demand; `classic` does not).
     eager_lru: std::sync::atomic::AtomicBool,
@@ -94,6 +97,7 @@ impl WriteBack {
             wakeup: (Mutex::new(0), Condvar::new()),
             last_decision: Mutex::new(Decision::default()),
             io_depth: AtomicUsize::new(0),
+            pinned_depth: AtomicUsize::new(0),
             eager_lru: std::sync::atomic::AtomicBool::new(false),
             failures: Default::default(),
         }
@@ -105,6 +109,14 @@ impl WriteBack {
         self.io_depth.store(depth.unwrap_or(0), Ordering::Relaxed);
     }
 
+    /// Keep exactly `depth` page writes in flight per batch whatever the
+    /// policy sets, until called with `None` (measuring the flusher at a
+    /// given queue depth: `Engine::flush_at_depth`).
+    pub(crate) fn pin_io_depth(&self, depth: Option<usize>) {
+        self.pinned_depth
+            .store(depth.map_or(0, |d| d.max(1)), Ordering::Relaxed);
+    }
+
     /// Whether an empty free list wakes the cleaners at once.
     pub(crate) fn set_eager_lru(&self, eager: bool) {
         self.eager_lru.store(eager, Ordering::Relaxed);
@@ -113,6 +125,10 @@ impl WriteBack {
     /// Write streams for a batch over `runs` runs, and whether they may
     /// share a file (a policy's queue depth) or go one file each.
     pub(crate) fn streams(&self) -> (usize, bool) {
+        let pinned = self.pinned_depth.load(Ordering::Relaxed);
+        if pinned > 0 {
+            return (pinned, true);
+        }
         match self.io_depth.load(Ordering::Relaxed) {
             0 => (self.cfg.write_io_threads.min(self.space.n_files()), false),
             d => (d, true),
