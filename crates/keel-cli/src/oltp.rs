@@ -18,6 +18,7 @@ use keel_bench::oltp::{
 use crate::engine_args::EngineArgs;
 
 mod resolve;
+mod showdown;
 
 use resolve::{resolve, Resolved};
 
@@ -29,9 +30,11 @@ use resolve::{resolve, Resolved};
     "TOML file with engine options (keys it sets override the scenario's and the preset's)",
 )))]
 pub struct OltpArgs {
-    /// Scenario preset reproducing one field report (seed), or `list` to list
-    /// them. It fills only what the command line does not give: flags,
-    /// --config, --set (applied after the preset's options), --device and --vary win.
+    /// Scenario preset reproducing one field report (seed), `showdown` to run
+    /// the seed presets under both flushing policies and judge steady, or
+    /// `list` to list them. It fills only what the command line does not give:
+    /// flags, --config, --set (applied after the preset's options), --device
+    /// and --vary win.
     #[arg(long, value_name = "NAME", value_parser = preset_parser())]
     pub preset: Option<String>,
     /// Transaction mix: read_write, read_only, write_only, update_index,
@@ -70,6 +73,7 @@ pub struct OltpArgs {
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Data directory (default: a temporary directory here, removed afterwards).
+    /// With --preset showdown, a parent directory: each preset gets DIR/NAME.
     #[arg(long, value_name = "DIR")]
     pub datadir: Option<PathBuf>,
     /// Skip prepare when --datadir already holds the tables.
@@ -101,13 +105,16 @@ pub struct OltpArgs {
     /// or --vary threads=1,8 (repeatable: every combination runs).
     #[arg(long, value_name = "KEY=V1,V2,...")]
     pub vary: Vec<String>,
-    /// Write every run (options, workload, summary, intervals) as JSON.
+    /// Write every run (options, workload, summary, intervals) as JSON. With
+    /// --preset showdown, one file per preset: runs.json -> runs-disaster-55.json.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Write every interval of every run as CSV.
+    /// Write every interval of every run as CSV (per preset with --preset
+    /// showdown, named like --json's).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
-    /// Directory for the HTML report (index.html).
+    /// Directory for the HTML report (index.html). With --preset showdown:
+    /// the summary page and showdown.json, and each preset's report in DIR/NAME/.
     #[arg(long, value_name = "DIR", default_value = "keel-report")]
     pub report: PathBuf,
 }
@@ -125,9 +132,17 @@ fn after_help() -> String {
          measures the device and needs no I/O-capacity knob; it holds the checkpoint age at a \
          setpoint and paces writers above it (at most 100 ms per pause). It accepts and ignores \
          {}. flush_policy = classic is InnoDB 8.0's adaptive flushing with all of those knobs; \
-         the seed presets use it.",
+         the seed presets use it. --preset showdown runs {} with --vary \
+         flush_policy=classic,steady each ({} s of runs) and writes a pass/fail verdict on \
+         every steady run.",
         names.join(", "),
-        keel::CLASSIC_ONLY.join(", ")
+        keel::CLASSIC_ONLY.join(", "),
+        oltp::SHOWDOWN_PRESETS
+            .iter()
+            .map(|p| p.name)
+            .collect::<Vec<_>>()
+            .join(", "),
+        oltp::SHOWDOWN_RUN_SECONDS,
     )
 }
 
@@ -138,7 +153,10 @@ fn preset_parser() -> PossibleValuesParser {
         oltp::PRESETS
             .iter()
             .map(|p| PossibleValue::new(p.name).help(p.about))
-            .chain([PossibleValue::new("list").help("list the presets and exit")]),
+            .chain([
+                PossibleValue::new(oltp::SHOWDOWN_NAME).help(oltp::SHOWDOWN_ABOUT),
+                PossibleValue::new("list").help("list the presets and exit"),
+            ]),
     )
 }
 
@@ -156,10 +174,39 @@ fn parse_device_change(s: &str) -> std::result::Result<DeviceChange, String> {
 
 /// Run `keel bench oltp`.
 pub fn run(a: OltpArgs) -> Result<()> {
-    if a.preset.as_deref() == Some("list") {
-        print!("{}", oltp::presets_text());
-        return Ok(());
+    match a.preset.as_deref() {
+        Some("list") => {
+            print!("{}", oltp::presets_text());
+            return Ok(());
+        }
+        Some(oltp::SHOWDOWN_NAME) => return showdown::run(&a),
+        _ => {}
     }
+    let tmp;
+    let datadir = match &a.datadir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = temp_datadir()?;
+            tmp.path().join("db")
+        }
+    };
+    let plan = plan(&a, datadir)?;
+    steady_note(&a, &plan)?;
+    let report = execute(&plan)?;
+    write_outputs(&a, &report)
+}
+
+/// A temporary directory here for the data, removed when dropped.
+fn temp_datadir() -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix("keel-oltp-")
+        .tempdir_in(".")
+        .context("creating a temporary data directory here (or give --datadir)")
+}
+
+/// The plan the command line describes, on `datadir`, with every run
+/// checked (before any work).
+fn plan(a: &OltpArgs, datadir: PathBuf) -> Result<Plan> {
     let Resolved {
         params,
         options,
@@ -167,18 +214,7 @@ pub fn run(a: OltpArgs) -> Result<()> {
         prepare_sets,
         preset,
         device_changes,
-    } = resolve(&a)?;
-    let tmp;
-    let datadir = match &a.datadir {
-        Some(d) => d.clone(),
-        None => {
-            tmp = tempfile::Builder::new()
-                .prefix("keel-oltp-")
-                .tempdir_in(".")
-                .context("creating a temporary data directory here (or give --datadir)")?;
-            tmp.path().join("db")
-        }
-    };
+    } = resolve(a)?;
     let plan = Plan {
         params,
         options,
@@ -189,12 +225,18 @@ pub fn run(a: OltpArgs) -> Result<()> {
         preset,
         device_changes,
     };
-    let runs = plan.runs()?;
-    if runs
+    plan.runs()?;
+    Ok(plan)
+}
+
+/// Say so when a steady run is given classic-only knobs (it ignores them).
+fn steady_note(a: &OltpArgs, plan: &Plan) -> Result<()> {
+    if plan
+        .runs()?
         .iter()
         .any(|(_, _, o)| o.flush_policy == FlushPolicyName::Steady)
     {
-        let ignored: Vec<String> = resolve::given_keys(&a)?
+        let ignored: Vec<String> = resolve::given_keys(a)?
             .into_iter()
             .filter(|k| keel::CLASSIC_ONLY.contains(&k.as_str()))
             .collect();
@@ -206,6 +248,11 @@ pub fn run(a: OltpArgs) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// Run the plan, printing its preset, progress, interval lines and results.
+fn execute(plan: &Plan) -> Result<OltpReport> {
     if let Some((p, given)) = &plan.preset {
         println!(
             "preset {}: seed {} \"{}\": {}{}",
@@ -221,8 +268,7 @@ pub fn run(a: OltpArgs) -> Result<()> {
         );
     }
     let mut progress = Progress::new();
-    let report = oltp::run_plan(&plan, &mut |e| on_event(e, &mut progress))?;
-    write_outputs(&a, &report)
+    Ok(oltp::run_plan(plan, &mut |e| on_event(e, &mut progress))?)
 }
 
 fn write_outputs(a: &OltpArgs, report: &OltpReport) -> Result<()> {

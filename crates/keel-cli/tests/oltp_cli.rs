@@ -193,6 +193,20 @@ fn preset_list_and_help_describe_every_preset() {
             "`{name}` not in --help:\n{help}"
         );
     }
+    // The showdown: what it runs and how long, in both.
+    let line = list
+        .lines()
+        .find(|l| l.trim_start().starts_with("showdown "))
+        .unwrap_or_else(|| panic!("`showdown` not listed:\n{list}"));
+    assert!(
+        line.contains("disaster-55") && line.contains("lru-scan-depth") && line.contains("1,600 s"),
+        "{line}"
+    );
+    assert!(
+        help.lines()
+            .any(|l| l.trim_start().starts_with("- showdown:")),
+        "`showdown` not in --help:\n{help}"
+    );
     assert!(!list.contains("prepare"), "work started: {list}");
     let (ok, out) = keel_in(dir.path(), &["bench", "oltp", "--preset", "nope"]).ok_and_text();
     assert!(
@@ -292,4 +306,134 @@ fn a_preset_runs_end_to_end_and_flags_and_sets_win_over_it() {
     let page = std::fs::read_to_string(dir.path().join("rep/index.html")).unwrap();
     assert!(page.contains("preset disaster-55</h1>"), "{page}");
     assert!(page.contains("Disaster: MySQL 5.5 flushing"));
+}
+
+#[test]
+fn the_showdown_runs_every_preset_under_both_policies_and_judges_steady() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let (ok, out) = keel_in(
+        dir.path(),
+        &[
+            "bench",
+            "oltp",
+            "--preset",
+            "showdown",
+            // Every flag wins over every preset: 20 runs of half a second
+            // on tiny tables, an unthrottled device and a log the runs
+            // never fill (about 15 s in all).
+            "--time",
+            "0.5",
+            "--report-interval",
+            "0.25",
+            "--tables",
+            "1",
+            "--table-size",
+            "1000",
+            "--threads",
+            "2",
+            "--rate",
+            "500",
+            "--device",
+            "unlimited",
+            "--set",
+            "log_file_size=8MiB",
+            "--set",
+            "flush_method=nosync",
+            "--datadir",
+            "data",
+            "--json",
+            "runs.json",
+            "--csv",
+            "runs.csv",
+            "--report",
+            "rep",
+        ],
+    )
+    .ok_and_text();
+    assert!(ok, "{out}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    let presets = [
+        "disaster-55",
+        "neighbors",
+        "waves-80",
+        "waves-80-sweep",
+        "lru-scan-depth",
+    ];
+    let index = std::fs::read_to_string(dir.path().join("rep/index.html")).unwrap();
+    let text = std::fs::read_to_string(dir.path().join("rep/showdown.json")).unwrap();
+    let sd: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(sd["presets"].as_array().unwrap().len(), presets.len());
+    assert!(sd["pending"].as_array().unwrap().is_empty());
+    assert!(
+        out.contains("showdown PASS") || out.contains("showdown FAIL"),
+        "{out}"
+    );
+    for (i, name) in presets.iter().enumerate() {
+        assert!(out.contains(&format!("=== showdown {}/5: {name} ===", i + 1)));
+        // Its own report, linked from the summary page, and its own data.
+        let page = std::fs::read_to_string(dir.path().join(format!("rep/{name}/index.html")))
+            .unwrap_or_else(|e| panic!("{name}'s report: {e}"));
+        assert!(page.contains(&format!("preset {name}</h1>")), "{name}");
+        assert!(
+            index.contains(&format!("<a href=\"{name}/index.html\">")),
+            "{name} not linked"
+        );
+        assert!(dir.path().join("data").join(name).is_dir(), "{name}'s data");
+        let p = &sd["presets"][i];
+        assert_eq!(p["preset"], *name);
+        assert_eq!(p["report"], format!("{name}/index.html"));
+        assert!(p["pass"].is_boolean());
+        // Both policies ran, on the command line's settings.
+        let text = std::fs::read_to_string(dir.path().join(format!("runs-{name}.json")))
+            .unwrap_or_else(|e| panic!("runs-{name}.json: {e}"));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["preset"], *name);
+        let runs = v["runs"].as_array().unwrap();
+        for policy in ["classic", "steady"] {
+            assert!(
+                runs.iter().any(|r| r["options"]["flush_policy"] == policy),
+                "{name}: no {policy} run"
+            );
+        }
+        for r in runs {
+            assert_eq!(r["options"]["device"], "unlimited", "{name}");
+            assert_eq!(r["workload"]["time_s"], 0.5, "{name}");
+        }
+        let steady = runs
+            .iter()
+            .filter(|r| r["options"]["flush_policy"] == "steady")
+            .count();
+        assert_eq!(p["steady"].as_array().unwrap().len(), steady, "{name}");
+        assert!(dir.path().join(format!("runs-{name}.csv")).exists());
+    }
+    // The preset's own axes combine with the policies'.
+    assert_eq!(sd["presets"][3]["runs"].as_array().unwrap().len(), 8);
+    assert_eq!(sd["presets"][1]["runs"].as_array().unwrap().len(), 6);
+    // The comparisons: disaster-55 against 1.5 × classic, the sweep
+    // against its best classic run.
+    let last_check = |i: usize| sd["presets"][i]["steady"][0]["checks"][4]["criterion"].clone();
+    assert_eq!(last_check(0), "tps avg at least 1.5 × classic's");
+    assert_eq!(last_check(3), "tps avg at least the best classic run's");
+    // The user's own --vary flush_policy replaces the showdown's.
+    let (ok, out) = keel_in(
+        dir.path(),
+        &[
+            "bench",
+            "oltp",
+            "--preset",
+            "showdown",
+            "--vary",
+            "flush_policy=steady,bogus",
+            "--report",
+            "rep2",
+        ],
+    )
+    .ok_and_text();
+    assert!(!ok && out.contains("bogus"), "{out}");
+    assert!(!out.contains("prepare"), "work started: {out}");
 }

@@ -22,6 +22,7 @@ mod report;
 mod rows;
 mod runner;
 mod sample;
+mod showdown;
 mod status;
 mod summary;
 mod verify;
@@ -42,6 +43,12 @@ pub use report::{render_html, write_html_report, CHART_TITLES};
 pub use rows::{index_key, index_name, table_name, Row, INDEX_SUFFIX};
 pub use runner::{run, Tick};
 pub use sample::{Interval, PagesFlushed};
+pub use showdown::{
+    criteria, judge, preset_file, render_showdown_html, showdown_text, write_showdown, Check,
+    PresetVerdict, RunRow, RunVerdict, ShowdownReport, DISASTER_MIN_TPS_RATIO, MAX_LATENCY_MS,
+    MAX_P999_OVER_P50, MIN_SHARE_OF_MEDIAN, SHOWDOWN_ABOUT, SHOWDOWN_NAME, SHOWDOWN_PRESETS,
+    SHOWDOWN_RUN_SECONDS, SHOWDOWN_VARY,
+};
 pub use status::{status_report, status_text, StatusInput};
 pub use summary::{LatencyMs, Summary};
 pub use verify::index_vs_rows;

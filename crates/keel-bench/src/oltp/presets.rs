@@ -312,8 +312,9 @@ pub fn find_preset(name: &str) -> Result<&'static Preset, OltpError> {
             OltpError::param(
                 "preset",
                 format!(
-                    "unknown preset `{name}`; known presets: {} (or `list`)",
-                    names.join(", ")
+                    "unknown preset `{name}`; known presets: {} (or `{}`, or `list`)",
+                    names.join(", "),
+                    super::SHOWDOWN_NAME
                 ),
             )
         })
@@ -322,11 +323,22 @@ pub fn find_preset(name: &str) -> Result<&'static Preset, OltpError> {
 /// The text of `--preset list`: one line per preset with its seed and
 /// description, then how presets combine with flags.
 pub fn presets_text() -> String {
-    let width = PRESETS.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    let width = PRESETS
+        .iter()
+        .map(|p| p.name.len())
+        .chain([super::SHOWDOWN_NAME.len()])
+        .max()
+        .unwrap_or(0);
     let mut out = String::from("Scenario presets (keel bench oltp --preset NAME):\n");
     for p in PRESETS {
         let _ = writeln!(out, "  {:width$}  seed {}: {}", p.name, p.seed, p.about);
     }
+    let _ = writeln!(
+        out,
+        "  {:width$}  {}",
+        super::SHOWDOWN_NAME,
+        super::SHOWDOWN_ABOUT
+    );
     out.push_str(
         "A preset fills only what is not given on the command line: flags, --config, --set, \
          --device and --vary win over it (--set is applied after the preset's options).\n",

@@ -333,7 +333,8 @@ fn settings_html(runs: &[RunResult]) -> String {
     out
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
+/// The pages' style sheet (the showdown's summary page shares it).
+pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
 .charts{display:flex;flex-wrap:wrap;gap:1em}figure{margin:0}svg .grid{stroke:#ddd}\
 svg text{font-size:12px;fill:#333}svg .title{font-size:14px;font-weight:bold;text-anchor:middle}\
 svg .ytick{text-anchor:end}svg .xtick,svg .axis{text-anchor:middle}svg text.marker{font-size:11px;fill:#444;paint-order:stroke;stroke:#fff;stroke-width:3px}\

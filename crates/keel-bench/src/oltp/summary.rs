@@ -140,7 +140,7 @@ impl Summary {
 
 /// Number of intervals below `limit` tps and the longest consecutive run
 /// of them in seconds.
-fn stalls(intervals: &[Interval], limit: f64) -> (u64, f64) {
+pub(crate) fn stalls(intervals: &[Interval], limit: f64) -> (u64, f64) {
     let (mut count, mut run, mut longest) = (0, 0.0, 0.0f64);
     for i in intervals {
         if i.tps < limit {
