@@ -137,7 +137,10 @@ fn json_has_every_field_and_positive_figures() {
     sweep.report.write_json(&path).unwrap();
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(json["version"], 1);
+    assert_eq!(json["version"], iobench::JSON_VERSION);
+    // No flush case: no flush figures, no ratios.
+    assert_eq!(json["flush_vs_wrnd"], serde_json::json!([]));
+    assert!(json["cases"][0].get("flush").is_none());
     let machine = &json["machine"];
     assert!(machine["cpus"].as_u64().unwrap() > 0, "{machine}");
     assert_eq!(machine["file_size_bytes"], 4 * MIB);
@@ -380,4 +383,135 @@ fn bad_parameters_are_rejected() {
         .unwrap_err()
         .to_string()
         .contains("rrnd"));
+}
+
+/// `wrnd` then `flush` on a device model, tiny: the flusher's page writes
+/// per second beside the device's IOPS, and `flush ÷ wrnd` for each depth.
+#[test]
+fn flush_mode_measures_the_engine_flusher_beside_wrnd() {
+    let _guard = measuring();
+    let dir = scratch();
+    let config = IobenchConfig {
+        modes: vec![Mode::Wrnd, Mode::Flush],
+        block_sizes: vec![16384],
+        threads: vec![1, 4],
+        files: vec![1],
+        file_size_bytes: 4 * MIB,
+        time: Duration::from_millis(300),
+        warmup: Duration::from_millis(100),
+        device: "iops=4000,lat=100us".parse::<ThrottleSpec>().unwrap(),
+        ..tiny(dir.path())
+    };
+    let mut loads = Vec::new();
+    let report = iobench::run(&config, &mut |event| {
+        if let Event::Loaded {
+            rows, data_bytes, ..
+        } = event
+        {
+            loads.push((*rows, *data_bytes));
+        }
+    })
+    .unwrap();
+    // One database for both depths, its table at least --file-size.
+    assert_eq!(loads.len(), 1, "{loads:?}");
+    assert!(loads[0].0 > 0 && loads[0].1 >= 4 * MIB, "{loads:?}");
+    let measured: Vec<_> = report.cases.iter().map(|r| r.case()).collect();
+    assert_eq!(measured, config.cases());
+    for r in report.cases.iter().filter(|r| r.mode == Mode::Flush) {
+        let what = iobench::table_row(r);
+        let f = r.flush.as_ref().unwrap();
+        assert!(r.iops > 0.0 && r.writes > 0 && r.reads == 0, "{what}");
+        assert!((r.iops - r.writes as f64 / r.time_s).abs() < 1e-6, "{what}");
+        assert!(r.time_s >= 0.3, "{what}");
+        assert_eq!((f.depth, f.doublewrite), (r.threads, false), "{what}");
+        // A 4 MiB table of 16 KiB pages: an eighth of its pages per round.
+        assert!((16..=40).contains(&f.dirty_pages_per_round), "{what}");
+        assert!(f.rounds > 0 && f.write_requests > 0, "{what}");
+        assert!(f.write_requests <= r.writes, "{what}");
+        assert!(f.mean_writes_in_flight > 0.0, "{what}");
+        assert!(f.busy_share > 0.0 && f.busy_share <= 1.01, "{what}");
+        let ratio = f.vs_wrnd.unwrap();
+        assert!(ratio > 0.0, "{what}");
+        assert!(what.contains(&format!("flush÷wrnd {ratio:.2}")), "{what}");
+        assert!(what.contains("doublewrite off"), "{what}");
+        // The device model holds: no more page writes than 4000 requests
+        // per second allow (a run of contiguous pages is one request).
+        assert!(f.write_requests_per_s < 4400.0, "{what}");
+    }
+    assert_eq!(report.flush_vs_wrnd.len(), 2);
+    for (ratio, threads) in report.flush_vs_wrnd.iter().zip([1, 4]) {
+        assert_eq!((ratio.bs, ratio.threads, ratio.files), (16384, threads, 1));
+        assert_eq!(ratio.device, "iops=4000,lat=100us");
+        assert!((ratio.ratio - ratio.flush_iops / ratio.wrnd_iops).abs() < 1e-9);
+    }
+    let table = iobench::flush_ratio_table(&report.flush_vs_wrnd).unwrap();
+    assert!(table.starts_with("flush ÷ wrnd"), "{table}");
+    assert_eq!(table.lines().count(), 4, "{table}");
+    // JSON: the figures and the ratios, and back.
+    let json: serde_json::Value = serde_json::from_str(&report.to_json().unwrap()).unwrap();
+    assert_eq!(json["flush_vs_wrnd"].as_array().unwrap().len(), 2);
+    let flush = &json["cases"][2];
+    assert_eq!(flush["mode"], "flush");
+    assert!(flush["flush"]["vs_wrnd"].as_f64().unwrap() > 0.0, "{flush}");
+    let back: IobenchReport = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), json);
+    // HTML: the flush section and the ratio chart.
+    let page = iobench::render_html(&report);
+    assert!(page.contains("flush (the engine's flusher, doublewrite off)"));
+    assert!(page.contains("<h2>flush ÷ wrnd</h2>"));
+    // Nothing left behind: neither the data files nor the database.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn flush_mode_with_doublewrite_reports_it() {
+    let _guard = measuring();
+    let dir = scratch();
+    let config = IobenchConfig {
+        modes: vec![Mode::Flush],
+        block_sizes: vec![4096],
+        threads: vec![2],
+        files: vec![2],
+        file_size_bytes: 2 * MIB,
+        time: Duration::from_millis(200),
+        warmup: Duration::ZERO,
+        doublewrite: true,
+        ..tiny(dir.path())
+    };
+    let report = iobench::run(&config, &mut |_| {}).unwrap();
+    let r = &report.cases[0];
+    let f = r.flush.as_ref().unwrap();
+    assert!(r.iops > 0.0 && f.doublewrite, "{}", iobench::table_row(r));
+    assert_eq!(f.vs_wrnd, None);
+    assert!(report.flush_vs_wrnd.is_empty());
+    assert!(iobench::table_row(r).contains("doublewrite on"));
+}
+
+#[test]
+fn flush_mode_refuses_what_the_engine_cannot_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = IobenchConfig {
+        modes: vec![Mode::Wrnd, Mode::Flush],
+        block_sizes: vec![16384, 6144],
+        methods: vec![Method::Fsync],
+        ..tiny(dir.path())
+    };
+    let err = iobench::run(&config, &mut |_| panic!("nothing may start"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--bs 6k") && err.contains("page_size"),
+        "{err}"
+    );
+    // The same size is fine for the workers alone.
+    let workers = IobenchConfig {
+        modes: vec![Mode::Wrnd],
+        ..config
+    };
+    iobench::check(&workers).unwrap();
+    assert_eq!("FLUSH".parse::<Mode>().unwrap(), Mode::Flush);
 }

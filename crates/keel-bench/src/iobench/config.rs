@@ -23,11 +23,22 @@ pub enum Mode {
     Seqr,
     /// Sequential writes: each worker streams through its own region.
     Seqw,
+    /// The engine's own page flusher: random dirty pages of a table held in
+    /// the buffer pool written with exactly `threads` page writes in flight
+    /// ([`keel::Db::flush_at_depth`]); see `flushcase`.
+    Flush,
 }
 
 impl Mode {
     /// Every mode, in documentation order.
-    pub const ALL: [Mode; 5] = [Self::Rrnd, Self::Wrnd, Self::Rwrnd, Self::Seqr, Self::Seqw];
+    pub const ALL: [Mode; 6] = [
+        Self::Rrnd,
+        Self::Wrnd,
+        Self::Rwrnd,
+        Self::Seqr,
+        Self::Seqw,
+        Self::Flush,
+    ];
 
     /// The name accepted by `from_str`.
     pub fn as_str(self) -> &'static str {
@@ -37,10 +48,13 @@ impl Mode {
             Self::Rwrnd => "rwrnd",
             Self::Seqr => "seqr",
             Self::Seqw => "seqw",
+            Self::Flush => "flush",
         }
     }
 
-    /// True for the random modes, false for the sequential ones.
+    /// True for the random modes of the workers, false for the sequential
+    /// ones (and for `flush`, which has no workers: the engine chooses the
+    /// pages and the order).
     pub fn is_random(self) -> bool {
         matches!(self, Self::Rrnd | Self::Wrnd | Self::Rwrnd)
     }
@@ -49,7 +63,7 @@ impl Mode {
     pub fn read_pct(self, mixed_read_pct: u8) -> u8 {
         match self {
             Self::Rrnd | Self::Seqr => 100,
-            Self::Wrnd | Self::Seqw => 0,
+            Self::Wrnd | Self::Seqw | Self::Flush => 0,
             Self::Rwrnd => mixed_read_pct,
         }
     }
@@ -117,7 +131,7 @@ impl FromStr for Mode {
             .ok_or_else(|| ParseNameError {
                 what: "mode",
                 name: s.to_owned(),
-                expected: "rrnd, wrnd, rwrnd, seqr, seqw",
+                expected: "rrnd, wrnd, rwrnd, seqr, seqw, flush",
             })
     }
 }
@@ -170,9 +184,10 @@ named_serde!(Method);
 pub struct Case {
     /// Access pattern.
     pub mode: Mode,
-    /// Bytes per operation.
+    /// Bytes per operation (`flush`: the engine's page size).
     pub bs: usize,
-    /// Concurrent workers, each with one request in flight.
+    /// Concurrent workers, each with one request in flight (`flush`: page
+    /// writes the flusher keeps in flight).
     pub threads: usize,
     /// Data files the requests are spread over.
     pub files: usize,
@@ -223,8 +238,16 @@ pub struct IobenchConfig {
     pub device: ThrottleSpec,
     /// Leave the data files in place after the run (a later run reuses them).
     pub keep_files: bool,
-    /// Seed of every worker's random offsets.
+    /// Seed of every worker's random offsets (and of the rows `flush`
+    /// updates).
     pub seed: u64,
+    /// `flush`: write each batch to the doublewrite area (and sync it)
+    /// before writing it in place, as the engine does by default; off, the
+    /// pages go straight to the data files.
+    pub doublewrite: bool,
+    /// `flush`: the most pages dirtied before each timed flush (at most an
+    /// eighth of the table's pages are: see `flushcase`).
+    pub flush_dirty_pages: usize,
 }
 
 impl Default for IobenchConfig {
@@ -244,6 +267,8 @@ impl Default for IobenchConfig {
             device: ThrottleSpec::unlimited(),
             keep_files: false,
             seed: 0x10be_4c4e,
+            doublewrite: false,
+            flush_dirty_pages: super::flushcase::DEFAULT_DIRTY_PAGES,
         }
     }
 }
@@ -313,6 +338,9 @@ impl IobenchConfig {
         }
         if self.time.is_zero() {
             return bad("--time must be positive".to_owned());
+        }
+        if self.modes.contains(&Mode::Flush) {
+            super::flushcase::validate(self)?;
         }
         self.device
             .validate()

@@ -88,6 +88,33 @@ pub enum IobenchError {
         /// What the OS said.
         source: io::Error,
     },
+    /// `--mode flush`: the engine refused its options or failed while the
+    /// table was loaded, dirtied or flushed.
+    #[error("{what}")]
+    Engine {
+        /// What was being done, naming the directory and the case.
+        what: String,
+        /// What the engine said (it names the option or the file).
+        source: keel::Error,
+    },
+    /// `--mode flush`: the table, held whole in the buffer pool, would not
+    /// fit in memory.
+    #[error(
+        "--mode flush keeps the whole table in the buffer pool: --file-size {} needs a pool of {}, \
+         more than {} of the {} of RAM (use a smaller --file-size)",
+        format_size(*.file_size_bytes), format_size(*.pool_bytes), format_size(*.limit_bytes),
+        format_size(*.ram_bytes)
+    )]
+    NotEnoughMemory {
+        /// `--file-size`.
+        file_size_bytes: u64,
+        /// The buffer pool it needs.
+        pool_bytes: u64,
+        /// The most the pool may take.
+        limit_bytes: u64,
+        /// Physical memory.
+        ram_bytes: u64,
+    },
     /// The results could not be encoded as JSON.
     #[error("cannot encode the results as JSON: {0}")]
     Json(#[from] serde_json::Error),
@@ -98,6 +125,12 @@ impl IobenchError {
     pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(io::Error) -> Self {
         let what = what.into();
         move |source| Self::Io { what, source }
+    }
+
+    /// Wrap an engine error with what was being done.
+    pub(crate) fn engine(what: impl Into<String>) -> impl FnOnce(keel::Error) -> Self {
+        let what = what.into();
+        move |source| Self::Engine { what, source }
     }
 }
 

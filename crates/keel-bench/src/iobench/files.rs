@@ -13,7 +13,7 @@ use keel::io::{ThrottleSpec, IO_ALIGN};
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
-use super::{IobenchConfig, IobenchError, Method};
+use super::{IobenchConfig, IobenchError, Method, Mode};
 
 /// Each file's size is a multiple of this, so every common block size tiles it.
 const FILE_GRAIN: u64 = 64 << 10;
@@ -166,14 +166,28 @@ fn bytes_to_write(config: &IobenchConfig, files: usize) -> u64 {
 }
 
 /// Fail before writing anything if the free space is short: with
-/// `keep_files` every set stays, else only one set exists at a time.
+/// `keep_files` every set stays, else only one set exists at a time; a
+/// `flush` database (one at a time) may exist beside a set.
 pub fn check_space(config: &IobenchConfig) -> Result<(), IobenchError> {
-    let per_set = config.files.iter().map(|&f| bytes_to_write(config, f));
-    let needed = if config.keep_files {
+    let workers = config.modes.iter().any(|&m| m != Mode::Flush);
+    let per_set = config.files.iter().map(|&f| {
+        if workers {
+            bytes_to_write(config, f)
+        } else {
+            0
+        }
+    });
+    let sets: u64 = if config.keep_files {
         per_set.sum()
     } else {
         per_set.max().unwrap_or(0)
     };
+    let flush_db = if config.modes.contains(&Mode::Flush) {
+        super::flushcase::disk_bytes(config)
+    } else {
+        0
+    };
+    let needed = sets + flush_db;
     let available = available_bytes(&config.dir)?;
     if needed > available {
         return Err(IobenchError::NotEnoughSpace {

@@ -13,6 +13,13 @@
 //! written in full (never sparse) once, reused by every case that has its
 //! number of files, and removed afterwards unless `keep_files` is set.
 //!
+//! `flush` measures the engine's own page flusher instead of workers: a
+//! database in `dir`, its table held in the buffer pool, random pages
+//! dirtied and written with [`keel::Db::flush_at_depth`] at the case's
+//! depth (see the `flushcase` module). Where a `wrnd` case has the same
+//! block size, threads, files and method, the report gives `flush ÷ wrnd`
+//! ([`FlushRatio`]).
+//!
 //! ```no_run
 //! use keel_bench::iobench::{self, IobenchConfig};
 //! let config = IobenchConfig { dir: "/data".into(), ..IobenchConfig::default() };
@@ -27,6 +34,7 @@ use std::time::{Duration, Instant};
 mod config;
 mod error;
 mod files;
+mod flushcase;
 mod output;
 mod report;
 mod stats;
@@ -37,13 +45,16 @@ pub use config::{
 };
 pub use error::{format_bs, format_size, IobenchError};
 pub use files::{available_bytes, logical_block_bytes, per_file_bytes};
+pub use flushcase::DEFAULT_DIRTY_PAGES as DEFAULT_FLUSH_DIRTY_PAGES;
 pub use output::{
-    data_size_note, table_header, table_row, IobenchReport, MachineInfo, JSON_VERSION,
+    data_size_note, flush_ratio_table, table_header, table_row, FlushRatio, IobenchReport,
+    MachineInfo, JSON_VERSION,
 };
 pub use report::{render_html, write_html_report};
-pub use stats::{CaseResult, LatencyMs};
+pub use stats::{CaseResult, FlushFigures, LatencyMs};
 
 use files::FileSet;
+use flushcase::FlushDb;
 use stats::Tally;
 use worker::Plan;
 
@@ -73,6 +84,24 @@ pub enum Event<'a> {
         files: usize,
         /// Bytes written (0 when kept files were reused).
         written_bytes: u64,
+        /// Time it took.
+        elapsed: Duration,
+    },
+    /// `flush`: a database is being created and its table loaded.
+    Loading {
+        /// Its page size.
+        bs: usize,
+        /// Its data files.
+        files: usize,
+        /// The table's size to reach.
+        data_bytes: u64,
+    },
+    /// `flush`: the table is loaded and flushed.
+    Loaded {
+        /// Rows loaded.
+        rows: u64,
+        /// Bytes of pages they take.
+        data_bytes: u64,
         /// Time it took.
         elapsed: Duration,
     },
@@ -109,6 +138,9 @@ pub fn check(config: &IobenchConfig) -> Result<(), IobenchError> {
     }
     files::check_alignment(config, files::logical_block_bytes(&config.dir))?;
     files::check_file_sizes(config)?;
+    if config.modes.contains(&Mode::Flush) {
+        flushcase::check(config, crate::sys::total_ram_bytes())?;
+    }
     files::check_space(config)
 }
 
@@ -127,38 +159,102 @@ pub fn run(
     });
     let mut eta = Eta::new(config.warmup + config.time);
     let mut set: Option<FileSet> = None;
-    let mut results = Vec::with_capacity(cases.len());
+    let mut flush_db: Option<FlushDb> = None;
+    let mut results: Vec<CaseResult> = Vec::with_capacity(cases.len());
     for (index, case) in cases.iter().enumerate() {
-        let current = match set.take() {
-            Some(s) if s.files() == case.files => set.insert(s),
-            old => {
-                drop(old); // removes the previous set first: only one exists
-                set.insert(prepare(config, case.files, observer)?)
-            }
-        };
         let total = cases.len();
-        let remaining = eta.remaining(total - index);
-        observer(&Event::CaseStart {
-            index,
-            total,
-            case: *case,
-            remaining,
-        });
-        let began = Instant::now();
-        let result = run_case(config, case, current)?;
+        let began;
+        let result = if case.mode == Mode::Flush {
+            let db = match flush_db.take() {
+                Some(db) if db.serves(case) => flush_db.insert(db),
+                old => {
+                    drop(old); // closes and removes the previous database first
+                    flush_db.insert(load(config, case, observer)?)
+                }
+            };
+            began = case_start(observer, &eta, index, total, case);
+            flushcase::run_case(config, case, db)?
+        } else {
+            let current = match set.take() {
+                Some(s) if s.files() == case.files => set.insert(s),
+                old => {
+                    drop(old); // removes the previous set first: only one exists
+                    set.insert(prepare(config, case.files, observer)?)
+                }
+            };
+            began = case_start(observer, &eta, index, total, case);
+            run_case(config, case, current)?
+        };
         eta.record(began.elapsed());
-        observer(&Event::CaseDone {
-            index,
-            total,
-            result: &result,
-        });
         results.push(result);
+        link_flush_ratios(&mut results);
+        if let Some(result) = results.last() {
+            observer(&Event::CaseDone {
+                index,
+                total,
+                result,
+            });
+        }
     }
+    drop(flush_db);
+    let flush_vs_wrnd = output::flush_ratios(&results, &config.device.to_string());
     Ok(IobenchReport {
         version: JSON_VERSION,
         machine,
         cases: results,
+        flush_vs_wrnd,
     })
+}
+
+/// Announce a case; returns when it started.
+fn case_start(
+    observer: &mut dyn FnMut(&Event<'_>),
+    eta: &Eta,
+    index: usize,
+    total: usize,
+    case: &Case,
+) -> Instant {
+    observer(&Event::CaseStart {
+        index,
+        total,
+        case: *case,
+        remaining: eta.remaining(total - index),
+    });
+    Instant::now()
+}
+
+/// Give every `flush` result its ratio to the `wrnd` result of the same
+/// block size, threads, files and method, where both ran.
+fn link_flush_ratios(results: &mut [CaseResult]) {
+    let ratios: Vec<Option<f64>> = results
+        .iter()
+        .map(|r| output::wrnd_twin(results, r).map(|wrnd| r.iops / wrnd.iops))
+        .collect();
+    for (r, ratio) in results.iter_mut().zip(ratios) {
+        if let Some(figures) = r.flush.as_mut() {
+            figures.vs_wrnd = ratio;
+        }
+    }
+}
+
+fn load(
+    config: &IobenchConfig,
+    case: &Case,
+    observer: &mut dyn FnMut(&Event<'_>),
+) -> Result<FlushDb, IobenchError> {
+    observer(&Event::Loading {
+        bs: case.bs,
+        files: case.files,
+        data_bytes: config.file_size_bytes,
+    });
+    let began = Instant::now();
+    let (db, loaded) = FlushDb::create(config, case)?;
+    observer(&Event::Loaded {
+        rows: loaded.rows,
+        data_bytes: loaded.data_bytes,
+        elapsed: began.elapsed(),
+    });
+    Ok(db)
 }
 
 fn prepare(

@@ -6,10 +6,12 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::stats::CaseResult;
-use super::{files, format_bs, format_size, IobenchConfig, IobenchError, Method};
+use super::{files, format_bs, format_size, IobenchConfig, IobenchError, Method, Mode};
 
-/// Version of the JSON document.
-pub const JSON_VERSION: u32 = 1;
+/// Version of the JSON document. 2: the `flush` mode, with its `flush`
+/// figures in each of its cases and `flush_vs_wrnd` (a version-1 document
+/// still reads).
+pub const JSON_VERSION: u32 = 2;
 
 /// The machine and the file system the sweep ran on.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -90,6 +92,97 @@ pub struct IobenchReport {
     pub machine: MachineInfo,
     /// One entry per case, in the order they ran.
     pub cases: Vec<CaseResult>,
+    /// `flush ÷ wrnd` for every `flush` case whose `wrnd` twin ran.
+    #[serde(default)]
+    pub flush_vs_wrnd: Vec<FlushRatio>,
+}
+
+/// The engine's flusher against the device: a `flush` case's page writes
+/// per second divided by the random-write IOPS of the `wrnd` case with the
+/// same block size, threads (queue depth), files, method and device model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlushRatio {
+    /// Block size (the engine's page size).
+    pub bs: usize,
+    /// Queue depth: workers for `wrnd`, page writes in flight for `flush`.
+    pub threads: usize,
+    /// Data files.
+    pub files: usize,
+    /// Write method.
+    pub method: Method,
+    /// The device model both ran on.
+    pub device: String,
+    /// Whether the flusher wrote through the doublewrite area.
+    pub doublewrite: bool,
+    /// `wrnd`'s IOPS.
+    pub wrnd_iops: f64,
+    /// `flush`'s page writes per second.
+    pub flush_iops: f64,
+    /// `flush_iops / wrnd_iops`.
+    pub ratio: f64,
+}
+
+/// The ratios of every `flush` result in `cases` that has a `wrnd` twin.
+pub(super) fn flush_ratios(cases: &[CaseResult], device: &str) -> Vec<FlushRatio> {
+    cases
+        .iter()
+        .filter_map(|r| {
+            let f = r.flush.as_ref()?;
+            let wrnd = wrnd_twin(cases, r)?;
+            Some(FlushRatio {
+                bs: r.bs,
+                threads: r.threads,
+                files: r.files,
+                method: r.method,
+                device: device.to_owned(),
+                doublewrite: f.doublewrite,
+                wrnd_iops: wrnd.iops,
+                flush_iops: r.iops,
+                ratio: r.iops / wrnd.iops,
+            })
+        })
+        .collect()
+}
+
+/// The `wrnd` result with the same block size, threads, files and method
+/// as `r`, if one ran and measured anything.
+pub(super) fn wrnd_twin<'a>(cases: &'a [CaseResult], r: &CaseResult) -> Option<&'a CaseResult> {
+    let twin = super::Case {
+        mode: Mode::Wrnd,
+        ..r.case()
+    };
+    cases.iter().find(|c| c.case() == twin && c.iops > 0.0)
+}
+
+/// The `flush ÷ wrnd` block printed after the table; `None` without ratios.
+pub fn flush_ratio_table(ratios: &[FlushRatio]) -> Option<String> {
+    let first = ratios.first()?;
+    let mut out = format!(
+        "flush ÷ wrnd (the engine's page writes per second against the device's random-write \
+         IOPS at the same queue depth; device {}, doublewrite {}):\n{:>4} {:>7} {:>5} {:<6} {:>10} {:>10} {:>11}",
+        first.device,
+        if first.doublewrite { "on" } else { "off" },
+        "bs",
+        "threads",
+        "files",
+        "method",
+        "wrnd IOPS",
+        "flush IOPS",
+        "flush÷wrnd"
+    );
+    for r in ratios {
+        out.push_str(&format!(
+            "\n{:>4} {:>7} {:>5} {:<6} {:>10.0} {:>10.0} {:>11.2}",
+            format_bs(r.bs),
+            r.threads,
+            r.files,
+            r.method.as_str(),
+            r.wrnd_iops,
+            r.flush_iops,
+            r.ratio
+        ));
+    }
+    Some(out)
 }
 
 impl IobenchReport {
@@ -125,10 +218,20 @@ pub fn table_header() -> String {
     )
 }
 
-/// One row of the text table.
+/// One row of the text table. A `flush` row has no latency percentiles
+/// (`-`), and ends with its ratio to `wrnd` (when that ran first), its
+/// pages per write call, the writes it kept in flight on average and
+/// whether doublewrite was on.
 pub fn table_row(r: &CaseResult) -> String {
+    let ms = |v: f64| {
+        if r.flush.is_some() {
+            "-".to_owned()
+        } else {
+            format!("{v:.3}")
+        }
+    };
     let mut row = format!(
-        "{:<5} {:>4} {:>7} {:>5} {:<6} {:>10.0} {:>9.1} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>9.3}",
+        "{:<5} {:>4} {:>7} {:>5} {:<6} {:>10.0} {:>9.1} {:>8.3} {:>8} {:>8} {:>8} {:>9}",
         r.mode.as_str(),
         format_bs(r.bs),
         r.threads,
@@ -137,11 +240,28 @@ pub fn table_row(r: &CaseResult) -> String {
         r.iops,
         r.mib_s,
         r.lat_ms.avg,
-        r.lat_ms.p50,
-        r.lat_ms.p95,
-        r.lat_ms.p99,
-        r.lat_ms.max
+        ms(r.lat_ms.p50),
+        ms(r.lat_ms.p95),
+        ms(r.lat_ms.p99),
+        ms(r.lat_ms.max)
     );
+    if let Some(f) = &r.flush {
+        if let Some(ratio) = f.vs_wrnd {
+            row.push_str(&format!("  flush÷wrnd {ratio:.2};"));
+        } else {
+            row.push(' ');
+        }
+        let per_call = if f.write_requests > 0 {
+            r.writes as f64 / f.write_requests as f64
+        } else {
+            0.0
+        };
+        row.push_str(&format!(
+            " {per_call:.2} pages/write, {:.1} in flight, doublewrite {}",
+            f.mean_writes_in_flight,
+            if f.doublewrite { "on" } else { "off" }
+        ));
+    }
     if r.errors > 0 {
         row.push_str(&format!("  ({} errors)", r.errors));
     }
@@ -179,6 +299,17 @@ pub fn data_size_note(config: &IobenchConfig, ram_bytes: Option<u64>) -> String 
             } else {
                 ", partly served from memory"
             }
+        ));
+    }
+    if config.modes.contains(&Mode::Flush) {
+        note.push_str(&format!(
+            "\nflush: a database in {}/keel-iobench-flush-{}, its table of {size} held whole in \
+             the buffer pool; before each timed flush, row updates dirty up to {} random pages \
+             (at most an eighth of the table's); doublewrite {}",
+            config.dir.display(),
+            std::process::id(),
+            config.flush_dirty_pages,
+            if config.doublewrite { "on" } else { "off" }
         ));
     }
     note

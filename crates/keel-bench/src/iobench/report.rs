@@ -1,6 +1,7 @@
 //! The HTML report: for each mode, IOPS and MiB/s against the number of
 //! workers, one line per (method, block size, files) — the seeds' graphs —
-//! then every figure in a table. One self-contained page: inline SVG and
+//! then, with `flush` and `wrnd` both measured, `flush ÷ wrnd` against the
+//! queue depth, then every figure in a table. One self-contained page: inline SVG and
 //! CSS, no script, no network.
 
 use std::collections::BTreeMap;
@@ -10,7 +11,8 @@ use std::path::{Path, PathBuf};
 use crate::chart::{compact, escape, nice_ceil};
 
 use super::{
-    format_bs, format_size, table_header, CaseResult, IobenchError, IobenchReport, Method, Mode,
+    flush_ratio_table, format_bs, format_size, table_header, CaseResult, IobenchError,
+    IobenchReport, Method, Mode,
 };
 
 const PALETTE: [&str; 10] = [
@@ -187,8 +189,15 @@ fn legend_html(series: &[Series]) -> String {
 fn mode_section(mode: Mode, cases: &[&CaseResult], xs: &[usize]) -> String {
     let series = series_of(cases);
     let read_pct = cases.first().map_or(0, |c| c.read_pct);
+    let doublewrite = cases
+        .iter()
+        .any(|c| c.flush.as_ref().is_some_and(|f| f.doublewrite));
     let title = match mode {
         Mode::Rwrnd => format!("{mode} ({read_pct} % reads)"),
+        Mode::Flush => format!(
+            "{mode} (the engine's flusher, doublewrite {})",
+            if doublewrite { "on" } else { "off" }
+        ),
         _ => mode.to_string(),
     };
     format!(
@@ -229,6 +238,31 @@ svg .ytick{text-anchor:end}svg .xtick,svg .axis{text-anchor:middle}\
 .legend{list-style:none;padding:0;columns:3}.legend li{margin:2px 0}\
 pre{font-size:12px;background:#f6f6f6;padding:1em;overflow-x:auto}";
 
+/// `flush ÷ wrnd` against the queue depth, one line per (method, bs,
+/// files), and the ratios as a table; empty without ratios.
+fn ratio_section(report: &IobenchReport, xs: &[usize]) -> String {
+    let Some(table) = flush_ratio_table(&report.flush_vs_wrnd) else {
+        return String::new();
+    };
+    let cases: Vec<&CaseResult> = report
+        .cases
+        .iter()
+        .filter(|c| c.flush.as_ref().is_some_and(|f| f.vs_wrnd.is_some()))
+        .collect();
+    let series = series_of(&cases);
+    format!(
+        "<section><h2>flush ÷ wrnd</h2><p>The engine's page writes per second (<code>flush</code>) \
+         divided by the device's random-write IOPS (<code>wrnd</code>) at the same queue depth, \
+         block size, files, method and device model (the <code>steady</code> policy aims at 0.9 \
+         or more).</p><div class=\"charts\">{}</div>{}<pre>{}</pre></section>",
+        chart_svg("flush ÷ wrnd", xs, &series, |c| {
+            c.flush.as_ref().and_then(|f| f.vs_wrnd).unwrap_or(0.0)
+        }),
+        legend_html(&series),
+        escape(&table)
+    )
+}
+
 /// The report as one self-contained HTML page.
 pub fn render_html(report: &IobenchReport) -> String {
     let mut xs: Vec<usize> = report.cases.iter().map(|c| c.threads).collect();
@@ -251,6 +285,7 @@ pub fn render_html(report: &IobenchReport) -> String {
         let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| c.mode == mode).collect();
         page.push_str(&mode_section(mode, &cases, &xs));
     }
+    page.push_str(&ratio_section(report, &xs));
     let rows: Vec<String> = report.cases.iter().map(super::table_row).collect();
     let _ = write!(
         page,

@@ -107,6 +107,51 @@ pub struct CaseResult {
     /// The first failure, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
+    /// `flush` only: what the flusher did. Its `writes` are page writes,
+    /// its time the sum of the timed flush calls, its `lat_ms.avg` the mean
+    /// data-file write call (the percentiles are not measured: 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flush: Option<FlushFigures>,
+}
+
+/// The figures of a `flush` case beyond IOPS (see `flushcase`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlushFigures {
+    /// Page writes kept in flight per batch (the case's `threads`).
+    pub depth: usize,
+    /// Whether each batch went to the doublewrite area first (and was
+    /// synced there) before it was written in place.
+    pub doublewrite: bool,
+    /// Pages dirtied before each timed flush.
+    pub dirty_pages_per_round: usize,
+    /// Timed flush calls (warm-up rounds excluded).
+    pub rounds: u64,
+    /// Write calls on the data files (in place; doublewrite copies not
+    /// counted) during the timed calls: a run of contiguous dirty pages is
+    /// written with one call, so this can be fewer than the pages.
+    pub write_requests: u64,
+    /// Write calls per second of timed flushing.
+    pub write_requests_per_s: f64,
+    /// Write calls in flight on average over the timed flushes (their
+    /// summed durations over the timed seconds): the depth the flusher
+    /// actually kept, against `depth`.
+    pub mean_writes_in_flight: f64,
+    /// Share of the timed seconds with at least one data-file write in
+    /// flight (the rest: the flusher's own work between writes, its syncs
+    /// and the checkpoint).
+    pub busy_share: f64,
+    /// Pages a page cleaner wrote between a round's dirtying and its timed
+    /// flush: neither counted nor timed (pages cleaners write *during* the
+    /// call are counted, and their time is the call's).
+    pub uncounted_cleaner_pages: u64,
+    /// Rows of the table.
+    pub table_rows: u64,
+    /// Bytes of pages the table and its database hold.
+    pub data_bytes: u64,
+    /// This case's IOPS divided by those of the `wrnd` case with the same
+    /// block size, threads, files and method (same device), if one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_wrnd: Option<f64>,
 }
 
 impl CaseResult {
@@ -142,6 +187,7 @@ impl CaseResult {
             writes: tally.writes,
             errors: tally.errors,
             first_error: tally.first_error.clone(),
+            flush: None,
         }
     }
 

@@ -67,7 +67,7 @@ impl Plan<'_> {
         let bs = self.case.bs as u64;
         let read = match self.case.mode {
             Mode::Rrnd | Mode::Seqr => true,
-            Mode::Wrnd | Mode::Seqw => false,
+            Mode::Wrnd | Mode::Seqw | Mode::Flush => false,
             Mode::Rwrnd => rng.gen_range(0..100u8) < self.read_pct,
         };
         if self.case.mode.is_random() {
