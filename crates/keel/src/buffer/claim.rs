@@ -3,10 +3,29 @@
 //! written or unwritten, pick LRU and flush-list candidates, evict clean
 //! pages. The pool knows nothing of batches, doublewrite or the redo log.
 //!
-//! A claim holds the frame's shared latch and its `flushing` flag: the page
-//! cannot change or be evicted while it is written, readers keep reading
-//! it, and no second flusher claims it. Claims are taken with `try_read`
-//! only, so a flusher never waits for a latch a user thread holds.
+//! A claim holds the frame's `flushing` flag, so that no second flusher
+//! claims the page, and, until the flusher has copied the image
+//! ([`Claim::unlatch`]), its shared latch: the copy is a consistent image.
+//! Claims are taken with `try_read` only, so a flusher never waits for a
+//! latch a user thread holds; and the latch is dropped before any I/O, so
+//! a user thread never waits for a flusher's write (with the latch held
+//! through the writes, every writer of a hot page — an index node — waited
+//! for a whole batch's doublewrite copy, syncs and writes: on a disk of
+//! 300 writes/s, stalls of a second).
+//!
+//! # A page changed while its copy is written
+//! The page stays dirty, and so cannot be evicted, until the write ends.
+//! A change made meanwhile is not in the copy: `BufferPool::mark_dirty`,
+//! seeing `flushing`, records the redo start of the first such change in
+//! the frame's `redirty` (under the flush-list mutex), and
+//! [`BufferPool::release_written`], under the same mutex, moves the page
+//! to that LSN on the flush list instead of making it clean. That change's
+//! redo starts after the copy was taken (its mini-transaction took the
+//! exclusive latch after the flusher released the shared one), so the
+//! checkpoint passes nothing the data files lack. Both sides hold the
+//! flush-list mutex, so either the change is recorded before the release
+//! reads it, or it finds the page released (clean, or already moved) and
+//! dirties it as any change does.
 
 use std::sync::atomic::Ordering;
 
@@ -27,13 +46,24 @@ pub(crate) struct Claim<'a> {
     pub id: PageId,
     /// Its oldest unwritten change (its flush-list key).
     pub oldest: Lsn,
-    guard: RwLockReadGuard<'a, AlignedBuf>,
+    /// Its newest change when claimed: the redo that must be durable
+    /// before the claimed image is written.
+    pub newest: Lsn,
+    guard: Option<RwLockReadGuard<'a, AlignedBuf>>,
 }
 
 impl Claim<'_> {
-    /// The page image (stable while the claim is held).
-    pub fn image(&self) -> &[u8] {
-        &self.guard
+    /// The page image, while the claim holds the latch (`None` after
+    /// [`Claim::unlatch`]).
+    pub fn image(&self) -> Option<&[u8]> {
+        self.guard.as_deref().map(|b| &b[..])
+    }
+
+    /// Drop the shared latch, once the image is copied: from now on user
+    /// threads may change the page (see the module doc), and the claim
+    /// only keeps other flushers off it.
+    pub fn unlatch(&mut self) {
+        self.guard = None;
     }
 }
 
@@ -90,39 +120,50 @@ impl BufferPool {
             return None;
         }
         debug_assert_eq!(crate::page::page_id(&guard), id, "frame holds another page");
+        debug_assert_eq!(f.redirty.load(Ordering::Acquire), 0);
         Some(Claim {
             inst,
             fid,
             id,
             oldest,
-            guard,
+            newest: f.newest_mod.load(Ordering::Acquire),
+            guard: Some(guard),
         })
     }
 
-    /// The newest change of a claimed page (its redo must be durable before
-    /// the page is written).
-    pub(crate) fn newest_modification(&self, c: &Claim<'_>) -> Lsn {
-        self.instances[c.inst].frames[c.fid as usize]
-            .newest_mod
-            .load(Ordering::Acquire)
-    }
-
-    /// The page is on disk as claimed: take it off the flush list, make it
-    /// clean and release it.
+    /// The claimed image is on disk: take the page off the flush list and
+    /// make it clean, or, if it was changed after it was copied, move it
+    /// to that change on the flush list (module doc); then release it.
     pub(crate) fn release_written(&self, c: Claim<'_>) {
         let inst = &self.instances[c.inst];
         let f = &inst.frames[c.fid as usize];
-        inst.flush_list.lock().remove(&(c.oldest, c.fid));
-        f.oldest_mod.store(0, Ordering::Release);
+        let mut list = inst.flush_list.lock();
+        list.remove(&(c.oldest, c.fid));
+        match f.redirty.swap(0, Ordering::AcqRel) {
+            0 => {
+                f.oldest_mod.store(0, Ordering::Release);
+                Metrics::sub(&self.metrics.buffer_pool_pages_dirty, 1);
+            }
+            again => {
+                list.insert((again, c.fid));
+                f.oldest_mod.store(again, Ordering::Release);
+            }
+        }
         f.flushing.store(false, Ordering::Release);
-        Metrics::sub(&self.metrics.buffer_pool_pages_dirty, 1);
+        drop(list);
         drop(c.guard);
     }
 
-    /// The page was not written: it stays dirty, free for a later flush.
+    /// The page was not written: it stays dirty where it was on the flush
+    /// list (a change made since it was copied is later than that), free
+    /// for a later flush.
     pub(crate) fn release_unwritten(&self, c: Claim<'_>) {
-        let f = &self.instances[c.inst].frames[c.fid as usize];
+        let inst = &self.instances[c.inst];
+        let f = &inst.frames[c.fid as usize];
+        let list = inst.flush_list.lock();
+        f.redirty.store(0, Ordering::Release);
         f.flushing.store(false, Ordering::Release);
+        drop(list);
         drop(c.guard);
     }
 

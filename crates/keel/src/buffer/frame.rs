@@ -37,6 +37,11 @@ pub(crate) struct Frame {
     /// Set while one flusher writes the page, so that concurrent flushers
     /// (cleaners, sync-flushing writers) never write it twice.
     pub flushing: std::sync::atomic::AtomicBool,
+    /// While `flushing`: the redo start of the first change made after the
+    /// flusher copied the page (0: none), where the page re-enters the
+    /// flush list when the write of the copy completes. Read and written
+    /// under the instance's flush-list mutex.
+    pub redirty: AtomicU64,
 }
 
 impl Frame {
@@ -50,6 +55,7 @@ impl Frame {
             young_clock: AtomicU64::new(0),
             first_access_ms: AtomicU64::new(0),
             flushing: std::sync::atomic::AtomicBool::new(false),
+            redirty: AtomicU64::new(0),
         }
     }
 

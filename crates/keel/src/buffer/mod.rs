@@ -203,11 +203,27 @@ impl BufferPool {
         frame
             .newest_mod
             .store(end, std::sync::atomic::Ordering::Release);
-        if frame.oldest() == 0 {
-            inst.flush_list.lock().insert((start, fid));
-            frame
-                .oldest_mod
-                .store(start, std::sync::atomic::Ordering::Release);
+        use std::sync::atomic::Ordering;
+        // No flusher can claim the page while this thread holds it
+        // exclusively; one may have claimed and copied it before.
+        if !frame.flushing.load(Ordering::Acquire) {
+            if frame.oldest() == 0 {
+                inst.flush_list.lock().insert((start, fid));
+                frame.oldest_mod.store(start, Ordering::Release);
+                Metrics::add(&self.metrics.buffer_pool_pages_dirty, 1);
+            }
+            return;
+        }
+        // A flusher is writing an earlier copy (see `claim`'s module doc).
+        let mut list = inst.flush_list.lock();
+        if frame.flushing.load(Ordering::Acquire) {
+            if frame.redirty.load(Ordering::Acquire) == 0 {
+                frame.redirty.store(start, Ordering::Release);
+            }
+        } else if frame.oldest() == 0 {
+            // Written and released meanwhile: dirty again from here.
+            list.insert((start, fid));
+            frame.oldest_mod.store(start, Ordering::Release);
             Metrics::add(&self.metrics.buffer_pool_pages_dirty, 1);
         }
     }

@@ -205,17 +205,25 @@ impl WriteBack {
     /// retried (for at most about 100 s before giving up with an error).
     pub fn flush_below(&self, pool: &BufferPool, lsn_limit: Lsn) -> Result<()> {
         const ROUNDS: usize = 100_000;
-        for round in 0..ROUNDS {
+        let mut idle_rounds = 0;
+        for _ in 0..ROUNDS {
             let mut left = false;
+            let mut wrote = 0;
             for i in 0..pool.n_instances() {
-                self.flush_list_batch(pool, i, 256, lsn_limit, FlushKind::All)?;
+                wrote += self.flush_list_batch(pool, i, 256, lsn_limit, FlushKind::All)?;
                 left |= !pool.flush_list_oldest(i, 1, lsn_limit).is_empty();
             }
             if !left {
                 return self.space.sync();
             }
-            // Held by a user thread for the moment: let it finish.
-            std::thread::sleep(std::time::Duration::from_micros(if round < 100 {
+            if wrote > 0 {
+                idle_rounds = 0;
+                continue;
+            }
+            // What is left is held by user threads for the moment: let
+            // them finish (briefly at first, then a millisecond a round).
+            idle_rounds += 1;
+            std::thread::sleep(std::time::Duration::from_micros(if idle_rounds < 100 {
                 10
             } else {
                 1000

@@ -1,13 +1,13 @@
 //! The batch writer on a real pool: neighbors, counters, the WAL rule.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::FlushKind;
 use crate::buffer::{BufferPool, PoolConfig};
 use crate::error::{Error, Result};
 use crate::flush::{Wal, WriteBack, WriteConfig};
-use crate::io::{AlignedBuf, FlushMethod, OsFileSystem};
+use crate::io::{AlignedBuf, FaultyFs, FileSystem, FlushMethod, OsFileSystem};
 use crate::metrics::Metrics;
 use crate::page::Lsn;
 use crate::page::{init_page, page_lsn, PageId, PageType};
@@ -52,10 +52,17 @@ struct TestPool {
 
 impl TestPool {
     fn new(flush_neighbors: u8, wal: Arc<dyn Wal>) -> TestPool {
+        Self::with_fs(
+            flush_neighbors,
+            wal,
+            &OsFileSystem::new(FlushMethod::NoSync),
+        )
+    }
+
+    fn with_fs(flush_neighbors: u8, wal: Arc<dyn Wal>, fs: &dyn FileSystem) -> TestPool {
         let dir = tempfile::tempdir().unwrap();
         let metrics = Arc::new(Metrics::default());
-        let fs = OsFileSystem::new(FlushMethod::NoSync);
-        let space = Arc::new(Tablespace::create(&fs, dir.path(), PS, 2, metrics.clone()).unwrap());
+        let space = Arc::new(Tablespace::create(fs, dir.path(), PS, 2, metrics.clone()).unwrap());
         let cfg = PoolConfig {
             page_size: PS,
             frames: FRAMES,
@@ -394,4 +401,60 @@ fn wal_rule_waits_only_for_the_sync_round_a_page_needs() {
         assert!(log.flushed_lsn() >= written.1);
     });
     assert!(t.dirty_pages().is_empty());
+}
+
+/// A user thread changes a page while the batch writes its copy (the
+/// write held by a failpoint): it does not wait for the write, since the
+/// latch is held only for the copy; the copy reaches the disk; and the
+/// page stays dirty from the change, so no checkpoint passes the change and
+/// the next flush writes it.
+#[test]
+fn a_page_changed_while_its_copy_is_written_stays_dirty_from_that_change() {
+    let fs = FaultyFs::new();
+    let t = TestPool::with_fs(0, Arc::new(HonestWal::default()), &fs);
+    t.put(5, Some(100));
+    let id = PageId::new(0, 5);
+    let hold = fs.arm("data-.write:hold", 0).unwrap();
+    std::thread::scope(|s| {
+        let flusher = s.spawn(|| {
+            t.wb.flush_list_batch(&t.pool, 0, 8, u64::MAX, FlushKind::Background)
+        });
+        hold.wait_held(Duration::from_secs(10)).unwrap();
+        // The copy's write is in flight: the page can be changed at once.
+        let started = Instant::now();
+        {
+            let mut w = t.pool.write(id).unwrap();
+            w[200] = 0xAB;
+            t.pool.mark_dirty(&mut w, 200, 210);
+        }
+        assert!(started.elapsed() < Duration::from_secs(1));
+        // Still being written: dirty from its first change.
+        assert_eq!(t.pool.oldest_modification(), Some(100));
+        hold.release();
+        assert_eq!(flusher.join().unwrap().unwrap(), 1);
+    });
+    // The copy is on disk, without the change; the page is dirty from it.
+    assert_eq!(t.dirty_pages(), [5]);
+    assert_eq!(t.pool.oldest_modification(), Some(200));
+    assert_eq!(t.metric("buffer_pool_pages_dirty"), 1);
+    let mut buf = AlignedBuf::new(PS);
+    t.pool.space.read_page(id, &mut buf).unwrap();
+    assert_eq!(page_lsn(&buf), 110);
+    assert_ne!(buf[200], 0xAB);
+    // The next flush writes the change and makes the page clean.
+    let n =
+        t.wb.flush_list_batch(&t.pool, 0, 8, u64::MAX, FlushKind::Background)
+            .unwrap();
+    assert_eq!(n, 1);
+    assert!(t.dirty_pages().is_empty());
+    assert_eq!(t.pool.oldest_modification(), None);
+    assert_eq!(t.metric("buffer_pool_pages_dirty"), 0);
+    t.pool.space.read_page(id, &mut buf).unwrap();
+    assert_eq!(page_lsn(&buf), 210);
+    assert_eq!(buf[200], 0xAB);
+    let inst = &t.pool.instances[0];
+    assert!(inst
+        .frames
+        .iter()
+        .all(|f| !f.flushing.load(Ordering::Acquire) && f.redirty.load(Ordering::Acquire) == 0));
 }
