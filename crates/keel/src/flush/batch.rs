@@ -88,15 +88,14 @@ pub enum FlushKind {
 }
 
 /// Fewest pages claimed at once: a batch is written this many pages at a
-/// time (more on a deep device, see `WriteBack::claim_group`),
-/// each group claimed only when its turn comes (plus, with neighbors, the
-/// neighbors of its last page). A claimed page cannot be changed, so every
-/// page of a group waits for the whole group's writes: with 256-page
-/// batches written 128 doublewrite pages at a time, the last pages of a
-/// batch were held through two doublewrite copies, two syncs and 256
-/// in-place writes, a second on a disk of 300 writes/s, and a hot page
-/// among them stopped every writer for as long.
-pub(crate) const CLAIM_GROUP: usize = 64;
+/// time (more on a deep device, see `WriteBack::claim_group`), each group
+/// claimed only when its turn comes (plus, with neighbors, the neighbors
+/// of its last page), so that a batch holds a bounded set of frames and
+/// buffer. A doublewrite area's worth by default: one doublewrite copy and
+/// one data-file sync per group. (While claims held the page latch through
+/// the I/O this was 64, to bound how long a writer of a hot page waited;
+/// the latch is now held only for the copy.)
+pub(crate) const CLAIM_GROUP: usize = 128;
 
 struct Item<'a> {
     claim: Claim<'a>,

@@ -76,7 +76,7 @@ impl Pacer {
     /// Set (or clear, with `None`) the writers' limit. The timeline stays:
     /// the next [`delay`](Pacer::delay) re-anchors it at the new rate.
     pub fn set_limit(&self, limit: Option<WriterLimit>) {
-        let limit = limit.filter(|l| l.base_rate.is_finite() && l.base_rate > 0.0);
+        let limit = limit.filter(|l| l.base_rate.is_finite() && l.base_rate >= 0.0);
         if limit.is_none() && !self.active.load(Ordering::Acquire) {
             return;
         }

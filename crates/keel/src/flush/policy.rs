@@ -240,17 +240,19 @@ pub struct WriterLimit {
 
 impl WriterLimit {
     /// The allowed redo rate at checkpoint age `age` (`None`: no limit).
-    /// Below the setpoint, never less than what takes the age up to it
-    /// within a tick: the flusher has nothing to do there, so a low base
-    /// rate (say ρ measured while LRU writes retired little) must not hold
-    /// writers, who would then log nothing and leave nothing to measure;
-    /// evaluated at each writer's age, this fades to nothing at `S`.
+    /// Below the setpoint, never less than what would close the distance
+    /// to it at an exponential pace, with time constant
+    /// [`steady::APPROACH`]: a low base rate (say ρ measured while LRU
+    /// writes retired little) must not hold writers there, who would then
+    /// log nothing and leave nothing to measure; and evaluated at each
+    /// writer's age, this fades to nothing at `S`, so writers arriving
+    /// fast are slowed on the way rather than all at once at `S`.
     /// Never below 1 byte/s, so a writer at `hard` pauses and re-checks
     /// rather than dividing by zero.
     pub fn rate_at(&self, age: u64) -> Option<f64> {
         (age > self.freerun).then(|| {
             let curve = self.base_rate * steady::pos_ratio(age, self.setpoint, self.hard);
-            let refill = self.setpoint.saturating_sub(age) as f64 / steady::TICK.as_secs_f64();
+            let refill = self.setpoint.saturating_sub(age) as f64 / steady::APPROACH.as_secs_f64();
             curve.max(refill).max(1.0)
         })
     }

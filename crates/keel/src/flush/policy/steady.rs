@@ -60,6 +60,11 @@ use crate::page::Lsn;
 
 /// The control period.
 pub const TICK: Duration = Duration::from_millis(100);
+/// Time constant of the writers' approach to the setpoint from below (see
+/// `WriterLimit::rate_at`): with a tick, writers crossing `F` faster than
+/// the flusher could retire ran free to `S`, overshot to `H`, and were then
+/// held near zero for seconds while the flusher caught up.
+pub const APPROACH: Duration = Duration::from_secs(1);
 /// `F` as a share of the free-check limit.
 const FREERUN: f64 = 0.6;
 /// The reserve below the free-check limit: at least this share of it.
@@ -396,6 +401,14 @@ impl FlushPolicy for Steady {
         let ahead = (log_rate * TICK.as_secs_f64()) as u64;
         let over = age.saturating_sub(setpoint) as f64;
         let keep = (setpoint as f64 - CATCH_UP * over).max(0.0) as u64;
+        // Until its capacity has been measured, the flusher writes what is
+        // older than F as soon as the age passes F, so that the capacity is
+        // known (and writers held to it) before the age reaches S.
+        let keep = if self.capacity.get().is_none() && age > freerun {
+            keep.min(freerun)
+        } else {
+            keep
+        };
         let target = (s.current_lsn + ahead).saturating_sub(keep);
         let rho = self.rho(s);
         let bw = self.device.bw.get();
@@ -407,13 +420,18 @@ impl FlushPolicy for Steady {
         // can retire.
         let retire = capacity.or(bw).map(|b| b * rho);
         let base = match retire {
-            // At or below the setpoint the writers' present rate is
-            // sustainable: never hold them under it there (a stale, low
-            // estimate must not starve them; above S the curve cuts it).
-            Some(r) if age <= setpoint => self.base_rate.update(r.max(log_rate), 0.2),
+            // The rate the flusher can retire, measured: the curve holds
+            // writers to it from F on (below S, `WriterLimit::rate_at`
+            // still lets them close in on S at an exponential pace, so a
+            // low estimate cannot starve them: at S the flusher then has
+            // a backlog, and the capacity it measures corrects the base).
             Some(r) => self.base_rate.update(r, 0.2),
-            // Nothing measured yet: a rate that cannot take the age from
-            // the setpoint to the hard level within a tick.
+            // Nothing measured yet, below S: no base; writers close in on
+            // S at the approach pace while the flusher, writing from F on,
+            // measures the device.
+            None if age <= setpoint => 0.0,
+            // Nothing measured and above S: a rate that cannot take the
+            // age from the setpoint to the hard level within a tick.
             None => self
                 .base_rate
                 .get()

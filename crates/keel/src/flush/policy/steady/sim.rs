@@ -313,3 +313,38 @@ fn steady_holds_the_setpoint_through_device_and_load_changes_in_simulated_hours(
         }
     }
 }
+
+/// A cold start under three times the load the device can retire: nothing
+/// is measured yet when the age passes F. The flusher starts writing there
+/// (so its capacity is known before S) and writers are slowed on the way,
+/// so the age never reaches H, even in the first seconds.
+#[test]
+fn a_cold_start_under_overload_slows_writers_before_the_hard_level() {
+    let seed = std::env::var("KEEL_TEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(11);
+    let mut sim = Sim::new(seed, 120e6, 8.0, 0.0016);
+    sim.run_until(secs(120));
+    assert_eq!(
+        sim.free_check_waits, 0,
+        "a writer reached the free-check limit"
+    );
+    let worst = sim
+        .age_log
+        .iter()
+        .map(|&(_, age, _, hard)| age as f64 / hard as f64)
+        .fold(0.0, f64::max);
+    eprintln!("cold start: the age peaked at {:.1} % of H", worst * 100.0);
+    for &(t, age, _, hard) in &sim.age_log {
+        assert!(
+            age < hard,
+            "at {t:?} the age {age} reached the hard level {hard}"
+        );
+    }
+    assert!(
+        sim.settled_after(secs(0), secs(120))
+            .is_some_and(|s| s < 30.0),
+        "the age never settled near the setpoint"
+    );
+}
