@@ -39,12 +39,16 @@
 //!   rate is `base_rate × pos`, with `pos = clamp(1 + x/2 + x³/2, 0, 2)`,
 //!   `x = (S − age)/(H − S)` (gentle near `S`, steep near `H`), and
 //!   `base_rate` following `capacity × ρ` (before any capacity is measured
-//!   with a backlog, `bw × ρ`), the rate the flusher can retire, with damped
-//!   steps, and at or below `S` never under the present redo rate. Every
-//!   error here must be on the generous side: too high a base rate lets the
-//!   age climb towards `H`, where the curve stops writers anyway; too low a
-//!   one starves writers, who then dirty too little for the flusher to
-//!   measure anything better.
+//!   with a backlog, `bw × ρ`; before anything, none below `S`), the rate
+//!   the flusher can retire, with damped steps; below `S` the allowed rate
+//!   is never under `(S − age)` per [`APPROACH`], so writers close in on
+//!   `S` at an exponential pace. Every error here must be on the generous
+//!   side: too high a base rate lets the age climb towards `H`, where the
+//!   curve stops writers anyway; too low a one starves writers, who then
+//!   dirty too little for the flusher to measure anything better (the
+//!   approach floor prevents that below `S`, and at `S` the flusher has a
+//!   backlog, so the capacity it measures corrects the base). Until the
+//!   capacity is measured the flusher writes from `F` on.
 //!
 //! Everything here is a pure function of the snapshots seen so far: the
 //! simulation test drives this very code in simulated time.
