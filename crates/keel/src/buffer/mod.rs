@@ -15,6 +15,7 @@ mod guard;
 mod instance;
 mod lru;
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -176,14 +177,12 @@ impl BufferPool {
     fn touch(&self, inst: &Instance, fid: u32) {
         let frame = &inst.frames[fid as usize];
         let clock = inst.lru_clock();
-        let young_at = frame.young_clock.load(std::sync::atomic::Ordering::Relaxed);
+        let young_at = frame.young_clock.load(Ordering::Relaxed);
         if clock.saturating_sub(young_at) < (inst.frames.len() as u64 / 4).max(1) {
             return; // still near the young end: don't touch the mutex
         }
         let now = self.now_ms();
-        let first = frame
-            .first_access_ms
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let first = frame.first_access_ms.load(Ordering::Relaxed);
         if now.saturating_sub(first) < self.cfg.old_blocks_time_ms {
             return;
         }
@@ -200,28 +199,24 @@ impl BufferPool {
         let fid = inst.frame_index(page.frame());
         let frame = page.frame();
         crate::page::set_page_lsn(page, end);
-        frame
-            .newest_mod
-            .store(end, std::sync::atomic::Ordering::Release);
-        use std::sync::atomic::Ordering;
-        // No flusher can claim the page while this thread holds it
-        // exclusively; one may have claimed and copied it before.
-        if !frame.flushing.load(Ordering::Acquire) {
-            if frame.oldest() == 0 {
-                inst.flush_list.lock().insert((start, fid));
-                frame.oldest_mod.store(start, Ordering::Release);
-                Metrics::add(&self.metrics.buffer_pool_pages_dirty, 1);
-            }
+        frame.newest_mod.store(end, Ordering::Release);
+        // Already dirty and not being written: nothing to record, and no
+        // mutex (no flusher can claim the page while this thread holds it
+        // exclusively, so `flushing` cannot become set meanwhile).
+        if !frame.flushing.load(Ordering::Acquire) && frame.oldest() != 0 {
             return;
         }
-        // A flusher is writing an earlier copy (see `claim`'s module doc).
+        // Under the flush-list mutex, which a flusher's release takes too
+        // (see `claim`'s module doc): either a flusher is still writing an
+        // earlier copy, and the change is recorded for its release, or the
+        // page is clean (never dirtied, or written and released meanwhile)
+        // and is dirty from here.
         let mut list = inst.flush_list.lock();
         if frame.flushing.load(Ordering::Acquire) {
             if frame.redirty.load(Ordering::Acquire) == 0 {
                 frame.redirty.store(start, Ordering::Release);
             }
         } else if frame.oldest() == 0 {
-            // Written and released meanwhile: dirty again from here.
             list.insert((start, fid));
             frame.oldest_mod.store(start, Ordering::Release);
             Metrics::add(&self.metrics.buffer_pool_pages_dirty, 1);
@@ -264,7 +259,7 @@ impl BufferPool {
             let frame = &inst.frames[fid as usize];
             frame
                 .first_access_ms
-                .store(self.now_ms(), std::sync::atomic::Ordering::Relaxed);
+                .store(self.now_ms(), Ordering::Relaxed);
             Metrics::add(&self.metrics.buffer_pool_pages_data, 1);
             if fresh {
                 g.fill(0);

@@ -327,19 +327,13 @@ impl Engine {
     /// Returns the pages written, by this call or by a page cleaner
     /// meanwhile.
     pub fn flush_at_depth(&self, depth: usize) -> Result<u64> {
-        let before = self
-            .metrics
-            .buffer_pages_written
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let written = || self.metrics.buffer_pages_written.load(Ordering::Relaxed);
+        let before = written();
         self.wb.pin_io_depth(Some(depth));
         let r = self.flush_and_checkpoint();
         self.wb.pin_io_depth(None);
         r?;
-        Ok(self
-            .metrics
-            .buffer_pages_written
-            .load(std::sync::atomic::Ordering::Relaxed)
-            - before)
+        Ok(written() - before)
     }
 
     /// The data files' device model, if they have one.
