@@ -301,7 +301,6 @@ impl Doublewrite {
     }
 
     /// Claim a free area if there is one.
-    #[cfg(test)]
     pub fn try_claim(&self) -> Option<AreaGuard<'_>> {
         let area = self.free.lock().pop_front()?;
         Some(AreaGuard { dw: self, area })

@@ -210,7 +210,7 @@ impl WriteBack {
             let mut left = false;
             let mut wrote = 0;
             for i in 0..pool.n_instances() {
-                wrote += self.flush_list_batch(pool, i, 256, lsn_limit, FlushKind::All)?;
+                wrote += self.flush_list_batch(pool, i, 4096, lsn_limit, FlushKind::All)?;
                 left |= !pool.flush_list_oldest(i, 1, lsn_limit).is_empty();
             }
             if !left {

@@ -458,3 +458,90 @@ fn a_page_changed_while_its_copy_is_written_stays_dirty_from_that_change() {
         .iter()
         .all(|f| !f.flushing.load(Ordering::Acquire) && f.redirty.load(Ordering::Acquire) == 0));
 }
+
+/// Pages 0..64, 128..192 and 256..276: all in data file 0 (extents 0, 2
+/// and 4 of two files), so one writer writes them in order; the first
+/// [`CLAIM_GROUP`] are one group, the last 20 the next.
+fn two_groups_in_file_0(t: &TestPool) -> Vec<u32> {
+    let pages: Vec<u32> = (0..64).chain(128..192).chain(256..276).collect();
+    assert!(pages.iter().all(|&p| t.pool.space.locate(p).0 == 0));
+    assert_eq!(pages.len(), super::CLAIM_GROUP + 20);
+    // Oldest first in page order: the flush list yields them so.
+    for (k, &p) in pages.iter().enumerate() {
+        t.put(p, Some(100 + 10 * k as u64));
+    }
+    pages
+}
+
+impl TestPool {
+    fn is_flushing(&self, page_no: u32) -> bool {
+        let fid = self.pool.frame_of(0, PageId::new(0, page_no)).unwrap();
+        self.pool.instances[0].frames[fid as usize]
+            .flushing
+            .load(Ordering::Acquire)
+    }
+}
+
+/// The pipeline: while the first group's write is held by a failpoint,
+/// the flusher claims and copies the next group (the crew writes one
+/// group while the flusher prepares the next), and no page of the first
+/// group is released before its write returns.
+#[test]
+fn the_next_group_is_prepared_while_the_first_is_written() {
+    let fs = FaultyFs::new();
+    let t = TestPool::with_fs(0, Arc::new(HonestWal::default()), &fs);
+    let pages = two_groups_in_file_0(&t);
+    let second = &pages[super::CLAIM_GROUP..];
+    let hold = fs.arm("data-.write:hold", 0).unwrap();
+    std::thread::scope(|s| {
+        let flusher = s.spawn(|| {
+            t.wb.flush_list_batch(&t.pool, 0, 256, u64::MAX, FlushKind::Background)
+        });
+        hold.wait_held(Duration::from_secs(10)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !second.iter().all(|&p| t.is_flushing(p)) {
+            assert!(
+                Instant::now() < deadline,
+                "the second group was not claimed while the first was written"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Its latches were dropped after the copy: a user thread gets one
+        // at once.
+        let started = Instant::now();
+        drop(t.pool.write(PageId::new(0, second[0])).unwrap());
+        assert!(started.elapsed() < Duration::from_secs(1));
+        // Nothing of the first group was released: every page is dirty.
+        assert_eq!(t.dirty_pages(), pages);
+        hold.release();
+        assert_eq!(flusher.join().unwrap().unwrap(), pages.len());
+    });
+    assert!(t.dirty_pages().is_empty());
+    assert!(pages.iter().all(|&p| t.on_disk(p) && !t.is_flushing(p)));
+}
+
+/// A write of the first group fails: the call fails, that group's pages
+/// stay dirty, and the group already handed to the crew behind it is
+/// finished as its own write went (written, clean). Nothing stays
+/// claimed, and the next flush writes the rest.
+#[test]
+fn a_failed_group_stays_dirty_and_the_group_in_flight_behind_it_is_written() {
+    let fs = FaultyFs::new();
+    let t = TestPool::with_fs(0, Arc::new(HonestWal::default()), &fs);
+    let pages = two_groups_in_file_0(&t);
+    let (first, second) = pages.split_at(super::CLAIM_GROUP);
+    fs.arm("data-.write:eio", 0).unwrap();
+    let err =
+        t.wb.flush_list_batch(&t.pool, 0, 256, u64::MAX, FlushKind::Background)
+            .unwrap_err();
+    assert!(err.to_string().contains("write"), "{err}");
+    assert_eq!(t.dirty_pages(), first);
+    assert!(second.iter().all(|&p| t.on_disk(p)));
+    assert!(pages.iter().all(|&p| !t.is_flushing(p)));
+    assert_eq!(t.metric("buffer_pages_written"), second.len() as u64);
+    let n =
+        t.wb.flush_list_batch(&t.pool, 0, 256, u64::MAX, FlushKind::Background)
+            .unwrap();
+    assert_eq!(n, first.len());
+    assert!(t.dirty_pages().is_empty());
+}
