@@ -48,7 +48,10 @@
 //!   dirty too little for the flusher to measure anything better (the
 //!   approach floor prevents that below `S`, and at `S` the flusher has a
 //!   backlog, so the capacity it measures corrects the base). Until the
-//!   capacity is measured the flusher writes from `F` on.
+//!   capacity is measured the flusher writes from `F` on, unless it has
+//!   kept up there for a second ([`KEPT_UP`]: pages to write at every
+//!   round, and all of them written): a device that never falls behind
+//!   never shows its capacity, and the age must still rise to `S`.
 //!
 //! Everything here is a pure function of the snapshots seen so far: the
 //! simulation test drives this very code in simulated time.
@@ -99,6 +102,9 @@ const DEPTH_CUT: f64 = 3.0;
 const LINEAR: f64 = 0.5;
 /// Shortest span over which the flusher's capacity is measured.
 const CAPACITY_WINDOW: Duration = Duration::from_millis(300);
+/// How long the flusher must keep up at F (pages to write at every round,
+/// all written) before it holds S without a measured capacity.
+const KEPT_UP: Duration = Duration::from_secs(1);
 /// A round's flush-list work, in ticks of the flusher's capacity.
 const ROUND_TICKS: f64 = 2.0;
 /// Fewest flush-list pages a round may take per instance.
@@ -318,6 +324,10 @@ pub struct Steady {
     window: Option<(Duration, u64, bool)>,
     /// Pages below the last target (uncapped), over all instances.
     last_below: usize,
+    /// Time, before any capacity is measured, that the flusher has had
+    /// pages to write at every round and written them all (reset by a
+    /// backlog): it keeps up, so it may hold S without a measured capacity.
+    kept_up_for: Duration,
     base_rate: Ewma,
     alloc_rate: Peak,
 }
@@ -360,6 +370,11 @@ impl Steady {
         // target than it wrote at every round; otherwise what it wrote is
         // only a lower bound.
         let backlog = self.last_below as f64 > flushed;
+        if backlog {
+            self.kept_up_for = Duration::ZERO;
+        } else if self.last_below > 0 {
+            self.kept_up_for += s.now.saturating_sub(last.now);
+        }
         let (since, pages0, all_backlog) =
             self.window
                 .get_or_insert((last.now, last.pages_written, true));
@@ -407,8 +422,11 @@ impl FlushPolicy for Steady {
         let keep = (setpoint as f64 - CATCH_UP * over).max(0.0) as u64;
         // Until its capacity has been measured, the flusher writes what is
         // older than F as soon as the age passes F, so that the capacity is
-        // known (and writers held to it) before the age reaches S.
-        let keep = if self.capacity.get().is_none() && age > freerun {
+        // known (and writers held to it) before the age reaches S; unless
+        // it has kept up there for a while (a fast device never gets a
+        // backlog at F, so its capacity is never measured, and the age
+        // would stay at F for good: more page writes for the same work).
+        let keep = if self.capacity.get().is_none() && self.kept_up_for < KEPT_UP && age > freerun {
             keep.min(freerun)
         } else {
             keep
