@@ -292,6 +292,15 @@ impl Db {
         self.inner.engine.flush_at_depth(depth)
     }
 
+    /// Checkpoint as far as the data files and the commits in flight
+    /// allow, writing no page (what a page cleaner does after a batch);
+    /// true if a checkpoint was written. For tests of the checkpoint
+    /// protocol, not for applications.
+    #[doc(hidden)]
+    pub fn checkpoint(&self) -> Result<bool> {
+        self.inner.engine.checkpoint()
+    }
+
     /// Close the database: new writes are refused from now on (on every
     /// clone of this handle: they get [`Error::Closed`]), commits already
     /// logged finish, then the page cleaners stop, every dirty page is

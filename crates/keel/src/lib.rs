@@ -42,6 +42,8 @@ mod config;
 mod db;
 mod engine;
 mod error;
+#[doc(hidden)]
+pub mod failpoint;
 mod flush;
 pub mod format;
 pub mod io;

@@ -236,7 +236,11 @@ impl Engine {
     /// in between (it could checkpoint past the originals; a power loss
     /// then loses the records of commits half applied — found by the
     /// power-loss test once `steady` checkpointed after every batch from
-    /// several cleaners). Callers (the cleaners, their coordinator,
+    /// several cleaners; the deterministic test holds a relocating
+    /// checkpointer at failpoint `checkpoint.relocated`:
+    /// `tests/large_transactions.rs`,
+    /// `a_checkpoint_cannot_pass_relocated_records_before_they_are_durable`).
+    /// Callers (the cleaners, their coordinator,
     /// `Db::flush`) hold no latch, claim or log space while they wait for
     /// the mutex, and its holder waits only for I/O.
     pub fn checkpoint(&self) -> Result<bool> {
@@ -269,6 +273,7 @@ impl Engine {
                 let moved = self.log.relocate_in_flight(need as usize);
                 self.adm.release(need);
                 if let Some((start, bytes)) = moved? {
+                    crate::failpoint::hit("checkpoint.relocated");
                     // The pins now point at the group: make it durable
                     // before any checkpoint may pass the originals.
                     self.log.write_up_to(start + bytes as u64, true)?;

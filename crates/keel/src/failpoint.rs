@@ -1,0 +1,92 @@
+//! Named points in the engine's own code where a test can hold a thread
+//! at the bad moment of a race, the way `io::faulty`'s holds do at an I/O
+//! call. Compiled in only with the `test-util` feature; without it,
+//! [`hit`] is an empty inline function.
+//!
+//! A point is armed by name and fires once: the first thread that reaches
+//! it waits (holding whatever it holds there, by design) until the test
+//! calls [`Hold::release`], or for at most [`HOLD_TIMEOUT`], so that a
+//! failed test cannot hang. Armed points live in one process-wide list, so
+//! two tests of one binary must not arm the same name at once.
+//!
+//! Points:
+//! - `checkpoint.relocated`: in `Engine::checkpoint_locked`, after the
+//!   records of the commits in flight were relocated to the end of the log
+//!   and before that group is synced.
+
+#[cfg(any(test, feature = "test-util"))]
+pub use imp::*;
+
+/// Mark point `name`: a no-op unless a test armed it.
+#[cfg(not(any(test, feature = "test-util")))]
+#[inline(always)]
+pub(crate) fn hit(_name: &'static str) {}
+
+#[cfg(any(test, feature = "test-util"))]
+mod imp {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use parking_lot::{Condvar, Mutex};
+
+    /// Longest a thread waits at a point for its release.
+    pub const HOLD_TIMEOUT: Duration = Duration::from_secs(60);
+
+    static ARMED: Mutex<Vec<(&'static str, Arc<Hold>)>> = Mutex::new(Vec::new());
+
+    /// One armed point: whether a thread is held there, and its release.
+    #[derive(Default)]
+    pub struct Hold {
+        /// (a thread reached the point, the test released it)
+        state: Mutex<(bool, bool)>,
+        changed: Condvar,
+    }
+
+    /// Arm point `name`: the next thread to reach it waits there.
+    pub fn arm(name: &'static str) -> Arc<Hold> {
+        let h = Arc::new(Hold::default());
+        ARMED.lock().push((name, Arc::clone(&h)));
+        h
+    }
+
+    impl Hold {
+        /// Wait until a thread is held at the point; false after `timeout`.
+        pub fn wait_held(&self, timeout: Duration) -> bool {
+            let deadline = Instant::now() + timeout;
+            let mut s = self.state.lock();
+            while !s.0 {
+                if self.changed.wait_until(&mut s, deadline).timed_out() {
+                    return s.0;
+                }
+            }
+            true
+        }
+
+        /// Let the held thread (or the next one to arrive) go on.
+        pub fn release(&self) {
+            self.state.lock().1 = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// Mark point `name`: wait here if a test armed it (once).
+    pub fn hit(name: &'static str) {
+        let hold = {
+            let mut armed = ARMED.lock();
+            let Some(k) = armed.iter().position(|(n, _)| *n == name) else {
+                return;
+            };
+            armed.swap_remove(k).1
+        };
+        let deadline = Instant::now() + HOLD_TIMEOUT;
+        let mut s = hold.state.lock();
+        s.0 = true;
+        hold.changed.notify_all();
+        while !s.1 {
+            if hold.changed.wait_until(&mut s, deadline).timed_out() {
+                log::error!("failpoint `{name}` was not released within {HOLD_TIMEOUT:?}");
+                return;
+            }
+        }
+    }
+}
