@@ -301,6 +301,15 @@ impl Db {
         self.inner.engine.checkpoint()
     }
 
+    /// Arm failpoint `name` of this database's engine (see
+    /// `keel::failpoint`): the next thread to reach it waits there until
+    /// the returned hold is released. For tests of races.
+    #[doc(hidden)]
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn failpoint(&self, name: &'static str) -> std::sync::Arc<crate::failpoint::Hold> {
+        self.inner.engine.failpoints.arm(name)
+    }
+
     /// Close the database: new writes are refused from now on (on every
     /// clone of this handle: they get [`Error::Closed`]), commits already
     /// logged finish, then the page cleaners stop, every dirty page is

@@ -1,13 +1,15 @@
 //! Named points in the engine's own code where a test can hold a thread
 //! at the bad moment of a race, the way `io::faulty`'s holds do at an I/O
-//! call. Compiled in only with the `test-util` feature; without it,
-//! [`hit`] is an empty inline function.
+//! call. Each engine has its own set ([`Points`], armed through the hidden
+//! `Db::failpoint`), so tests running side by side in one process do not
+//! catch each other's threads. Compiled in only for tests and with the
+//! `test-util` feature; otherwise [`Points`] is empty and `hit` does
+//! nothing.
 //!
-//! A point is armed by name and fires once: the first thread that reaches
-//! it waits (holding whatever it holds there, by design) until the test
-//! calls [`Hold::release`], or for at most [`HOLD_TIMEOUT`], so that a
-//! failed test cannot hang. Armed points live in one process-wide list, so
-//! two tests of one binary must not arm the same name at once.
+//! A point is armed by name and fires once: the first thread of that
+//! engine to reach it waits (holding whatever it holds there, by design)
+//! until the test calls [`Hold::release`], or for at most
+//! [`HOLD_TIMEOUT`], so that a failed test cannot hang.
 //!
 //! Points:
 //! - `checkpoint.relocated`: in `Engine::checkpoint_locked`, after the
@@ -17,10 +19,17 @@
 #[cfg(any(test, feature = "test-util"))]
 pub use imp::*;
 
-/// Mark point `name`: a no-op unless a test armed it.
+/// An engine's failpoints: none can be armed in this build.
 #[cfg(not(any(test, feature = "test-util")))]
-#[inline(always)]
-pub(crate) fn hit(_name: &'static str) {}
+#[derive(Default)]
+pub(crate) struct Points;
+
+#[cfg(not(any(test, feature = "test-util")))]
+impl Points {
+    /// Mark point `name`: nothing to do in this build.
+    #[inline(always)]
+    pub(crate) fn hit(&self, _name: &'static str) {}
+}
 
 #[cfg(any(test, feature = "test-util"))]
 mod imp {
@@ -32,7 +41,11 @@ mod imp {
     /// Longest a thread waits at a point for its release.
     pub const HOLD_TIMEOUT: Duration = Duration::from_secs(60);
 
-    static ARMED: Mutex<Vec<(&'static str, Arc<Hold>)>> = Mutex::new(Vec::new());
+    /// An engine's armed points.
+    #[derive(Default)]
+    pub struct Points {
+        armed: Mutex<Vec<(&'static str, Arc<Hold>)>>,
+    }
 
     /// One armed point: whether a thread is held there, and its release.
     #[derive(Default)]
@@ -42,11 +55,34 @@ mod imp {
         changed: Condvar,
     }
 
-    /// Arm point `name`: the next thread to reach it waits there.
-    pub fn arm(name: &'static str) -> Arc<Hold> {
-        let h = Arc::new(Hold::default());
-        ARMED.lock().push((name, Arc::clone(&h)));
-        h
+    impl Points {
+        /// Arm point `name`: the next thread to reach it waits there.
+        pub fn arm(&self, name: &'static str) -> Arc<Hold> {
+            let h = Arc::new(Hold::default());
+            self.armed.lock().push((name, Arc::clone(&h)));
+            h
+        }
+
+        /// Mark point `name`: wait here if a test armed it (once).
+        pub fn hit(&self, name: &'static str) {
+            let hold = {
+                let mut armed = self.armed.lock();
+                let Some(k) = armed.iter().position(|(n, _)| *n == name) else {
+                    return;
+                };
+                armed.swap_remove(k).1
+            };
+            let deadline = Instant::now() + HOLD_TIMEOUT;
+            let mut s = hold.state.lock();
+            s.0 = true;
+            hold.changed.notify_all();
+            while !s.1 {
+                if hold.changed.wait_until(&mut s, deadline).timed_out() {
+                    log::error!("failpoint `{name}` was not released within {HOLD_TIMEOUT:?}");
+                    return;
+                }
+            }
+        }
     }
 
     impl Hold {
@@ -66,27 +102,6 @@ mod imp {
         pub fn release(&self) {
             self.state.lock().1 = true;
             self.changed.notify_all();
-        }
-    }
-
-    /// Mark point `name`: wait here if a test armed it (once).
-    pub fn hit(name: &'static str) {
-        let hold = {
-            let mut armed = ARMED.lock();
-            let Some(k) = armed.iter().position(|(n, _)| *n == name) else {
-                return;
-            };
-            armed.swap_remove(k).1
-        };
-        let deadline = Instant::now() + HOLD_TIMEOUT;
-        let mut s = hold.state.lock();
-        s.0 = true;
-        hold.changed.notify_all();
-        while !s.1 {
-            if hold.changed.wait_until(&mut s, deadline).timed_out() {
-                log::error!("failpoint `{name}` was not released within {HOLD_TIMEOUT:?}");
-                return;
-            }
         }
     }
 }

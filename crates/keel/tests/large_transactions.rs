@@ -228,7 +228,7 @@ fn a_large_transaction_that_logs_more_than_the_log_holds_commits_and_survives_po
 #[test]
 fn a_checkpoint_cannot_pass_relocated_records_before_they_are_durable() {
     let (dir, fs, db) = loaded(65536);
-    let hold = keel::failpoint::arm("checkpoint.relocated");
+    let hold = db.failpoint("checkpoint.relocated");
     let stop = Arc::new(AtomicBool::new(false));
     let committer = small_committer(db.clone(), stop.clone());
     let (tx, keys) = big_txn(&db, "old", 3_800, b"", 2);

@@ -63,6 +63,8 @@ pub(crate) struct Engine {
     /// Held by whoever computes and writes a checkpoint (see
     /// [`Engine::checkpoint`]).
     checkpointing: parking_lot::Mutex<()>,
+    /// Points where tests hold a thread (`crate::failpoint`).
+    pub(crate) failpoints: crate::failpoint::Points,
     /// The model the data files go through, for `Db::set_device`.
     device: DeviceModel,
 }
@@ -205,6 +207,7 @@ impl Engine {
             torn_pages_repaired,
             last_log_flush_ms: AtomicU64::new(0),
             checkpointing: parking_lot::Mutex::new(()),
+            failpoints: Default::default(),
             started: Instant::now(),
             device,
         };
@@ -273,7 +276,7 @@ impl Engine {
                 let moved = self.log.relocate_in_flight(need as usize);
                 self.adm.release(need);
                 if let Some((start, bytes)) = moved? {
-                    crate::failpoint::hit("checkpoint.relocated");
+                    self.failpoints.hit("checkpoint.relocated");
                     // The pins now point at the group: make it durable
                     // before any checkpoint may pass the originals.
                     self.log.write_up_to(start + bytes as u64, true)?;
