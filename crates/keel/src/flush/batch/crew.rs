@@ -10,8 +10,8 @@
 //!   nothing, and counts it done on its unit, waking the producer when it
 //!   was the unit's last. Nobody holds a page latch, a frame claim's
 //!   buffer-pool mutex or the queue's mutex while writing or waiting for
-//!   a write: the producer holds page claims (not latches) while it waits,
-//!   and writers need none.
+//!   a write: the producer holds page claims (not latches) and at most
+//!   two doublewrite areas while it waits, and writers need none of them.
 //! - Writers sleep on the queue's condvar while the queue is empty and it
 //!   is open; pushing notifies, and closing (when the call ends, also by
 //!   unwinding, see [`Crew::close`]) wakes them all to exit, so the scope
