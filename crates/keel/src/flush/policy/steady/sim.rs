@@ -243,6 +243,14 @@ impl Sim {
     }
 }
 
+/// `KEEL_TEST_SEED` if set, else the test's own `default`.
+fn seed(default: u64) -> u64 {
+    std::env::var("KEEL_TEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
@@ -254,11 +262,7 @@ fn secs(s: u64) -> Duration {
 /// retire) and halves, the device becomes 4 × faster and slower again.
 #[test]
 fn steady_holds_the_setpoint_through_device_and_load_changes_in_simulated_hours() {
-    let seed = std::env::var("KEEL_TEST_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(7);
-    let mut sim = Sim::new(seed, 30e6, 8.0, 0.0016);
+    let mut sim = Sim::new(seed(7), 30e6, 8.0, 0.0016);
     let mut changes = Vec::new();
     // Two simulated hours, a change every ten minutes.
     for hour in 0..2u64 {
@@ -320,11 +324,7 @@ fn steady_holds_the_setpoint_through_device_and_load_changes_in_simulated_hours(
 /// so the age never reaches H, even in the first seconds.
 #[test]
 fn a_cold_start_under_overload_slows_writers_before_the_hard_level() {
-    let seed = std::env::var("KEEL_TEST_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(11);
-    let mut sim = Sim::new(seed, 120e6, 8.0, 0.0016);
+    let mut sim = Sim::new(seed(11), 120e6, 8.0, 0.0016);
     sim.run_until(secs(120));
     assert_eq!(
         sim.free_check_waits, 0,
@@ -357,11 +357,7 @@ fn a_cold_start_under_overload_slows_writers_before_the_hard_level() {
 /// per transaction against 0.84 for `classic` at the sync mark).
 #[test]
 fn a_device_that_never_falls_behind_still_holds_the_setpoint() {
-    let seed = std::env::var("KEEL_TEST_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(13);
-    let mut sim = Sim::new(seed, 10e6, 8.0, 0.0016);
+    let mut sim = Sim::new(seed(13), 10e6, 8.0, 0.0016);
     sim.run_until(secs(180));
     assert_eq!(
         sim.free_check_waits, 0,
