@@ -409,26 +409,39 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
             .dblwr
             .as_ref()
             .map_or(usize::MAX, |d| d.pages_per_area());
+        // Step 1 for the whole group before any chunk's I/O: every page is
+        // copied and unlatched now. A chunk waits for the writes, the
+        // doublewrite copy and the sync of the chunks before it; had its
+        // pages stayed latched until its turn, a writer wanting one would
+        // have waited for all that I/O (with areas of 8 pages, the last
+        // chunk of a group of 128 waited for 15 doublewrite syncs: p99.9
+        // latency 32 ms against 12 ms with areas of 128 on `waves-80`).
+        let mut chunks = Vec::with_capacity(items.len().div_ceil(per.min(items.len())));
         while !items.is_empty() {
-            if self.err.is_some() {
-                self.release_unwritten(items);
-                return false;
-            }
             let rest = items.split_off(per.min(items.len()));
-            let chunk = std::mem::replace(&mut items, rest);
-            if let Err(e) = self.start(chunk) {
+            let mut chunk = std::mem::replace(&mut items, rest);
+            let buf = self.wb.copy_and_unlatch(&mut chunk);
+            chunks.push((chunk, buf));
+        }
+        let mut chunks = chunks.into_iter();
+        for (chunk, buf) in chunks.by_ref() {
+            if self.err.is_some() {
+                self.release_unwritten(chunk);
+                break;
+            }
+            if let Err(e) = self.start(chunk, buf) {
                 self.err.get_or_insert(e);
             }
         }
+        chunks.for_each(|(chunk, _)| self.release_unwritten(chunk));
         self.err.is_none()
     }
 
-    /// Steps 1–4 for one chunk, then hand its in-place writes to the crew
-    /// and retire the chunk before it. An error means the chunk's claims
-    /// were released unwritten.
-    fn start(&mut self, mut chunk: Vec<Item<'a>>) -> Result<()> {
+    /// Steps 2–4 for one chunk, copied to `buf` (step 1), then hand its
+    /// in-place writes to the crew and retire the chunk before it. An
+    /// error means the chunk's claims were released unwritten.
+    fn start(&mut self, chunk: Vec<Item<'a>>, mut buf: AlignedBuf) -> Result<()> {
         let wb = self.wb;
-        let mut buf = wb.copy_and_unlatch(&mut chunk);
         if let Err(e) = wb.check_wal(&chunk, &buf) {
             self.release_unwritten(chunk);
             return Err(e);

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use super::FlushKind;
 use crate::buffer::{BufferPool, PoolConfig};
 use crate::error::{Error, Result};
+use crate::flush::doublewrite::{Doublewrite, Geometry};
 use crate::flush::{Wal, WriteBack, WriteConfig};
 use crate::io::{AlignedBuf, FaultyFs, FileSystem, FlushMethod, OsFileSystem};
 use crate::metrics::Metrics;
@@ -60,9 +61,33 @@ impl TestPool {
     }
 
     fn with_fs(flush_neighbors: u8, wal: Arc<dyn Wal>, fs: &dyn FileSystem) -> TestPool {
+        Self::build(flush_neighbors, wal, fs, None)
+    }
+
+    /// With doublewrite areas of `pages_per_area` pages.
+    fn with_doublewrite(fs: &dyn FileSystem, pages_per_area: usize) -> TestPool {
+        Self::build(0, Arc::new(HonestWal::default()), fs, Some(pages_per_area))
+    }
+
+    fn build(
+        flush_neighbors: u8,
+        wal: Arc<dyn Wal>,
+        fs: &dyn FileSystem,
+        dblwr_pages: Option<usize>,
+    ) -> TestPool {
         let dir = tempfile::tempdir().unwrap();
         let metrics = Arc::new(Metrics::default());
         let space = Arc::new(Tablespace::create(fs, dir.path(), PS, 2, metrics.clone()).unwrap());
+        let dblwr = dblwr_pages.map(|pages_per_area| {
+            let g = Geometry {
+                files: 1,
+                areas: 2,
+                pages_per_area,
+                page_size: PS,
+            };
+            Doublewrite::open_or_create(fs, dir.path(), g, space.creation_id(), metrics.clone())
+                .unwrap()
+        });
         let cfg = PoolConfig {
             page_size: PS,
             frames: FRAMES,
@@ -76,7 +101,7 @@ impl TestPool {
             write_io_threads: 2,
             flush_neighbors,
         };
-        let wb = WriteBack::new(space.clone(), metrics.clone(), wal, None, wcfg);
+        let wb = WriteBack::new(space.clone(), metrics.clone(), wal, dblwr, wcfg);
         let pool = BufferPool::new(cfg, space, metrics.clone());
         TestPool {
             pool,
@@ -544,4 +569,46 @@ fn a_failed_group_stays_dirty_and_the_group_in_flight_behind_it_is_written() {
             .unwrap();
     assert_eq!(n, first.len());
     assert!(t.dirty_pages().is_empty());
+}
+
+/// With doublewrite areas smaller than a claim group, a group is written
+/// an area's worth at a time, each chunk after the doublewrite copy and
+/// the sync of the one before. Every page of the group is copied and
+/// unlatched before the first chunk's I/O: while the first chunk's
+/// doublewrite copy is held by a failpoint, a user thread latches the
+/// group's last page at once (it used to wait for every chunk before).
+#[test]
+fn a_group_is_unlatched_before_its_first_doublewrite_copy() {
+    let fs = FaultyFs::new();
+    let t = TestPool::with_doublewrite(&fs, 4);
+    let pages: Vec<u32> = (0..16).collect();
+    for (k, &p) in pages.iter().enumerate() {
+        t.put(p, Some(100 + 10 * k as u64));
+    }
+    let hold = fs.arm("/dblwr-.write:hold", 0).unwrap();
+    std::thread::scope(|s| {
+        let flusher = s.spawn(|| {
+            t.wb.flush_list_batch(&t.pool, 0, 16, u64::MAX, FlushKind::Background)
+        });
+        hold.wait_held(Duration::from_secs(10)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let last = PageId::new(0, *pages.last().unwrap());
+        let pool = &t.pool;
+        let user = s.spawn(move || {
+            drop(pool.write(last).unwrap());
+            tx.send(()).unwrap();
+        });
+        let latched = rx.recv_timeout(Duration::from_secs(2));
+        // Let the flush go on in either case, so that a failure cannot hang.
+        hold.release();
+        user.join().unwrap();
+        assert!(
+            latched.is_ok(),
+            "the last page of the group stayed latched through the first chunk's I/O"
+        );
+        assert_eq!(flusher.join().unwrap().unwrap(), pages.len());
+    });
+    assert!(t.dirty_pages().is_empty());
+    assert!(pages.iter().all(|&p| t.on_disk(p)));
+    assert_eq!(t.metric("buffer_flush_batches"), 1);
 }
