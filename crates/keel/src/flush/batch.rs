@@ -215,6 +215,16 @@ impl WriteBack {
         }
         let area_size = neighbors::area_size(pool.total_frames());
         let cap = CLAIM_GROUP;
+        // Pages this call writes at most, neighbors included, when the
+        // policy asks so (`FlushTargets::neighbors_in_batch_size`).
+        let size = if self
+            .neighbors_in_batch_size
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            fids.len()
+        } else {
+            usize::MAX
+        };
         let requested: HashSet<u32> = fids.iter().copied().collect();
         // Every frame this call has put in a batch, with the page it held.
         let mut taken: HashMap<u32, PageId> = HashMap::new();
@@ -222,6 +232,9 @@ impl WriteBack {
         let mut swept: HashSet<u32> = HashSet::new();
         let mut items: Vec<Item<'a>> = Vec::new();
         for &fid in fids {
+            if taken.len() >= size {
+                break;
+            }
             // Already written or batched as a neighbor of an earlier page:
             // its own run or area was covered then.
             if taken.contains_key(&fid) {
@@ -239,6 +252,9 @@ impl WriteBack {
             }
             // The predicate adds the neighbor to the batch when it can.
             neighbors::pages_to_flush(id.page_no, area, mode, |page_no| {
+                if taken.len() >= size {
+                    return false;
+                }
                 let nid = PageId::new(id.space, page_no);
                 let Some(nfid) = pool.frame_of(inst, nid) else {
                     return false;

@@ -243,6 +243,7 @@ fn coordinate<H: CleanerHost + ?Sized>(
         host.set_writer_limit(targets.writer_limit);
         wb.set_io_depth(targets.io_depth);
         wb.set_eager_lru(targets.eager_lru);
+        wb.set_neighbors_in_batch_size(targets.neighbors_in_batch_size);
         if targets.full_round {
             *wb.last_decision.lock() = targets.decision.clone();
         }

@@ -74,6 +74,9 @@ pub struct WriteBack {
     /// Wake the cleaners whenever a thread finds the free list empty (the
     /// policy keeps free frames ahead of demand; `classic` does not).
     eager_lru: std::sync::atomic::AtomicBool,
+    /// A batch's neighbors count against its size (see
+    /// `FlushTargets::neighbors_in_batch_size`).
+    pub(crate) neighbors_in_batch_size: std::sync::atomic::AtomicBool,
     /// Cleaner failures so far, and the last one's message and whether it
     /// may pass (a full disk).
     failures: (AtomicU64, Mutex<(String, bool)>),
@@ -99,6 +102,7 @@ impl WriteBack {
             io_depth: AtomicUsize::new(0),
             pinned_depth: AtomicUsize::new(0),
             eager_lru: std::sync::atomic::AtomicBool::new(false),
+            neighbors_in_batch_size: std::sync::atomic::AtomicBool::new(false),
             failures: Default::default(),
         }
     }
@@ -115,6 +119,11 @@ impl WriteBack {
     pub(crate) fn pin_io_depth(&self, depth: Option<usize>) {
         self.pinned_depth
             .store(depth.map_or(0, |d| d.max(1)), Ordering::Relaxed);
+    }
+
+    /// Whether a batch's neighbors count against its size.
+    pub(crate) fn set_neighbors_in_batch_size(&self, on: bool) {
+        self.neighbors_in_batch_size.store(on, Ordering::Relaxed);
     }
 
     /// Whether an empty free list wakes the cleaners at once.

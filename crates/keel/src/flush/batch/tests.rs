@@ -612,3 +612,22 @@ fn a_group_is_unlatched_before_its_first_doublewrite_copy() {
     assert!(pages.iter().all(|&p| t.on_disk(p)));
     assert_eq!(t.metric("buffer_flush_batches"), 1);
 }
+
+/// With `neighbors_in_batch_size` (steady), neighbors count against the
+/// batch: asked for 4 pages with area neighbors on, a batch writes 4, not
+/// the whole area of 16 dirty pages (classic's batch does).
+#[test]
+fn neighbors_can_count_against_the_batch_size() {
+    for (capped, expect) in [(false, 16), (true, 4)] {
+        let t = TestPool::new(2, Arc::new(HonestWal::default()));
+        for p in 0..16 {
+            t.put(p, Some(100 + 10 * u64::from(p)));
+        }
+        t.wb.set_neighbors_in_batch_size(capped);
+        let n =
+            t.wb.flush_list_batch(&t.pool, 0, 4, u64::MAX, FlushKind::Adaptive)
+                .unwrap();
+        assert_eq!(n, expect, "capped: {capped}");
+        assert_eq!(t.dirty_pages().len(), 16 - expect);
+    }
+}

@@ -305,6 +305,7 @@ impl Classic {
             io_depth: None,
             checkpoint_each_batch: false,
             eager_lru: false,
+            neighbors_in_batch_size: false,
             decision: Decision {
                 mode: FlushMode::Sync,
                 n_requested: budget as u64,
@@ -356,6 +357,7 @@ impl Classic {
                     io_depth: None,
                     checkpoint_each_batch: false,
                     eager_lru: false,
+                    neighbors_in_batch_size: false,
                     decision: self.last_decision.clone(),
                 };
             }
@@ -377,6 +379,7 @@ impl Classic {
                 io_depth: None,
                 checkpoint_each_batch: false,
                 eager_lru: false,
+                neighbors_in_batch_size: false,
                 decision: Decision {
                     reason: "first round: measuring".into(),
                     ..Decision::default()
@@ -400,6 +403,7 @@ impl Classic {
                 io_depth: None,
                 checkpoint_each_batch: false,
                 eager_lru: false,
+                neighbors_in_batch_size: false,
                 decision: Decision {
                     mode: FlushMode::Idle,
                     n_requested: if dirty > 0 { n } else { 0 },
@@ -427,6 +431,7 @@ impl Classic {
             io_depth: None,
             checkpoint_each_batch: false,
             eager_lru: false,
+            neighbors_in_batch_size: false,
             decision,
         }
     }

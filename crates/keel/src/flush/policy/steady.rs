@@ -510,6 +510,7 @@ impl FlushPolicy for Steady {
             io_depth: Some(self.device.depth),
             checkpoint_each_batch: true,
             eager_lru: true,
+            neighbors_in_batch_size: true,
         }
     }
 }
