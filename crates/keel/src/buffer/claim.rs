@@ -191,12 +191,14 @@ impl BufferPool {
     /// LRU flushing, first step: scan up to `depth` frames from instance
     /// `inst`'s LRU tail, move clean unfixed pages to the free list until
     /// `want_free` frames are free, and return how many were freed and the
-    /// dirty frames met on the way (for the caller to write).
+    /// dirty frames met on the way (at most `write_max`, for the caller to
+    /// write).
     pub(crate) fn lru_free_clean(
         &self,
         inst: usize,
         depth: usize,
         want_free: usize,
+        write_max: usize,
     ) -> (usize, Vec<u32>) {
         let i = &self.instances[inst];
         let mut evicted = 0;
@@ -211,7 +213,9 @@ impl BufferPool {
                 break;
             }
             if i.frames[fid as usize].is_dirty() {
-                dirty.push(fid);
+                if dirty.len() < write_max {
+                    dirty.push(fid);
+                }
             } else if self.evict_to_free_list(inst, &mut lists, fid) {
                 evicted += 1;
             }

@@ -331,7 +331,7 @@ fn do_share<H: CleanerHost + ?Sized>(
             continue;
         }
         if t.lru_want_free > 0 {
-            if let Err(e) = wb.lru_flush(pool, i, t.lru_scan, t.lru_want_free) {
+            if let Err(e) = wb.lru_flush(pool, i, t.lru_scan, t.lru_want_free, t.lru_write_max) {
                 log::error!("page cleaner {me}: LRU flush of instance {i} failed: {e}");
                 wb.note_failure(&format!("LRU flush of instance {i}"), &e);
                 failed = true;

@@ -108,6 +108,9 @@ pub struct InstanceTarget {
     pub lru_want_free: usize,
     /// How deep LRU flushing may scan from the tail.
     pub lru_scan: usize,
+    /// Most dirty pages LRU flushing writes this round (`usize::MAX`: all
+    /// it meets within `lru_scan`, as InnoDB's LRU flushing does).
+    pub lru_write_max: usize,
     /// Pages to write from the oldest end of the flush list.
     pub list_pages: usize,
     /// Only pages whose oldest modification is below this LSN.
@@ -121,6 +124,7 @@ impl Default for InstanceTarget {
         InstanceTarget {
             lru_want_free: 0,
             lru_scan: 0,
+            lru_write_max: usize::MAX,
             list_pages: 0,
             list_lsn_limit: Lsn::MAX,
             list_kind: FlushKind::Background,

@@ -171,16 +171,17 @@ impl WriteBack {
 
     /// LRU batch flush of one instance: scan up to `depth` frames from the
     /// tail, move clean unfixed ones to the free list and write the dirty
-    /// ones (then free them too), until `want_free` frames are free.
-    /// Returns (pages written, pages evicted).
+    /// ones (at most `write_max`; then free them too), until `want_free`
+    /// frames are free. Returns (pages written, pages evicted).
     pub fn lru_flush(
         &self,
         pool: &BufferPool,
         inst: usize,
         depth: usize,
         want_free: usize,
+        write_max: usize,
     ) -> Result<(usize, usize)> {
-        let (mut evicted, dirty) = pool.lru_free_clean(inst, depth, want_free);
+        let (mut evicted, dirty) = pool.lru_free_clean(inst, depth, want_free, write_max);
         let written = self.flush_frames(pool, inst, &dirty, FlushKind::Lru)?;
         if written > 0 {
             evicted += pool.free_if_clean(inst, &dirty, want_free);

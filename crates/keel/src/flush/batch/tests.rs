@@ -631,3 +631,22 @@ fn neighbors_can_count_against_the_batch_size() {
         assert_eq!(t.dirty_pages().len(), 16 - expect);
     }
 }
+
+/// LRU flushing writes at most `write_max` of the dirty pages it meets
+/// (steady bounds a round's LRU writes); `usize::MAX` writes them all, as
+/// InnoDB's LRU flushing (and `classic`) does.
+#[test]
+fn lru_flushing_writes_at_most_write_max_pages() {
+    for (write_max, expect) in [(usize::MAX, 16), (4, 4)] {
+        let t = TestPool::new(0, Arc::new(HonestWal::default()));
+        for p in 0..16 {
+            t.put(p, Some(100 + 10 * u64::from(p)));
+        }
+        // Want every frame free, so that the whole tail is scanned.
+        let (written, _) =
+            t.wb.lru_flush(&t.pool, 0, FRAMES, FRAMES, write_max)
+                .unwrap();
+        assert_eq!(written, expect, "write_max {write_max}");
+        assert_eq!(t.dirty_pages().len(), 16 - expect);
+    }
+}

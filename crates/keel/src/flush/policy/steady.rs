@@ -548,6 +548,13 @@ impl Steady {
                 InstanceTarget {
                     lru_want_free: if i.free < want { want } else { 0 },
                     lru_scan: (4 * want).min(i.total),
+                    // A round's LRU writes are bounded like its flush-list
+                    // writes: with a dirty tail, all the dirty pages met
+                    // in the scan made one batch (a whole small pool's
+                    // worth), and on `hdd-raid10` the round then lasted
+                    // over a second, with no flush-list batch and no
+                    // checkpoint meanwhile.
+                    lru_write_max: cap.map_or(want, |c| want.min(c)),
                     list_pages,
                     list_lsn_limit: target,
                     list_kind: FlushKind::Adaptive,
