@@ -29,8 +29,13 @@
 //!   proportional catch-up of half the distance above `S`: every page whose
 //!   oldest change is below it is written, at the device's pace (the queue
 //!   depth is the only limit), and the checkpoint advances after every batch.
-//!   A round takes at most two ticks' worth of the capacity, so that the
-//!   controller still decides every tick or so when the backlog is large.
+//!   A round takes at most two ticks' worth of the capacity (before the
+//!   device is measured, [`UNMEASURED_ROUND_PAGES`] per instance), so that
+//!   the controller still decides every tick or so when the backlog is
+//!   large.
+//!   Pages lying denser in the log than the flusher can write them (at a
+//!   cold start, the hot set's first changes) are written earlier, by
+//!   their deadlines: see [`deadline_target`].
 //! - **LRU**: each instance keeps free frames for about half a second of the
 //!   recent allocation rate (fast attack, slow decay), so user threads
 //!   almost never write a page themselves.
@@ -38,7 +43,8 @@
 //!   writers hold no latch, each at the age it sees): below `F`, no limit; above it the allowed redo
 //!   rate is `base_rate × pos`, with `pos = clamp(1 + x/2 + x³/2, 0, 2)`,
 //!   `x = (S − age)/(H − S)` (gentle near `S`, steep near `H`), and
-//!   `base_rate` following `capacity × ρ` (before any capacity is measured
+//!   `base_rate` following `capacity × ρ` (ρ at least 3/4 of what the
+//!   sample of oldest pages shows ahead, [`forward_rho`]; before any capacity is measured
 //!   with a backlog, `bw × ρ`; before anything, none below `S`), the rate
 //!   the flusher can retire, with damped steps; below `S` the allowed rate
 //!   is never under `(S − age)` per [`APPROACH`], so writers close in on
@@ -109,6 +115,24 @@ const KEPT_UP: Duration = Duration::from_secs(1);
 const ROUND_TICKS: f64 = 2.0;
 /// Fewest flush-list pages a round may take per instance.
 const ROUND_MIN_PAGES: usize = 64;
+/// Most flush-list pages a round takes per instance before the device's
+/// speed is known. Uncapped, the first round on `disaster-55` wrote all
+/// 1 100 pages older than F (with their neighbors) in one go: over a second
+/// with no estimate, so writers had no base rate and stalled near S until
+/// it ended. A round this size lasts about 0.2 s even on `hdd-raid10`, and
+/// the device is measured at the next tick.
+const UNMEASURED_ROUND_PAGES: usize = 256;
+/// How far ahead the flusher looks for pages it must start on early (see
+/// [`deadline_target`]).
+const DEADLINE_HORIZON: Duration = Duration::from_secs(2);
+/// The share of the device's busy-time bandwidth the deadlines count on
+/// while the flusher's capacity is unmeasured: a batch also waits for its
+/// doublewrite copy, its syncs and the checkpoint, and shares the device
+/// with LRU flushing and neighbors.
+const DEADLINE_BW_SHARE: f64 = 0.5;
+/// The share of the ρ ahead (see [`forward_rho`]) the writers' base rate
+/// counts on at least.
+const FORWARD_RHO_SHARE: f64 = 0.75;
 /// Free frames an instance keeps, in seconds of allocation.
 const LRU_LOOKAHEAD_S: f64 = 0.5;
 
@@ -266,6 +290,81 @@ pub fn levels(limit: u64, peak: f64) -> (u64, u64, u64) {
     let freerun = (FREERUN * limit_f).min(0.8 * hard);
     let setpoint = (freerun + hard) / 2.0;
     (freerun as u64, setpoint as u64, hard as u64)
+}
+
+/// The flush target set by deadlines: each page must be written before the
+/// age of its oldest change reaches `due_at` (halfway from S to H, where
+/// the curve holds writers to about 70 % of the base rate). With the log
+/// growing at `log_rate`, the `i`-th oldest page (oldest change `lᵢ`) is
+/// due in `(lᵢ + due_at − current) / log_rate` seconds, and written oldest
+/// first at `pages_per_s` it is done in `(i + 1) / pages_per_s`: the target
+/// is past the newest page due within [`DEADLINE_HORIZON`] that would be
+/// late if writing started now (earliest deadline first: every older page
+/// must go before it). Pages spread in the log as thinly as the flusher
+/// retires them are never late while the age is under `due_at`, so this
+/// adds to the setpoint's target only when pages lie denser in the log
+/// than the flusher can keep pace with (at a cold start, the hot set's
+/// first changes), or when the age is already past `due_at`.
+///
+/// With `pages_per_s` unknown (nothing written yet), every page due within
+/// the horizon counts as late: a first round of them measures the device.
+pub fn deadline_target(s: &Snapshot, due_at: u64, log_rate: f64, pages_per_s: Option<f64>) -> Lsn {
+    if log_rate <= 0.0 {
+        return 0;
+    }
+    let due = |l: Lsn| (l + due_at).saturating_sub(s.current_lsn) as f64 / log_rate;
+    let horizon = DEADLINE_HORIZON.as_secs_f64();
+    let Some(pages_per_s) = pages_per_s.filter(|&p| p > 0.0) else {
+        let oldest = s.oldest_modification();
+        return match oldest {
+            Some(l) if due(l) <= horizon => {
+                (s.current_lsn + (horizon * log_rate) as u64).saturating_sub(due_at)
+            }
+            _ => 0,
+        };
+    };
+    let lsns = merged_oldest(s);
+    let mut target = 0;
+    for (i, &l) in lsns.iter().enumerate() {
+        let due = due(l);
+        if due > horizon {
+            break;
+        }
+        if (i + 1) as f64 / pages_per_s >= due {
+            target = l + 1;
+        }
+    }
+    target
+}
+
+/// The instances' samples of oldest modifications merged in LSN order, up
+/// to where every truncated sample still covers its instance (past that,
+/// some instance's pages are missing).
+fn merged_oldest(s: &Snapshot) -> Vec<Lsn> {
+    let covered = s
+        .instances
+        .iter()
+        .filter(|i| i.oldest_lsns.len() >= s.flush_list_sample && i.dirty > i.oldest_lsns.len())
+        .filter_map(|i| i.oldest_lsns.last().copied())
+        .min()
+        .unwrap_or(Lsn::MAX);
+    let mut lsns: Vec<Lsn> = s
+        .instances
+        .iter()
+        .flat_map(|i| i.oldest_lsns.iter().copied())
+        .filter(|&l| l <= covered)
+        .collect();
+    lsns.sort_unstable();
+    lsns
+}
+
+/// ρ looking ahead: the log bytes the checkpoint would retire per page if
+/// the `pages` oldest pages were written, oldest first (`None` if the
+/// sample holds fewer than two pages).
+pub fn forward_rho(s: &Snapshot, pages: usize) -> Option<f64> {
+    let lsns = merged_oldest(s);
+    let k = pages.min(lsns.len().checked_sub(1)?);
+    (k > 0).then(|| (lsns[k] - lsns[0]) as f64 / k as f64)
 }
 
 /// The throttle curve: 2 at or below `F`, 1 at `S`, 0 at `H` and above:
@@ -432,9 +531,29 @@ impl FlushPolicy for Steady {
             keep
         };
         let target = (s.current_lsn + ahead).saturating_sub(keep);
-        let rho = self.rho(s);
         let bw = self.device.bw.get();
         let capacity = self.capacity.get().filter(|&c| c > 0.0);
+        // ρ as measured looks back: just after a lump of pages changed
+        // close together in the log (at a cold start, the hot set's first
+        // changes) it is a fraction of what the next pages will retire,
+        // and writers held to it crawled at a third of their rate with the
+        // age under S and the flusher idle. The sample shows what lies
+        // ahead; it is discounted because neighbors and LRU writes retire
+        // nothing (at a steady state the measured ρ is the larger).
+        let rho = match capacity.or(bw) {
+            Some(pps) => {
+                let ahead = forward_rho(s, pps as usize).unwrap_or(0.0);
+                self.rho(s).max(FORWARD_RHO_SHARE * ahead)
+            }
+            None => self.rho(s),
+        };
+        // A lump of pages dirtied close together in the log (at a cold
+        // start, the hot set's first changes) takes longer to write than
+        // the log takes to carry them past S: such pages are written when
+        // their deadline says so (see `deadline_target`), even below F.
+        let pace = capacity.or(bw.map(|b| b * DEADLINE_BW_SHARE));
+        let due_at = setpoint + (hard.saturating_sub(setpoint)) / 2;
+        let target = target.max(deadline_target(s, due_at, log_rate, pace));
         let (instances, below) = self.instance_targets(s, target, capacity.or(bw));
         self.last_below = below;
         let requested: usize = instances.iter().map(|t| t.list_pages).sum();
@@ -519,7 +638,8 @@ impl Steady {
     /// Per instance: the flush-list pages below `target` (counted in the
     /// snapshot's sample of oldest modifications; a full sample means "at
     /// least this many"), at most [`ROUND_TICKS`] of `pages_per_s` (the
-    /// capacity, shared by the instances), and the free frames to keep.
+    /// capacity, shared by the instances; [`UNMEASURED_ROUND_PAGES`] while
+    /// it is unknown), and the free frames to keep.
     /// Also the pages below `target` in all, before that cap.
     fn instance_targets(
         &self,
@@ -529,8 +649,9 @@ impl Steady {
     ) -> (Vec<InstanceTarget>, usize) {
         let n = s.instances.len().max(1) as f64;
         let alloc = self.alloc_rate.get() / n;
-        let cap = pages_per_s
-            .map(|r| ((r * ROUND_TICKS * TICK.as_secs_f64() / n) as usize).max(ROUND_MIN_PAGES));
+        let cap = pages_per_s.map_or(UNMEASURED_ROUND_PAGES, |r| {
+            ((r * ROUND_TICKS * TICK.as_secs_f64() / n) as usize).max(ROUND_MIN_PAGES)
+        });
         let mut all_below = 0;
         let targets = s
             .instances
@@ -543,7 +664,7 @@ impl Steady {
                     below
                 };
                 all_below += below;
-                let list_pages = cap.map_or(below, |c| below.min(c));
+                let list_pages = below.min(cap);
                 let want = ((alloc * LRU_LOOKAHEAD_S) as usize).clamp(8, (i.total / 4).max(8));
                 InstanceTarget {
                     lru_want_free: if i.free < want { want } else { 0 },
@@ -554,7 +675,7 @@ impl Steady {
                     // worth), and on `hdd-raid10` the round then lasted
                     // over a second, with no flush-list batch and no
                     // checkpoint meanwhile.
-                    lru_write_max: cap.map_or(want, |c| want.min(c)),
+                    lru_write_max: want.min(cap),
                     list_pages,
                     list_lsn_limit: target,
                     list_kind: FlushKind::Adaptive,

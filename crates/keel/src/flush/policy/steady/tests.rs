@@ -190,7 +190,8 @@ fn snapshot(now_ms: u64, lsn: Lsn, checkpoint: Lsn, oldest: &[Lsn]) -> Snapshot 
 fn below_freerun_writers_run_free_and_nothing_young_is_flushed() {
     let mut p = Steady::new();
     let oldest: Vec<Lsn> = (0..50).map(|i| 1_000_000 + i * 1000).collect();
-    p.decide(&snapshot(0, 1_200_000, 1_000_000, &oldest));
+    // 100 kB/s of redo: the oldest page reaches the setpoint in 5 s.
+    p.decide(&snapshot(0, 1_240_000, 1_000_000, &oldest));
     let t = p.decide(&snapshot(100, 1_250_000, 1_000_000, &oldest));
     let limit = t.writer_limit.expect("steady always sets the curve");
     assert_eq!(limit.rate_at(250_000), None);
@@ -225,6 +226,77 @@ fn above_the_setpoint_writers_are_slowed_and_old_pages_flushed() {
     let below = oldest.iter().filter(|&&l| l < target).count();
     assert_eq!(t.instances[0].list_pages, below);
     assert!(below > 0);
+}
+
+#[test]
+fn before_the_device_is_measured_a_round_is_small() {
+    let mut p = Steady::new();
+    // 2 000 dirty pages, all older than F; nothing written yet.
+    let oldest: Vec<Lsn> = (0..2000).map(|i| 100_000 + i * 100).collect();
+    let mut s = snapshot(0, 800_000, 100_000, &oldest);
+    s.flush_list_sample = 4096;
+    s.instances[0].total = 4000;
+    p.decide(&s);
+    s.now = Duration::from_millis(100);
+    s.current_lsn = 810_000;
+    let t = p.decide(&s);
+    assert_eq!(t.instances[0].list_pages, UNMEASURED_ROUND_PAGES);
+    // Once the device has been busy for a tick writing 100 pages, a round
+    // takes two ticks of its speed (1 000 pages/s of busy time).
+    s.now = Duration::from_millis(200);
+    s.current_lsn = 820_000;
+    s.pages_written = 100;
+    s.data_writes = 100;
+    s.data_write_us = 100_000;
+    s.data_write_busy_us = 100_000;
+    let t = p.decide(&s);
+    assert_eq!(t.instances[0].list_pages, 200);
+}
+
+#[test]
+fn a_lump_of_old_pages_is_written_by_its_deadline_even_below_freerun() {
+    // Setpoint 775 kB, 1 MB/s of redo, 1 000 pages/s. 1 000 pages changed
+    // first within 10 kB of log at 1 000 000: due in 0.6 s at age 225 kB
+    // (below F), and they take a second to write.
+    let mut oldest: Vec<Lsn> = (0..1000).map(|i| 1_000_000 + i * 10).collect();
+    oldest.extend((0..100).map(|i| 1_100_000 + i * 1000));
+    let s = snapshot(0, 1_225_000, 1_000_000, &oldest);
+    let target = deadline_target(&s, 775_000, 1e6, Some(1000.0));
+    let late = oldest.iter().filter(|&&l| l < target).count();
+    assert!(late >= 1000, "{late} pages before {target}");
+    // Half as many take half a second: not late yet.
+    let s = snapshot(0, 1_225_000, 1_000_000, &oldest[500..]);
+    assert_eq!(deadline_target(&s, 775_000, 1e6, Some(1000.0)), 0);
+}
+
+#[test]
+fn pages_spread_as_the_flusher_retires_them_are_never_late_below_the_setpoint() {
+    // 1 MB/s of redo, 1 000 pages/s, one page per kB of log: the flusher
+    // retires exactly what is logged. Age 700 kB, setpoint 775 kB.
+    let oldest: Vec<Lsn> = (0..1024).map(|i| 1_000_000 + i * 1000).collect();
+    let s = snapshot(0, 1_700_000, 1_000_000, &oldest);
+    assert_eq!(deadline_target(&s, 775_000, 1e6, Some(1000.0)), 0);
+    // Nothing known of the device: pages due within the horizon are
+    // written so that it gets measured.
+    assert!(deadline_target(&s, 775_000, 1e6, None) > 1_000_000);
+    // Nothing logged: nothing is ever due.
+    assert_eq!(deadline_target(&s, 775_000, 0.0, None), 0);
+}
+
+#[test]
+fn rho_ahead_sees_past_a_lump_the_measured_rho_was_taken_in() {
+    // 500 pages within 5 kB of log, then one page per 4 kB.
+    let mut oldest: Vec<Lsn> = (0..500).map(|i| 1_000_000 + i * 10).collect();
+    oldest.extend((1..=500).map(|i| 1_005_000 + i * 4000));
+    let s = snapshot(0, 3_100_000, 1_000_000, &oldest);
+    // In the lump: 10 bytes a page.
+    assert_eq!(forward_rho(&s, 100), Some(10.0));
+    // Past it (the lump written): 4 kB a page.
+    let s = snapshot(0, 3_100_000, 1_005_000, &oldest[500..]);
+    assert_eq!(forward_rho(&s, 100), Some(4000.0));
+    // A second's worth beyond the sample: the whole sample.
+    assert_eq!(forward_rho(&s, 10_000), Some(4000.0));
+    assert_eq!(forward_rho(&snapshot(0, 0, 0, &[5]), 100), None);
 }
 
 #[test]
