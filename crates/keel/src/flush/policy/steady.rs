@@ -306,9 +306,16 @@ pub fn levels(limit: u64, peak: f64) -> (u64, u64, u64) {
 /// than the flusher can keep pace with (at a cold start, the hot set's
 /// first changes), or when the age is already past `due_at`.
 ///
-/// With `pages_per_s` unknown (nothing written yet), every page due within
-/// the horizon counts as late: a first round of them measures the device.
-pub fn deadline_target(s: &Snapshot, due_at: u64, log_rate: f64, pages_per_s: Option<f64>) -> Lsn {
+/// `oldest` is the snapshot's sample merged ([`merged_oldest`]). With
+/// `pages_per_s` unknown (nothing written yet), every page due within the
+/// horizon counts as late: a first round of them measures the device.
+pub fn deadline_target(
+    s: &Snapshot,
+    oldest: &[Lsn],
+    due_at: u64,
+    log_rate: f64,
+    pages_per_s: Option<f64>,
+) -> Lsn {
     if log_rate <= 0.0 {
         return 0;
     }
@@ -323,9 +330,8 @@ pub fn deadline_target(s: &Snapshot, due_at: u64, log_rate: f64, pages_per_s: Op
             _ => 0,
         };
     };
-    let lsns = merged_oldest(s);
     let mut target = 0;
-    for (i, &l) in lsns.iter().enumerate() {
+    for (i, &l) in oldest.iter().enumerate() {
         let due = due(l);
         if due > horizon {
             break;
@@ -340,7 +346,7 @@ pub fn deadline_target(s: &Snapshot, due_at: u64, log_rate: f64, pages_per_s: Op
 /// The instances' samples of oldest modifications merged in LSN order, up
 /// to where every truncated sample still covers its instance (past that,
 /// some instance's pages are missing).
-fn merged_oldest(s: &Snapshot) -> Vec<Lsn> {
+pub fn merged_oldest(s: &Snapshot) -> Vec<Lsn> {
     let covered = s
         .instances
         .iter()
@@ -359,12 +365,11 @@ fn merged_oldest(s: &Snapshot) -> Vec<Lsn> {
 }
 
 /// ρ looking ahead: the log bytes the checkpoint would retire per page if
-/// the `pages` oldest pages were written, oldest first (`None` if the
-/// sample holds fewer than two pages).
-pub fn forward_rho(s: &Snapshot, pages: usize) -> Option<f64> {
-    let lsns = merged_oldest(s);
-    let k = pages.min(lsns.len().checked_sub(1)?);
-    (k > 0).then(|| (lsns[k] - lsns[0]) as f64 / k as f64)
+/// the `pages` oldest pages of `oldest` ([`merged_oldest`]) were written,
+/// oldest first (`None` if it holds fewer than two pages).
+pub fn forward_rho(oldest: &[Lsn], pages: usize) -> Option<f64> {
+    let k = pages.min(oldest.len().checked_sub(1)?);
+    (k > 0).then(|| (oldest[k] - oldest[0]) as f64 / k as f64)
 }
 
 /// The throttle curve: 2 at or below `F`, 1 at `S`, 0 at `H` and above:
@@ -540,9 +545,11 @@ impl FlushPolicy for Steady {
         // age under S and the flusher idle. The sample shows what lies
         // ahead; it is discounted because neighbors and LRU writes retire
         // nothing (at a steady state the measured ρ is the larger).
+        // The sample merged once, for both looks ahead below.
+        let oldest = merged_oldest(s);
         let rho = match capacity.or(bw) {
             Some(pps) => {
-                let ahead = forward_rho(s, pps as usize).unwrap_or(0.0);
+                let ahead = forward_rho(&oldest, pps as usize).unwrap_or(0.0);
                 self.rho(s).max(FORWARD_RHO_SHARE * ahead)
             }
             None => self.rho(s),
@@ -553,7 +560,7 @@ impl FlushPolicy for Steady {
         // their deadline says so (see `deadline_target`), even below F.
         let pace = capacity.or(bw.map(|b| b * DEADLINE_BW_SHARE));
         let due_at = setpoint + (hard.saturating_sub(setpoint)) / 2;
-        let target = target.max(deadline_target(s, due_at, log_rate, pace));
+        let target = target.max(deadline_target(s, &oldest, due_at, log_rate, pace));
         let (instances, below) = self.instance_targets(s, target, capacity.or(bw));
         self.last_below = below;
         let requested: usize = instances.iter().map(|t| t.list_pages).sum();

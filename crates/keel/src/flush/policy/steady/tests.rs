@@ -261,12 +261,15 @@ fn a_lump_of_old_pages_is_written_by_its_deadline_even_below_freerun() {
     let mut oldest: Vec<Lsn> = (0..1000).map(|i| 1_000_000 + i * 10).collect();
     oldest.extend((0..100).map(|i| 1_100_000 + i * 1000));
     let s = snapshot(0, 1_225_000, 1_000_000, &oldest);
-    let target = deadline_target(&s, 775_000, 1e6, Some(1000.0));
+    let target = deadline_target(&s, &merged_oldest(&s), 775_000, 1e6, Some(1000.0));
     let late = oldest.iter().filter(|&&l| l < target).count();
     assert!(late >= 1000, "{late} pages before {target}");
     // Half as many take half a second: not late yet.
     let s = snapshot(0, 1_225_000, 1_000_000, &oldest[500..]);
-    assert_eq!(deadline_target(&s, 775_000, 1e6, Some(1000.0)), 0);
+    assert_eq!(
+        deadline_target(&s, &merged_oldest(&s), 775_000, 1e6, Some(1000.0)),
+        0
+    );
 }
 
 #[test]
@@ -275,12 +278,18 @@ fn pages_spread_as_the_flusher_retires_them_are_never_late_below_the_setpoint() 
     // retires exactly what is logged. Age 700 kB, setpoint 775 kB.
     let oldest: Vec<Lsn> = (0..1024).map(|i| 1_000_000 + i * 1000).collect();
     let s = snapshot(0, 1_700_000, 1_000_000, &oldest);
-    assert_eq!(deadline_target(&s, 775_000, 1e6, Some(1000.0)), 0);
+    assert_eq!(
+        deadline_target(&s, &merged_oldest(&s), 775_000, 1e6, Some(1000.0)),
+        0
+    );
     // Nothing known of the device: pages due within the horizon are
     // written so that it gets measured.
-    assert!(deadline_target(&s, 775_000, 1e6, None) > 1_000_000);
+    assert!(deadline_target(&s, &merged_oldest(&s), 775_000, 1e6, None) > 1_000_000);
     // Nothing logged: nothing is ever due.
-    assert_eq!(deadline_target(&s, 775_000, 0.0, None), 0);
+    assert_eq!(
+        deadline_target(&s, &merged_oldest(&s), 775_000, 0.0, None),
+        0
+    );
 }
 
 #[test]
@@ -290,13 +299,16 @@ fn rho_ahead_sees_past_a_lump_the_measured_rho_was_taken_in() {
     oldest.extend((1..=500).map(|i| 1_005_000 + i * 4000));
     let s = snapshot(0, 3_100_000, 1_000_000, &oldest);
     // In the lump: 10 bytes a page.
-    assert_eq!(forward_rho(&s, 100), Some(10.0));
+    assert_eq!(forward_rho(&merged_oldest(&s), 100), Some(10.0));
     // Past it (the lump written): 4 kB a page.
     let s = snapshot(0, 3_100_000, 1_005_000, &oldest[500..]);
-    assert_eq!(forward_rho(&s, 100), Some(4000.0));
+    assert_eq!(forward_rho(&merged_oldest(&s), 100), Some(4000.0));
     // A second's worth beyond the sample: the whole sample.
-    assert_eq!(forward_rho(&s, 10_000), Some(4000.0));
-    assert_eq!(forward_rho(&snapshot(0, 0, 0, &[5]), 100), None);
+    assert_eq!(forward_rho(&merged_oldest(&s), 10_000), Some(4000.0));
+    assert_eq!(
+        forward_rho(&merged_oldest(&snapshot(0, 0, 0, &[5])), 100),
+        None
+    );
 }
 
 #[test]
