@@ -369,11 +369,11 @@ impl Admission {
         Ok(())
     }
 
-    /// Pause as the policy's writer rate limit asks (holding no latch), for
-    /// as long as this writer is ahead of the writers' shared timeline: a
-    /// pause lasts at most `pacer::MAX_PAUSE`, after which the writer looks
-    /// again and pauses again if it still owes time, so the limit holds for
-    /// all writers together however far ahead they got. Each pause is
+    /// Pause as the policy's writer rate limit asks (holding no latch), until
+    /// this writer's turn comes in the writers' line: a pause lasts at most
+    /// `pacer::MAX_PAUSE`, after which the writer looks again, keeping its
+    /// place, and pauses again if its turn has not come, so the limit holds
+    /// for all writers together. Each pause is
     /// counted in the pause histogram. A pause ends early, with nothing
     /// owed, once the limit is lifted.
     ///
@@ -387,11 +387,13 @@ impl Admission {
     pub fn pace(&self) -> Result<()> {
         let started = Instant::now();
         let failures = self.wb.failures();
+        // This writer's place in line, kept across its pauses.
+        let mut ticket = None;
         // Commits must not read the log for a limit nobody set.
         while self.pacer.is_active() {
             let lsn = self.log.lsn();
             let age = lsn.saturating_sub(self.log.checkpoint_lsn());
-            let pause = self.pacer.delay(lsn, age, Instant::now());
+            let pause = self.pacer.delay(lsn, age, Instant::now(), &mut ticket);
             if pause.is_zero() {
                 return Ok(());
             }

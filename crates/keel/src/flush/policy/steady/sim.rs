@@ -28,7 +28,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use super::{Steady, TICK};
-use crate::flush::pacer::{Pacer, MAX_PAUSE};
+use crate::flush::pacer::{Pacer, Ticket, MAX_PAUSE};
 use crate::flush::policy::{FlushPolicy, InstanceSnapshot, Snapshot};
 use crate::page::Lsn;
 
@@ -59,6 +59,8 @@ struct Sim {
     /// Offered redo, bytes per second over all writers.
     load: f64,
     writers: BinaryHeap<Reverse<(Duration, usize)>>,
+    /// Each writer's place in the pacer's line, while it waits.
+    tickets: Vec<Option<Ticket>>,
     rng: SmallRng,
     target: Lsn,
     depth: usize,
@@ -94,6 +96,7 @@ impl Sim {
             },
             load,
             writers,
+            tickets: vec![None; WRITERS],
             rng: SmallRng::seed_from_u64(seed),
             target: 0,
             depth: 1,
@@ -162,7 +165,9 @@ impl Sim {
                 break;
             }
             self.writers.pop();
-            let pause = self.pacer.delay(self.lsn, self.age(), self.epoch + at);
+            let pause =
+                self.pacer
+                    .delay(self.lsn, self.age(), self.epoch + at, &mut self.tickets[w]);
             let next = if !pause.is_zero() {
                 self.longest_pause = self.longest_pause.max(pause);
                 at + pause
