@@ -371,7 +371,7 @@ fn flushing_pages(
          LRU                 {} single-page flush scans, {} free-frame waits\n\
          Throttle delay      {:.1} ms in total{}\n\
          Cleaner rounds {}, batches {}, last round {:.1} ms; doublewrite batches {}, pages {}; \
-         data file syncs {}\n",
+         data file syncs {}; pages passed over while latched {}\n",
         g("buffer_flush_sync_waits"),
         g("buffer_flush_sync_wait_us_total") as f64 / 1000.0,
         g("buffer_flush_sync_wait_us_max") as f64 / 1000.0,
@@ -391,6 +391,7 @@ fn flushing_pages(
         g("dblwr_writes"),
         g("dblwr_pages_written"),
         g("os_data_fsyncs"),
+        g("buffer_flush_latched_skips"),
     );
 }
 

@@ -6,12 +6,31 @@
 //! A claim holds the frame's `flushing` flag, so that no second flusher
 //! claims the page, and, until the flusher has copied the image
 //! ([`Claim::unlatch`]), its shared latch: the copy is a consistent image.
-//! Claims are taken with `try_read` only, so a flusher never waits for a
-//! latch a user thread holds; and the latch is dropped before any I/O, so
-//! a user thread never waits for a flusher's write (with the latch held
+//! Claims are taken with `try_read`, so a flusher does not wait for a
+//! latch a user thread holds (with one bounded exception, below); and the
+//! latch is dropped before any I/O, so a user thread never waits for a
+//! flusher's write (with the latch held
 //! through the writes, every writer of a hot page — an index node — waited
 //! for a whole batch's doublewrite copy, syncs and writes: on a disk of
 //! 300 writes/s, stalls of a second).
+//!
+//! # The oldest page: a bounded wait
+//! The first claim of a flush-list batch is the flush list's oldest page,
+//! the one that holds the checkpoint back. On a hot spot (pareto ids) that
+//! page is often latched exclusively by a user thread at the moment the
+//! flusher looks; passed over, it stayed dirty while the flusher wrote
+//! younger pages, the checkpoint stood still, the age climbed to where
+//! the writers' pacer holds everyone, and when the page was finally caught
+//! the checkpoint jumped: the age swung between the hard level and far
+//! below the setpoint. So that one claim waits for the latch, at most
+//! `WriteBack`'s `OLDEST_LATCH_WAIT`, and only while the flusher holds
+//! nothing: no latch, no claim, no mutex (it is the batch's first claim).
+//! It cannot deadlock: the user thread holding the latch may itself wait
+//! for the flusher (for a free frame, when every frame is fixed), but the
+//! wait is bounded, after which the page is passed over as before. It
+//! never waits for another flusher: a page being written is skipped.
+//! Every page passed over because it was latched is counted
+//! (`buffer_flush_latched_skips`).
 //!
 //! # A page changed while its copy is written
 //! The page stays dirty, and so cannot be evicted, until the write ends.
@@ -28,6 +47,7 @@
 //! dirties it as any change does.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use parking_lot::RwLockReadGuard;
 
@@ -95,14 +115,29 @@ impl BufferPool {
     }
 
     /// Claim frame `fid` of instance `inst` for writing, if it holds a dirty
-    /// page (`expect`, when given) that nobody latches exclusively and no
-    /// other flusher is writing.
-    pub(crate) fn claim(&self, inst: usize, fid: u32, expect: Option<PageId>) -> Option<Claim<'_>> {
+    /// page (`expect`, when given) that nobody latches exclusively (waiting
+    /// at most `wait` for a user thread's exclusive latch: see the module
+    /// doc for the one caller that waits) and no other flusher is writing.
+    pub(crate) fn claim(
+        &self,
+        inst: usize,
+        fid: u32,
+        expect: Option<PageId>,
+        wait: Duration,
+    ) -> Option<Claim<'_>> {
         let f = &self.instances[inst].frames[fid as usize];
         if !f.is_dirty() {
             return None;
         }
-        let guard = f.latch.try_read()?;
+        let latched = if wait.is_zero() {
+            f.latch.try_read()
+        } else {
+            f.latch.try_read_for(wait)
+        };
+        let Some(guard) = latched else {
+            Metrics::add(&self.metrics.buffer_flush_latched_skips, 1);
+            return None;
+        };
         let id = f.page()?;
         // The frame may have been given another page since the hash lookup.
         if expect.is_some_and(|e| e != id) {

@@ -80,6 +80,7 @@ mod crew;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::doublewrite::AreaGuard;
 use super::neighbors::{self, NeighborMode};
@@ -201,11 +202,20 @@ impl WriteBack {
             FlushKind::Single => NeighborMode::Off,
             _ => NeighborMode::from_option(self.cfg.flush_neighbors),
         };
+        // A flush-list batch's first page is the list's oldest: its claim,
+        // taken holding nothing, may wait a little for a user thread's
+        // latch (see `buffer::claim`, "The oldest page").
+        let mut wait = match kind {
+            FlushKind::Lru | FlushKind::Single => Duration::ZERO,
+            _ => self.oldest_latch_wait(),
+        };
         if mode == NeighborMode::Off {
             for group in fids.chunks(CLAIM_GROUP) {
                 let items: Vec<Item<'a>> = group
                     .iter()
-                    .filter_map(|&fid| self.item(pool, inst, fid, None, false))
+                    .filter_map(|&fid| {
+                        self.item(pool, inst, fid, None, false, std::mem::take(&mut wait))
+                    })
                     .collect();
                 if !p.push(items) {
                     return;
@@ -240,7 +250,8 @@ impl WriteBack {
             if taken.contains_key(&fid) {
                 continue;
             }
-            let Some(item) = self.item(pool, inst, fid, None, false) else {
+            let Some(item) = self.item(pool, inst, fid, None, false, std::mem::take(&mut wait))
+            else {
                 continue;
             };
             let id = item.claim.id;
@@ -262,7 +273,14 @@ impl WriteBack {
                 if let Some(&held) = taken.get(&nfid) {
                     return held == nid;
                 }
-                match self.item(pool, inst, nfid, Some(nid), !requested.contains(&nfid)) {
+                match self.item(
+                    pool,
+                    inst,
+                    nfid,
+                    Some(nid),
+                    !requested.contains(&nfid),
+                    Duration::ZERO,
+                ) {
                     Some(it) => {
                         taken.insert(nfid, nid);
                         items.push(it);
@@ -285,8 +303,9 @@ impl WriteBack {
         fid: u32,
         expect: Option<PageId>,
         neighbor: bool,
+        wait: Duration,
     ) -> Option<Item<'a>> {
-        let claim = pool.claim(inst, fid, expect)?;
+        let claim = pool.claim(inst, fid, expect, wait)?;
         let (file, offset) = self.space.locate(claim.id.page_no);
         Some(Item {
             claim,

@@ -9,7 +9,11 @@
 //! log space wake it early; the policy decides what such a round does.
 //!
 //! Within an instance a round does LRU flushing first, then its share of
-//! flush-list flushing, in batches of at most [`LIST_BATCH`] pages.
+//! flush-list flushing, in batches of at most [`LIST_BATCH`] pages (fewer
+//! if the policy asks: `InstanceTarget::list_batch`). A policy that
+//! checkpoints after every flush-list batch gets its LRU writes in batches
+//! of the same size, one before each flush-list batch, so that the
+//! checkpoint keeps moving while LRU flushing runs.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -244,6 +248,7 @@ fn coordinate<H: CleanerHost + ?Sized>(
         wb.set_io_depth(targets.io_depth);
         wb.set_eager_lru(targets.eager_lru);
         wb.set_neighbors_in_batch_size(targets.neighbors_in_batch_size);
+        wb.set_oldest_latch_wait(targets.oldest_latch_wait);
         if targets.full_round {
             *wb.last_decision.lock() = targets.decision.clone();
         }
@@ -330,18 +335,45 @@ fn do_share<H: CleanerHost + ?Sized>(
         if i % n != me {
             continue;
         }
-        if t.lru_want_free > 0 {
-            if let Err(e) = wb.lru_flush(pool, i, t.lru_scan, t.lru_want_free, t.lru_write_max) {
-                log::error!("page cleaner {me}: LRU flush of instance {i} failed: {e}");
-                wb.note_failure(&format!("LRU flush of instance {i}"), &e);
-                failed = true;
-            }
-        }
+        // With a checkpoint after every flush-list batch, LRU writes go in
+        // batches of the same size between them: written all first, a
+        // round's LRU share (up to two ticks of the flusher's capacity)
+        // kept the checkpoint still for a fifth of a second, and on a
+        // small log the age ran from the setpoint to the hard level,
+        // where every writer waits (see `steady::list_batch`).
+        let batch = t.list_batch.clamp(1, LIST_BATCH);
+        let lru_chunk = if targets.checkpoint_each_batch {
+            batch
+        } else {
+            usize::MAX
+        };
+        let mut lru_left = if t.lru_want_free > 0 {
+            t.lru_write_max
+        } else {
+            0
+        };
         let mut left = t.list_pages;
-        while left > 0 {
-            match wb.flush_list_batch(pool, i, left.min(LIST_BATCH), t.list_lsn_limit, t.list_kind)
-            {
-                Ok(0) => break,
+        while lru_left > 0 || left > 0 {
+            if lru_left > 0 {
+                let chunk = lru_left.min(lru_chunk);
+                match wb.lru_flush(pool, i, t.lru_scan, t.lru_want_free, chunk) {
+                    // Fewer than asked: enough frames are free, or the
+                    // scan met no more dirty pages.
+                    Ok((w, _)) if w < chunk => lru_left = 0,
+                    Ok((w, _)) => lru_left -= w,
+                    Err(e) => {
+                        log::error!("page cleaner {me}: LRU flush of instance {i} failed: {e}");
+                        wb.note_failure(&format!("LRU flush of instance {i}"), &e);
+                        failed = true;
+                        lru_left = 0;
+                    }
+                }
+            }
+            if left == 0 {
+                continue;
+            }
+            match wb.flush_list_batch(pool, i, left.min(batch), t.list_lsn_limit, t.list_kind) {
+                Ok(0) => left = 0,
                 Ok(w) => {
                     left = left.saturating_sub(w);
                     if targets.checkpoint_each_batch {
@@ -349,7 +381,7 @@ fn do_share<H: CleanerHost + ?Sized>(
                             log::error!("page cleaner {me}: checkpoint failed: {e}");
                             wb.note_failure("checkpoint", &e);
                             failed = true;
-                            break;
+                            left = 0;
                         }
                     }
                 }
@@ -357,7 +389,7 @@ fn do_share<H: CleanerHost + ?Sized>(
                     log::error!("page cleaner {me}: flush-list batch of instance {i} failed: {e}");
                     wb.note_failure(&format!("flush-list batch of instance {i}"), &e);
                     failed = true;
-                    break;
+                    left = 0;
                 }
             }
         }

@@ -117,6 +117,10 @@ pub struct InstanceTarget {
     pub list_lsn_limit: Lsn,
     /// Counter the flush-list pages are charged to.
     pub list_kind: FlushKind,
+    /// Most pages one flush-list batch writes (at most
+    /// [`LIST_BATCH`](super::cleaner::LIST_BATCH)): a policy that
+    /// checkpoints after every batch sets how far one checkpoint moves.
+    pub list_batch: usize,
 }
 
 impl Default for InstanceTarget {
@@ -128,6 +132,7 @@ impl Default for InstanceTarget {
             list_pages: 0,
             list_lsn_limit: Lsn::MAX,
             list_kind: FlushKind::Background,
+            list_batch: super::cleaner::LIST_BATCH,
         }
     }
 }
@@ -298,6 +303,11 @@ pub struct FlushTargets {
     /// 256 pages became 1,400 writes that kept the checkpoint still for
     /// over a second on `hdd-raid10`).
     pub neighbors_in_batch_size: bool,
+    /// How long a flush-list batch's first claim (the list's oldest page,
+    /// which holds the checkpoint back) may wait for a user thread's
+    /// exclusive latch (zero: it never waits, and a latched page is passed
+    /// over). See `buffer::claim`, "The oldest page".
+    pub oldest_latch_wait: Duration,
 }
 
 /// A flushing policy: a pure function of the snapshot plus its own state.

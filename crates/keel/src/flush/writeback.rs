@@ -17,6 +17,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
@@ -77,6 +78,9 @@ pub struct WriteBack {
     /// A batch's neighbors count against its size (see
     /// `FlushTargets::neighbors_in_batch_size`).
     pub(crate) neighbors_in_batch_size: std::sync::atomic::AtomicBool,
+    /// Microseconds a flush-list batch's first claim may wait for a latch
+    /// (see `FlushTargets::oldest_latch_wait`).
+    oldest_latch_wait_us: AtomicU64,
     /// Cleaner failures so far, and the last one's message and whether it
     /// may pass (a full disk).
     failures: (AtomicU64, Mutex<(String, bool)>),
@@ -103,6 +107,7 @@ impl WriteBack {
             pinned_depth: AtomicUsize::new(0),
             eager_lru: std::sync::atomic::AtomicBool::new(false),
             neighbors_in_batch_size: std::sync::atomic::AtomicBool::new(false),
+            oldest_latch_wait_us: AtomicU64::new(0),
             failures: Default::default(),
         }
     }
@@ -124,6 +129,17 @@ impl WriteBack {
     /// Whether a batch's neighbors count against its size.
     pub(crate) fn set_neighbors_in_batch_size(&self, on: bool) {
         self.neighbors_in_batch_size.store(on, Ordering::Relaxed);
+    }
+
+    /// How long a flush-list batch's first claim may wait for a latch.
+    pub(crate) fn set_oldest_latch_wait(&self, wait: Duration) {
+        self.oldest_latch_wait_us
+            .store(wait.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// See [`WriteBack::set_oldest_latch_wait`].
+    pub(crate) fn oldest_latch_wait(&self) -> Duration {
+        Duration::from_micros(self.oldest_latch_wait_us.load(Ordering::Relaxed))
     }
 
     /// Whether an empty free list wakes the cleaners at once.

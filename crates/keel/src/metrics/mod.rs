@@ -69,6 +69,10 @@ registry! {
     buffer_flush_adaptive_total_pages,
     /// Extra pages written because they neighbored a flushed page.
     buffer_flush_neighbor_total_pages,
+    /// Dirty pages a flusher passed over because a user thread held them
+    /// latched exclusively (claims never wait for a latch): a hot oldest
+    /// page passed over keeps the checkpoint where it is.
+    buffer_flush_latched_skips,
     /// Gauge: pages the last cleaner round asked for (flush lists, all instances).
     buffer_flush_n_to_flush_requested,
     /// Gauge: of those, pages asked for to keep up with the checkpoint age.

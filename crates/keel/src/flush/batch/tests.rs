@@ -650,3 +650,53 @@ fn lru_flushing_writes_at_most_write_max_pages() {
         assert_eq!(t.dirty_pages().len(), 16 - expect);
     }
 }
+
+/// A flush-list batch's first claim, the oldest page, waits for a user
+/// thread's exclusive latch (at most `oldest_latch_wait`) instead of
+/// passing the page over: the checkpoint must not wait for a hot page to
+/// be caught unlatched by chance.
+#[test]
+fn the_oldest_page_is_waited_for_a_bounded_time() {
+    // The latch is let go while the flusher waits: P is written.
+    let t = pattern_pool(0);
+    t.wb.set_oldest_latch_wait(Duration::from_secs(10));
+    let held = t.pool.write(PageId::new(0, P)).unwrap();
+    let started = Instant::now();
+    let n = std::thread::scope(|s| {
+        let flusher = s.spawn(|| {
+            t.wb.flush_list_batch(&t.pool, 0, 1, u64::MAX, FlushKind::Adaptive)
+                .unwrap()
+        });
+        std::thread::sleep(Duration::from_millis(30));
+        drop(held);
+        flusher.join().unwrap()
+    });
+    assert_eq!(n, 1);
+    assert!(t.on_disk(P));
+    assert!(started.elapsed() >= Duration::from_millis(30));
+    assert_eq!(t.metric("buffer_flush_latched_skips"), 0);
+
+    // Held past the wait: passed over, and counted.
+    let t = pattern_pool(0);
+    t.wb.set_oldest_latch_wait(Duration::from_millis(20));
+    let held = t.pool.write(PageId::new(0, P)).unwrap();
+    let started = Instant::now();
+    let n =
+        t.wb.flush_list_batch(&t.pool, 0, 1, u64::MAX, FlushKind::Adaptive)
+            .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(20));
+    drop(held);
+    assert_eq!(n, 0);
+    assert!(!t.on_disk(P));
+    assert_eq!(t.metric("buffer_flush_latched_skips"), 1);
+
+    // No wait set (classic), or an LRU batch: passed over at once.
+    let t = pattern_pool(0);
+    let held = t.pool.write(PageId::new(0, P)).unwrap();
+    let n =
+        t.wb.flush_list_batch(&t.pool, 0, 1, u64::MAX, FlushKind::Adaptive)
+            .unwrap();
+    drop(held);
+    assert_eq!(n, 0);
+    assert_eq!(t.metric("buffer_flush_latched_skips"), 1);
+}

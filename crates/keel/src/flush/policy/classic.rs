@@ -306,6 +306,7 @@ impl Classic {
             checkpoint_each_batch: false,
             eager_lru: false,
             neighbors_in_batch_size: false,
+            oldest_latch_wait: Duration::ZERO,
             decision: Decision {
                 mode: FlushMode::Sync,
                 n_requested: budget as u64,
@@ -358,6 +359,7 @@ impl Classic {
                     checkpoint_each_batch: false,
                     eager_lru: false,
                     neighbors_in_batch_size: false,
+                    oldest_latch_wait: Duration::ZERO,
                     decision: self.last_decision.clone(),
                 };
             }
@@ -380,6 +382,7 @@ impl Classic {
                 checkpoint_each_batch: false,
                 eager_lru: false,
                 neighbors_in_batch_size: false,
+                oldest_latch_wait: Duration::ZERO,
                 decision: Decision {
                     reason: "first round: measuring".into(),
                     ..Decision::default()
@@ -404,6 +407,7 @@ impl Classic {
                 checkpoint_each_batch: false,
                 eager_lru: false,
                 neighbors_in_batch_size: false,
+                oldest_latch_wait: Duration::ZERO,
                 decision: Decision {
                     mode: FlushMode::Idle,
                     n_requested: if dirty > 0 { n } else { 0 },
@@ -432,6 +436,7 @@ impl Classic {
             checkpoint_each_batch: false,
             eager_lru: false,
             neighbors_in_batch_size: false,
+            oldest_latch_wait: Duration::ZERO,
             decision,
         }
     }

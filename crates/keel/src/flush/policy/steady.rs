@@ -9,7 +9,8 @@
 //! With `L` the free-check limit (where the engine stops writers):
 //! - `H = L − reserve`, the hard level, where the writers' allowed rate
 //!   reaches zero; `reserve` covers what writers can log before the
-//!   curve stops them: a tick of the peak redo rate, at least 5 % of `L`;
+//!   curve stops them: a quarter tick of the peak redo rate, at least 5 %
+//!   of `L` (see [`RESERVE_TICKS`]);
 //! - `F = 0.6 L`, below which writers run free;
 //! - `S = (F + H) / 2`, the setpoint.
 //!
@@ -69,6 +70,7 @@ use super::{
     WriterLimit,
 };
 use crate::flush::batch::FlushKind;
+use crate::flush::cleaner::LIST_BATCH;
 use crate::page::Lsn;
 
 /// The control period.
@@ -82,10 +84,16 @@ pub const APPROACH: Duration = Duration::from_secs(1);
 const FREERUN: f64 = 0.6;
 /// The reserve below the free-check limit: at least this share of it.
 const MIN_RESERVE: f64 = 0.05;
-/// Ticks of the peak redo rate the reserve covers (writers evaluate the
-/// curve at every commit, so only estimation errors and a burst of at most
-/// a tick — `pacer::MAX_BURST` — can carry the age past `H`).
-const RESERVE_TICKS: f64 = 1.0;
+/// Ticks of the peak redo rate the reserve covers. Writers evaluate the
+/// curve at every transaction and go one by one, each when the pacer's
+/// clock reaches its place in line (`flush::pacer`), so near `H`, where
+/// the allowed rate is almost nothing, what can still carry the age past
+/// it is the transactions already let go and the pacer's banked credit,
+/// at most `pacer::MAX_BURST` of the rate allowed *there*. A whole tick
+/// of the peak rate (as when all waiting writers went together at one
+/// due instant) took 41 % of the limit on `neighbors` on `sata-ssd` (a
+/// 4 MiB log logged at 15 MB/s), leaving a band of 5 % from `S` to `H`.
+const RESERVE_TICKS: f64 = 0.25;
 /// Share of the distance above the setpoint the flusher adds to its target
 /// each tick (the proportional catch-up).
 const CATCH_UP: f64 = 0.5;
@@ -94,10 +102,24 @@ pub const MAX_DEPTH: usize = 64;
 /// Depth at or under which the write latency counts as the device's own
 /// (see [`Device`]).
 pub const BASE_PROBE_DEPTH: usize = 2;
-/// Busy ticks between two probes of the base latency.
-pub const PROBE_TICKS: u32 = 100;
+/// Busy ticks between two probes of the base latency. Each probe costs the
+/// flusher, LRU writes included, most of its speed for two ticks; at 100,
+/// `neighbors` on `hdd-raid10` lost half its throughput for a second at
+/// every probe, every 18 s or so.
+pub const PROBE_TICKS: u32 = 300;
 /// Ticks a probe lasts.
 const PROBE_LEN: u32 = 2;
+/// Ticks after a probe during which the depth comes down by one a tick at
+/// most, whatever the latency. On `hdd-raid10` (Keel's device model) a
+/// write at a depth of 2 waits less than one at the depth the flusher had
+/// settled at, so every probe lowered the base, the latency at the
+/// resumed depth looked like a spike against it, and the depth was halved
+/// tick after tick: with `neighbors` ("none") the flusher's throughput
+/// and the writers' with it fell to half for a second every 18 s or so
+/// (at every probe), the only seconds under half the median. Brought down
+/// one step at a time, the depth settles where the new base puts it
+/// without the collapse.
+const PROBE_SETTLE: u32 = 20;
 /// Latency, in bases, under which the depth grows by one a tick.
 const DEPTH_RAISE: f64 = 1.3;
 /// Latency, in bases, over which the depth shrinks by a quarter a tick.
@@ -133,6 +155,15 @@ const DEADLINE_BW_SHARE: f64 = 0.5;
 /// The share of the ρ ahead (see [`forward_rho`]) the writers' base rate
 /// counts on at least.
 const FORWARD_RHO_SHARE: f64 = 0.75;
+/// The share of the band from `S` to `H` one flush-list batch may retire
+/// (see [`list_batch`]).
+const BATCH_BAND_SHARE: f64 = 0.5;
+/// Fewest pages in a flush-list batch.
+const MIN_LIST_BATCH: usize = 16;
+/// How long a flush-list batch waits for its oldest page's latch (see
+/// `buffer::claim`, "The oldest page"): a user thread holds a page latched
+/// exclusively for microseconds, so this is seldom waited in full.
+const OLDEST_LATCH_WAIT: Duration = Duration::from_millis(10);
 /// Free frames an instance keeps, in seconds of allocation.
 const LRU_LOOKAHEAD_S: f64 = 0.5;
 
@@ -215,6 +246,8 @@ pub struct Device {
     since_probe: u32,
     /// While probing: the depth to resume and the probe ticks left.
     probe: Option<(usize, u32)>,
+    /// Ticks left in which the depth comes down one step at most.
+    settle: u32,
 }
 
 impl Default for Device {
@@ -226,6 +259,7 @@ impl Default for Device {
             depth: 4,
             since_probe: 0,
             probe: None,
+            settle: 0,
         }
     }
 }
@@ -255,6 +289,7 @@ impl Device {
                 self.lat_us.update(lat, 1.0);
                 self.depth = resume;
                 self.since_probe = 0;
+                self.settle = PROBE_SETTLE;
             }
             return;
         }
@@ -266,10 +301,15 @@ impl Device {
             Some(b) => b.min(now),
         };
         self.lat_base_us = Some(base);
-        if now > DEPTH_CUT * base {
+        // Just after a probe, the depth comes down one step a tick at
+        // most (see PROBE_SETTLE).
+        let settling = self.settle > 0;
+        self.settle = self.settle.saturating_sub(1);
+        if now > DEPTH_CUT * base && !settling {
             self.depth = (self.depth / 2).max(1);
         } else if now > DEPTH_EASE * base {
-            self.depth = (self.depth - self.depth.div_ceil(4)).max(1);
+            let step = if settling { 1 } else { self.depth.div_ceil(4) };
+            self.depth = self.depth.saturating_sub(step).max(1);
         } else if now < DEPTH_RAISE * base {
             self.depth = (self.depth + 1).min(MAX_DEPTH);
         }
@@ -370,6 +410,31 @@ pub fn merged_oldest(s: &Snapshot) -> Vec<Lsn> {
 pub fn forward_rho(oldest: &[Lsn], pages: usize) -> Option<f64> {
     let k = pages.min(oldest.len().checked_sub(1)?);
     (k > 0).then(|| (oldest[k] - oldest[0]) as f64 / k as f64)
+}
+
+/// Pages per flush-list batch, per instance: as many of the oldest pages
+/// of `oldest` ([`merged_oldest`]) as lie within `span` bytes of log of the
+/// first, shared by `instances` (between [`MIN_LIST_BATCH`] and
+/// [`LIST_BATCH`]). The checkpoint moves after every batch, so the age is a
+/// sawtooth: it climbs as writers log and drops by what a batch retired.
+/// With a small log on a fast device (`neighbors` on `sata-ssd`: the band
+/// from `S` to `H` was 0.2 MB, a batch of 256 pages retired 0.5 MB) every
+/// batch took the age from `H`, where the curve holds writers, to below
+/// `F`, where they run free: the pauses came in lumps of a whole batch's
+/// time, and a few transactions took them all (p50 1.3 ms, p99.9 167 ms).
+/// A batch bounded to half the band keeps the teeth small. (A quarter
+/// cost `disaster-55` on `hdd-raid10` a tenth of its throughput: every
+/// batch pays a doublewrite sync, a data-file sync and a checkpoint.)
+pub fn list_batch(oldest: &[Lsn], span: u64, instances: usize) -> usize {
+    let Some(&first) = oldest.first() else {
+        return LIST_BATCH;
+    };
+    let within = oldest.partition_point(|&l| l - first <= span);
+    if within >= oldest.len() {
+        // The whole sample lies within the span: nothing to bound.
+        return LIST_BATCH;
+    }
+    (within / instances.max(1)).clamp(MIN_LIST_BATCH, LIST_BATCH)
 }
 
 /// The throttle curve: 2 at or below `F`, 1 at `S`, 0 at `H` and above:
@@ -561,7 +626,9 @@ impl FlushPolicy for Steady {
         let pace = capacity.or(bw.map(|b| b * DEADLINE_BW_SHARE));
         let due_at = setpoint + (hard.saturating_sub(setpoint)) / 2;
         let target = target.max(deadline_target(s, &oldest, due_at, log_rate, pace));
-        let (instances, below) = self.instance_targets(s, target, capacity.or(bw));
+        let span = (hard.saturating_sub(setpoint) as f64 * BATCH_BAND_SHARE) as u64;
+        let batch = list_batch(&oldest, span, s.instances.len());
+        let (instances, below) = self.instance_targets(s, target, capacity.or(bw), batch);
         self.last_below = below;
         let requested: usize = instances.iter().map(|t| t.list_pages).sum();
         // Writers: free below F, then the curve around the rate the flusher
@@ -637,6 +704,7 @@ impl FlushPolicy for Steady {
             checkpoint_each_batch: true,
             eager_lru: true,
             neighbors_in_batch_size: true,
+            oldest_latch_wait: OLDEST_LATCH_WAIT,
         }
     }
 }
@@ -646,13 +714,14 @@ impl Steady {
     /// snapshot's sample of oldest modifications; a full sample means "at
     /// least this many"), at most [`ROUND_TICKS`] of `pages_per_s` (the
     /// capacity, shared by the instances; [`UNMEASURED_ROUND_PAGES`] while
-    /// it is unknown), and the free frames to keep.
-    /// Also the pages below `target` in all, before that cap.
+    /// it is unknown), in batches of `batch` pages, and the free frames to
+    /// keep. Also the pages below `target` in all, before that cap.
     fn instance_targets(
         &self,
         s: &Snapshot,
         target: Lsn,
         pages_per_s: Option<f64>,
+        batch: usize,
     ) -> (Vec<InstanceTarget>, usize) {
         let n = s.instances.len().max(1) as f64;
         let alloc = self.alloc_rate.get() / n;
@@ -686,6 +755,7 @@ impl Steady {
                     list_pages,
                     list_lsn_limit: target,
                     list_kind: FlushKind::Adaptive,
+                    list_batch: batch,
                 }
             })
             .collect();

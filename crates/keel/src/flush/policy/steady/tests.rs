@@ -27,10 +27,12 @@ fn the_throttle_curve_is_two_at_freerun_one_at_the_setpoint_zero_at_hard() {
 }
 
 #[test]
-fn the_reserve_covers_a_tick_of_the_peak_rate() {
-    // 100 MB/s peak: 10 MB in a tick, more than 5 % of 100 MB.
-    let (f, s, h) = levels(100_000_000, 100e6);
+fn the_reserve_covers_a_quarter_tick_of_the_peak_rate() {
+    // 400 MB/s peak: 10 MB in a quarter tick, more than 5 % of 100 MB.
+    let (f, s, h) = levels(100_000_000, 400e6);
     assert_eq!(h, 90_000_000);
+    // 100 MB/s: 2.5 MB, under 5 %.
+    assert_eq!(levels(100_000_000, 100e6).2, 95_000_000);
     assert!(f < s && s < h);
     // Never more than half the limit, whatever the peak.
     let (_, _, h2) = levels(10_000_000, 1e12);
@@ -138,15 +140,16 @@ fn a_device_faster_for_good_does_not_let_the_depth_ratchet_up() {
     }
     // Four times faster, then slower and faster again: the base measured
     // while our own writes queued is replaced at the next probe.
+    let phase = 3 * PROBE_TICKS;
     for _ in 0..3 {
-        for _ in 0..300 {
+        for _ in 0..phase {
             queued_tick(&mut d, 8, 1000.0);
         }
-        for _ in 0..300 {
+        for _ in 0..phase {
             queued_tick(&mut d, 8, 4000.0);
         }
     }
-    for _ in 0..150 {
+    for _ in 0..(3 * PROBE_TICKS / 2) {
         queued_tick(&mut d, 8, 1000.0);
     }
     assert!(d.depth <= 16, "depth {}", d.depth);
@@ -322,4 +325,52 @@ fn lru_keeps_half_a_second_of_the_allocation_rate_free() {
     // Half a second: 500 frames, capped at a quarter of the instance.
     assert_eq!(t.instances[0].lru_want_free, 250);
     assert_eq!(t.instances[0].lru_scan, 1000);
+}
+
+#[test]
+fn a_batch_retires_at_most_its_share_of_the_band() {
+    // Pages 2 kB of log apart: a 100 kB span holds 51 of them (the first
+    // and 50 more).
+    let oldest: Vec<Lsn> = (0..2000).map(|i| 1_000_000 + i * 2000).collect();
+    assert_eq!(list_batch(&oldest, 100_000, 1), 51);
+    // Shared by two instances.
+    assert_eq!(list_batch(&oldest, 100_000, 2), 25);
+    // Never under the floor, never over LIST_BATCH.
+    assert_eq!(list_batch(&oldest, 1_000, 1), MIN_LIST_BATCH);
+    assert_eq!(list_batch(&oldest, 3_000_000, 1), LIST_BATCH);
+    // A sample wholly within the span, or none: no bound.
+    assert_eq!(list_batch(&oldest[..10], 100_000, 1), LIST_BATCH);
+    assert_eq!(list_batch(&[], 100_000, 1), LIST_BATCH);
+    // The decision carries it: at the setpoint of a 1 MB limit the band
+    // from S to H is 175 kB, half of it 87.5 kB, 44 pages.
+    let mut p = Steady::new();
+    let t = p.decide(&snapshot(0, 1_775_000, 1_000_000, &oldest));
+    assert_eq!(t.instances[0].list_batch, 44);
+}
+
+#[test]
+fn after_a_probe_the_depth_comes_down_one_step_a_tick() {
+    // A device whose latency grows with every write queued (no
+    // parallelism to hide behind): the probe at depth 2 always finds a
+    // lower base than the depth in use shows.
+    let mut d = Device::default();
+    let tick = |d: &mut Device| {
+        let lat = 1000.0 * (1.0 + d.depth as f64 / 2.0);
+        d.update(0.1, 100, 100, (100.0 * lat) as u64, 100_000);
+    };
+    let mut seen = Vec::new();
+    for _ in 0..(3 * PROBE_TICKS) {
+        tick(&mut d);
+        seen.push(d.depth);
+    }
+    // Once a probe has set the base, the depth never falls by more than
+    // one a tick, but for the probes themselves (the first ticks, with no
+    // probe yet, may cut as they like); and it does come down.
+    let after = PROBE_TICKS as usize + PROBE_LEN as usize;
+    for w in seen[after..].windows(2) {
+        let probe = w[1] == BASE_PROBE_DEPTH || w[0] == BASE_PROBE_DEPTH;
+        assert!(w[1] + 1 >= w[0] || probe, "{seen:?}");
+    }
+    let resumed = seen[after];
+    assert!(seen[after + PROBE_SETTLE as usize] < resumed, "{seen:?}");
 }
