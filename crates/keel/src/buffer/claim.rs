@@ -22,9 +22,10 @@
 //! younger pages, the checkpoint stood still, the age climbed to where
 //! the writers' pacer holds everyone, and when the page was finally caught
 //! the checkpoint jumped: the age swung between the hard level and far
-//! below the setpoint. So that one claim waits for the latch, at most
-//! `WriteBack`'s `OLDEST_LATCH_WAIT`, and only while the flusher holds
-//! nothing: no latch, no claim, no mutex (it is the batch's first claim).
+//! below the setpoint. So that one claim may wait for the latch, as long
+//! as the caller says (the flushing policy's choice: 10 ms under `steady`,
+//! never under `classic`), and only while the flusher holds nothing: no
+//! latch, no claim, no mutex (it is the batch's first claim).
 //! It cannot deadlock: the user thread holding the latch may itself wait
 //! for the flusher (for a free frame, when every frame is fixed), but the
 //! wait is bounded, after which the page is passed over as before. It

@@ -117,8 +117,8 @@ pub struct InstanceTarget {
     pub list_lsn_limit: Lsn,
     /// Counter the flush-list pages are charged to.
     pub list_kind: FlushKind,
-    /// Most pages one flush-list batch writes (at most
-    /// [`LIST_BATCH`](super::cleaner::LIST_BATCH)): a policy that
+    /// Most pages one flush-list batch writes (at most [`LIST_BATCH`]): a
+    /// policy that
     /// checkpoints after every batch sets how far one checkpoint moves.
     pub list_batch: usize,
 }
@@ -132,7 +132,7 @@ impl Default for InstanceTarget {
             list_pages: 0,
             list_lsn_limit: Lsn::MAX,
             list_kind: FlushKind::Background,
-            list_batch: super::cleaner::LIST_BATCH,
+            list_batch: LIST_BATCH,
         }
     }
 }
@@ -266,6 +266,10 @@ impl WriterLimit {
         })
     }
 }
+
+/// Most pages one flush-list batch writes (and holds latched while it
+/// does); a round's share is written in as many batches as it needs.
+pub const LIST_BATCH: usize = 256;
 
 /// A policy's answer for one round.
 #[derive(Clone, Debug, Default, PartialEq)]

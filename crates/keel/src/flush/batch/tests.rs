@@ -700,3 +700,105 @@ fn the_oldest_page_is_waited_for_a_bounded_time() {
     assert_eq!(n, 0);
     assert_eq!(t.metric("buffer_flush_latched_skips"), 1);
 }
+
+/// A cleaner host over a test pool whose checkpoint records how many LRU
+/// and flush-list pages had been written when it was called.
+struct RecordingHost {
+    t: TestPool,
+    seen: parking_lot::Mutex<Vec<(u64, u64)>>,
+}
+
+impl crate::flush::cleaner::CleanerHost for RecordingHost {
+    fn pool(&self) -> &BufferPool {
+        &self.t.pool
+    }
+    fn write_back(&self) -> &WriteBack {
+        &self.t.wb
+    }
+    fn log_view(&self) -> crate::flush::cleaner::LogView {
+        crate::flush::cleaner::LogView::default()
+    }
+    fn flush_list_sample(&self) -> usize {
+        1024
+    }
+    fn tick(&self, _urgent: bool) -> Result<()> {
+        Ok(())
+    }
+    fn set_writer_limit(&self, _limit: Option<crate::flush::policy::WriterLimit>) {}
+    fn checkpoint(&self) -> Result<()> {
+        self.seen.lock().push((
+            self.t.metric("buffer_LRU_batch_flush_total_pages"),
+            self.t.metric("buffer_flush_adaptive_total_pages"),
+        ));
+        Ok(())
+    }
+}
+
+/// With a checkpoint after every flush-list batch, a round's LRU writes go
+/// in batches of the flush-list batch's size between them, so the
+/// checkpoint keeps moving while LRU flushing runs; without, LRU flushing
+/// writes its whole share first (as InnoDB's cleaners do).
+#[test]
+fn lru_writes_go_between_flush_list_batches_when_each_batch_checkpoints() {
+    for each_batch in [true, false] {
+        let host = RecordingHost {
+            t: TestPool::new(0, Arc::new(HonestWal::default())),
+            seen: parking_lot::Mutex::new(Vec::new()),
+        };
+        for p in 0..200 {
+            host.t.put(p, Some(100 + 10 * u64::from(p)));
+        }
+        let targets = crate::flush::policy::FlushTargets {
+            instances: vec![crate::flush::policy::InstanceTarget {
+                lru_want_free: FRAMES,
+                lru_scan: FRAMES,
+                lru_write_max: 64,
+                list_pages: 64,
+                list_lsn_limit: Lsn::MAX,
+                list_kind: FlushKind::Adaptive,
+                list_batch: 16,
+            }],
+            checkpoint_each_batch: each_batch,
+            ..Default::default()
+        };
+        assert!(!crate::flush::cleaner::do_share(&host, 0, 1, &targets));
+        assert_eq!(host.t.metric("buffer_LRU_batch_flush_total_pages"), 64);
+        assert_eq!(host.t.metric("buffer_flush_adaptive_total_pages"), 64);
+        let seen = host.seen.lock().clone();
+        if each_batch {
+            // One checkpoint per flush-list batch of 16, each after one
+            // LRU batch of 16.
+            let expect: Vec<(u64, u64)> = (1..=4).map(|k| (16 * k, 16 * k)).collect();
+            assert_eq!(seen, expect);
+        } else {
+            assert!(seen.is_empty(), "{seen:?}");
+        }
+    }
+}
+
+/// With no flush-list work in the round, LRU flushing writes its share in
+/// one batch, not in flush-list-sized pieces.
+#[test]
+fn lru_writes_go_in_one_batch_when_no_flush_list_work_is_left() {
+    let host = RecordingHost {
+        t: TestPool::new(0, Arc::new(HonestWal::default())),
+        seen: parking_lot::Mutex::new(Vec::new()),
+    };
+    for p in 0..200 {
+        host.t.put(p, Some(100 + 10 * u64::from(p)));
+    }
+    let targets = crate::flush::policy::FlushTargets {
+        instances: vec![crate::flush::policy::InstanceTarget {
+            lru_want_free: FRAMES,
+            lru_scan: FRAMES,
+            lru_write_max: 64,
+            list_batch: 16,
+            ..Default::default()
+        }],
+        checkpoint_each_batch: true,
+        ..Default::default()
+    };
+    assert!(!crate::flush::cleaner::do_share(&host, 0, 1, &targets));
+    assert_eq!(host.t.metric("buffer_LRU_batch_flush_total_pages"), 64);
+    assert_eq!(host.t.metric("buffer_flush_batches"), 1);
+}

@@ -67,10 +67,9 @@ use std::time::Duration;
 
 use super::{
     Decision, FlushMode, FlushPolicy, FlushTargets, InstanceTarget, Snapshot, SteadyFigures,
-    WriterLimit,
+    WriterLimit, LIST_BATCH,
 };
 use crate::flush::batch::FlushKind;
-use crate::flush::cleaner::LIST_BATCH;
 use crate::page::Lsn;
 
 /// The control period.
@@ -105,7 +104,11 @@ pub const BASE_PROBE_DEPTH: usize = 2;
 /// Busy ticks between two probes of the base latency. Each probe costs the
 /// flusher, LRU writes included, most of its speed for two ticks; at 100,
 /// `neighbors` on `hdd-raid10` lost half its throughput for a second at
-/// every probe, every 18 s or so.
+/// every probe, every 18 s or so. A due probe also waits until the
+/// checkpoint age is under the setpoint ([`Device::headroom`]): the one
+/// second of the showdown's `neighbors` ("none") run under half its
+/// median, at 300, was where the first probe fell due (the age at `H`,
+/// the flusher writing a third of its usual pages).
 pub const PROBE_TICKS: u32 = 300;
 /// Ticks a probe lasts.
 const PROBE_LEN: u32 = 2;
@@ -118,7 +121,8 @@ const PROBE_LEN: u32 = 2;
 /// and the writers' with it fell to half for a second every 18 s or so
 /// (at every probe), the only seconds under half the median. Brought down
 /// one step at a time, the depth settles where the new base puts it
-/// without the collapse.
+/// without the collapse (which alone did not end the dips: see
+/// [`PROBE_TICKS`]).
 const PROBE_SETTLE: u32 = 20;
 /// Latency, in bases, under which the depth grows by one a tick.
 const DEPTH_RAISE: f64 = 1.3;
@@ -248,6 +252,10 @@ pub struct Device {
     probe: Option<(usize, u32)>,
     /// Ticks left in which the depth comes down one step at most.
     settle: u32,
+    /// Whether a probe may start now (the owner says so: a probe slows
+    /// the flusher for two ticks, so it waits for the checkpoint age to
+    /// have room under the setpoint).
+    pub headroom: bool,
 }
 
 impl Default for Device {
@@ -260,6 +268,7 @@ impl Default for Device {
             since_probe: 0,
             probe: None,
             settle: 0,
+            headroom: true,
         }
     }
 }
@@ -314,7 +323,7 @@ impl Device {
             self.depth = (self.depth + 1).min(MAX_DEPTH);
         }
         self.since_probe += 1;
-        if self.since_probe >= PROBE_TICKS && self.depth > BASE_PROBE_DEPTH {
+        if self.since_probe >= PROBE_TICKS && self.depth > BASE_PROBE_DEPTH && self.headroom {
             self.probe = Some((self.depth, PROBE_LEN));
             self.depth = BASE_PROBE_DEPTH;
         }
@@ -499,6 +508,8 @@ pub struct Steady {
     kept_up_for: Duration,
     base_rate: Ewma,
     alloc_rate: Peak,
+    /// The setpoint of the last decision.
+    last_setpoint: Option<u64>,
 }
 
 impl Steady {
@@ -519,6 +530,9 @@ impl Steady {
         let rate = s.current_lsn.saturating_sub(last.lsn) as f64 / dt;
         self.log_rate.update(rate, 0.3);
         self.log_peak.update(rate, ticks, 0.98);
+        self.device.headroom = self
+            .last_setpoint
+            .is_none_or(|sp| s.current_lsn.saturating_sub(s.checkpoint_lsn) < sp);
         self.device.update(
             dt,
             s.pages_written.saturating_sub(last.pages_written),
@@ -583,6 +597,7 @@ impl FlushPolicy for Steady {
         let log_rate = self.log_rate.get().unwrap_or(0.0);
         let peak = self.log_peak.get();
         let (freerun, setpoint, hard) = levels(s.free_check_limit, peak);
+        self.last_setpoint = Some(setpoint);
         let age = s.current_lsn.saturating_sub(s.checkpoint_lsn);
         // The flusher's target: the setpoint a tick ahead, and half the way
         // back from above it.

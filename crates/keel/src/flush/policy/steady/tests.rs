@@ -374,3 +374,19 @@ fn after_a_probe_the_depth_comes_down_one_step_a_tick() {
     let resumed = seen[after];
     assert!(seen[after + PROBE_SETTLE as usize] < resumed, "{seen:?}");
 }
+
+#[test]
+fn a_probe_waits_for_headroom_under_the_setpoint() {
+    let mut d = Device {
+        headroom: false,
+        ..Device::default()
+    };
+    for _ in 0..(2 * PROBE_TICKS) {
+        queued_tick(&mut d, 8, 1000.0);
+        assert!(d.depth > BASE_PROBE_DEPTH, "probed without headroom");
+    }
+    // Room again: the overdue probe starts at once.
+    d.headroom = true;
+    queued_tick(&mut d, 8, 1000.0);
+    assert_eq!(d.depth, BASE_PROBE_DEPTH);
+}
