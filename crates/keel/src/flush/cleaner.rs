@@ -13,7 +13,8 @@
 //! if the policy asks: `InstanceTarget::list_batch`). A policy that
 //! checkpoints after every flush-list batch gets its LRU writes in batches
 //! of the same size, one before each flush-list batch, so that the
-//! checkpoint keeps moving while LRU flushing runs.
+//! checkpoint keeps moving while LRU flushing runs (and the rest in one
+//! batch once no flush-list batch is left).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

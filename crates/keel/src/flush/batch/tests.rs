@@ -708,6 +708,20 @@ struct RecordingHost {
     seen: parking_lot::Mutex<Vec<(u64, u64)>>,
 }
 
+impl RecordingHost {
+    /// Pages `0..n` dirty, in LSN order.
+    fn with_dirty_pages(n: u32) -> RecordingHost {
+        let host = RecordingHost {
+            t: TestPool::new(0, Arc::new(HonestWal::default())),
+            seen: parking_lot::Mutex::new(Vec::new()),
+        };
+        for p in 0..n {
+            host.t.put(p, Some(100 + 10 * u64::from(p)));
+        }
+        host
+    }
+}
+
 impl crate::flush::cleaner::CleanerHost for RecordingHost {
     fn pool(&self) -> &BufferPool {
         &self.t.pool
@@ -741,13 +755,7 @@ impl crate::flush::cleaner::CleanerHost for RecordingHost {
 #[test]
 fn lru_writes_go_between_flush_list_batches_when_each_batch_checkpoints() {
     for each_batch in [true, false] {
-        let host = RecordingHost {
-            t: TestPool::new(0, Arc::new(HonestWal::default())),
-            seen: parking_lot::Mutex::new(Vec::new()),
-        };
-        for p in 0..200 {
-            host.t.put(p, Some(100 + 10 * u64::from(p)));
-        }
+        let host = RecordingHost::with_dirty_pages(200);
         let targets = crate::flush::policy::FlushTargets {
             instances: vec![crate::flush::policy::InstanceTarget {
                 lru_want_free: FRAMES,
@@ -780,13 +788,7 @@ fn lru_writes_go_between_flush_list_batches_when_each_batch_checkpoints() {
 /// one batch, not in flush-list-sized pieces.
 #[test]
 fn lru_writes_go_in_one_batch_when_no_flush_list_work_is_left() {
-    let host = RecordingHost {
-        t: TestPool::new(0, Arc::new(HonestWal::default())),
-        seen: parking_lot::Mutex::new(Vec::new()),
-    };
-    for p in 0..200 {
-        host.t.put(p, Some(100 + 10 * u64::from(p)));
-    }
+    let host = RecordingHost::with_dirty_pages(200);
     let targets = crate::flush::policy::FlushTargets {
         instances: vec![crate::flush::policy::InstanceTarget {
             lru_want_free: FRAMES,
