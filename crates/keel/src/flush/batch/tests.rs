@@ -748,6 +748,24 @@ impl crate::flush::cleaner::CleanerHost for RecordingHost {
     }
 }
 
+/// A round for instance 0: every frame wanted free, at most 64 LRU writes,
+/// `list_pages` flush-list pages, batches of 16.
+fn lru_and_list_round(list_pages: usize, each_batch: bool) -> crate::flush::policy::FlushTargets {
+    crate::flush::policy::FlushTargets {
+        instances: vec![crate::flush::policy::InstanceTarget {
+            lru_want_free: FRAMES,
+            lru_scan: FRAMES,
+            lru_write_max: 64,
+            list_pages,
+            list_lsn_limit: Lsn::MAX,
+            list_kind: FlushKind::Adaptive,
+            list_batch: 16,
+        }],
+        checkpoint_each_batch: each_batch,
+        ..Default::default()
+    }
+}
+
 /// With a checkpoint after every flush-list batch, a round's LRU writes go
 /// in batches of the flush-list batch's size between them, so the
 /// checkpoint keeps moving while LRU flushing runs; without, LRU flushing
@@ -756,19 +774,7 @@ impl crate::flush::cleaner::CleanerHost for RecordingHost {
 fn lru_writes_go_between_flush_list_batches_when_each_batch_checkpoints() {
     for each_batch in [true, false] {
         let host = RecordingHost::with_dirty_pages(200);
-        let targets = crate::flush::policy::FlushTargets {
-            instances: vec![crate::flush::policy::InstanceTarget {
-                lru_want_free: FRAMES,
-                lru_scan: FRAMES,
-                lru_write_max: 64,
-                list_pages: 64,
-                list_lsn_limit: Lsn::MAX,
-                list_kind: FlushKind::Adaptive,
-                list_batch: 16,
-            }],
-            checkpoint_each_batch: each_batch,
-            ..Default::default()
-        };
+        let targets = lru_and_list_round(64, each_batch);
         assert!(!crate::flush::cleaner::do_share(&host, 0, 1, &targets));
         assert_eq!(host.t.metric("buffer_LRU_batch_flush_total_pages"), 64);
         assert_eq!(host.t.metric("buffer_flush_adaptive_total_pages"), 64);
@@ -789,17 +795,7 @@ fn lru_writes_go_between_flush_list_batches_when_each_batch_checkpoints() {
 #[test]
 fn lru_writes_go_in_one_batch_when_no_flush_list_work_is_left() {
     let host = RecordingHost::with_dirty_pages(200);
-    let targets = crate::flush::policy::FlushTargets {
-        instances: vec![crate::flush::policy::InstanceTarget {
-            lru_want_free: FRAMES,
-            lru_scan: FRAMES,
-            lru_write_max: 64,
-            list_batch: 16,
-            ..Default::default()
-        }],
-        checkpoint_each_batch: true,
-        ..Default::default()
-    };
+    let targets = lru_and_list_round(0, true);
     assert!(!crate::flush::cleaner::do_share(&host, 0, 1, &targets));
     assert_eq!(host.t.metric("buffer_LRU_batch_flush_total_pages"), 64);
     assert_eq!(host.t.metric("buffer_flush_batches"), 1);
