@@ -119,6 +119,11 @@ pub struct Interval {
     pub bw_estimate: u64,
     /// `steady`: pages/s the flusher achieves with a backlog.
     pub flusher_capacity: u64,
+    /// `steady`: page writes the flusher keeps in flight.
+    pub queue_depth: u64,
+    /// `steady`: the redo rate (bytes/s) writers are held to at the
+    /// setpoint.
+    pub base_rate: u64,
 }
 
 /// What the workers counted in one interval.
@@ -193,6 +198,8 @@ impl Interval {
             pause_max_ms: pause_ms(&buckets, pauses, 1.0),
             bw_estimate: val(b, "device_write_bw_estimate"),
             flusher_capacity: val(b, "steady_flusher_capacity"),
+            queue_depth: val(b, "device_write_queue_depth"),
+            base_rate: val(b, "steady_base_rate"),
         }
     }
 }
