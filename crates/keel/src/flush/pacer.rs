@@ -42,7 +42,10 @@
 //!
 //! A pause lasts at most [`MAX_PAUSE`]: the writer then looks again (the
 //! caller loops, keeping its ticket, so it keeps its place), and pauses
-//! again at the rate then in force. Near the hard level the rate is a byte
+//! again at the rate then in force. It looks again sooner when the
+//! checkpoint moves or a new limit is set ([`Pacer::generation`]): the
+//! caller checks every few milliseconds (`Admission::pace`), since a pause
+//! taken at the rate of one age must not outlast it. Near the hard level the rate is a byte
 //! a second, the clock stands, and writers pause and look again until the
 //! age comes down. `classic` never sets a limit.
 //!
@@ -198,6 +201,9 @@ pub struct Pacer {
     /// the limit is always set, so without this every commit would take
     /// the mutex.)
     free_below: AtomicU64,
+    /// Bumped by every [`set_limit`](Pacer::set_limit): a paused writer
+    /// looks again when it changes (see [`Pacer::generation`]).
+    generation: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -205,6 +211,7 @@ impl Pacer {
     /// Set (or clear, with `None`) the writers' limit. The line stays: the
     /// next [`delay`](Pacer::delay) moves the clock on at the new rate.
     pub fn set_limit(&self, limit: Option<WriterLimit>) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
         let limit = limit.filter(|l| l.base_rate.is_finite() && l.base_rate >= 0.0);
         if limit.is_none() && !self.active.load(Ordering::Acquire) {
             return;
@@ -225,6 +232,13 @@ impl Pacer {
             _ => 0,
         };
         self.free_below.store(free, Ordering::Release);
+    }
+
+    /// How many times a limit was set (or cleared): a writer pausing at
+    /// the rate of one limit looks again once the next one is set, as
+    /// the policy does every round.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Whether a limit is set (one atomic load: callers skip reading the

@@ -106,3 +106,27 @@ fn a_close_ends_a_writers_pauses_with_closed() {
         assert!(started.elapsed() <= MAX_PAUSE + Duration::from_millis(50));
     });
 }
+
+#[test]
+fn a_paused_writer_looks_again_when_a_new_limit_is_set() {
+    let e = engine(4096);
+    owing(&e);
+    std::thread::scope(|s| {
+        let started = Instant::now();
+        let waiter = s.spawn(|| e.pace_writer());
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!waiter.is_finished(), "the writer was not held");
+        // The policy's next round allows a rate at which the writer's turn
+        // has come: it goes well before the end of the MAX_PAUSE pause it
+        // was asked for at the hard level, keeping its place in line.
+        e.adm.pacer.set_limit(Some(WriterLimit {
+            base_rate: 1e12,
+            freerun: 0,
+            setpoint: u64::MAX / 4,
+            hard: u64::MAX / 2,
+        }));
+        waiter.join().unwrap().unwrap();
+        let took = started.elapsed();
+        assert!(took < MAX_PAUSE, "{took:?}");
+    });
+}
