@@ -151,8 +151,21 @@ impl WriteBack {
         fids: &[u32],
         kind: FlushKind,
     ) -> Result<usize> {
+        self.flush_frames_counted(pool, inst, fids, kind)
+            .map(|(pages, _)| pages)
+    }
+
+    /// As [`flush_frames`](WriteBack::flush_frames), and also how many of
+    /// the pages written were neighbors: `(pages, neighbors)`.
+    pub(crate) fn flush_frames_counted(
+        &self,
+        pool: &BufferPool,
+        inst: usize,
+        fids: &[u32],
+        kind: FlushKind,
+    ) -> Result<(usize, usize)> {
         if fids.is_empty() {
-            return Ok(0);
+            return Ok((0, 0));
         }
         let (streams, shared) = self.streams();
         let crew = Crew::new(&self.space, streams.min(fids.len()), shared);
@@ -191,7 +204,7 @@ impl WriteBack {
             FlushKind::Sync => &m.buffer_flush_sync_total_pages,
         };
         Metrics::add(counter, n);
-        r.map(|()| done.pages)
+        r.map(|()| (done.pages, done.neighbors))
     }
 
     /// Claim `fids` (and their neighbors) group by group and hand each

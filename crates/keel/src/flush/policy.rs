@@ -71,6 +71,10 @@ pub struct Snapshot {
     pub data_write_us: u64,
     /// Microseconds with at least one data-file write in flight.
     pub data_write_busy_us: u64,
+    /// Microseconds the page cleaners' coordinator spent in rounds (from
+    /// the snapshot to the checkpoint, the slowest cleaner included): a
+    /// flusher busy all the time is at its capacity.
+    pub flusher_busy_us: u64,
     /// Frames taken for pages (reads and new pages) since start.
     pub frames_taken: u64,
     /// How many flush-list entries per instance `oldest_lsns` holds at most.

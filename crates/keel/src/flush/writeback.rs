@@ -219,8 +219,22 @@ impl WriteBack {
         lsn_limit: Lsn,
         kind: FlushKind,
     ) -> Result<usize> {
+        self.flush_list_batch_counted(pool, inst, max, lsn_limit, kind)
+            .map(|(pages, _)| pages)
+    }
+
+    /// As [`flush_list_batch`](WriteBack::flush_list_batch), and also how
+    /// many of the pages written were neighbors: `(pages, neighbors)`.
+    pub fn flush_list_batch_counted(
+        &self,
+        pool: &BufferPool,
+        inst: usize,
+        max: usize,
+        lsn_limit: Lsn,
+        kind: FlushKind,
+    ) -> Result<(usize, usize)> {
         let fids = pool.flush_list_oldest(inst, max, lsn_limit);
-        self.flush_frames(pool, inst, &fids, kind)
+        self.flush_frames_counted(pool, inst, &fids, kind)
     }
 
     /// Write every page whose oldest change is below `lsn_limit`, then sync

@@ -711,14 +711,18 @@ struct RecordingHost {
 impl RecordingHost {
     /// Pages `0..n` dirty, in LSN order.
     fn with_dirty_pages(n: u32) -> RecordingHost {
-        let host = RecordingHost {
-            t: TestPool::new(0, Arc::new(HonestWal::default())),
-            seen: parking_lot::Mutex::new(Vec::new()),
-        };
+        let host = RecordingHost::over(TestPool::new(0, Arc::new(HonestWal::default())));
         for p in 0..n {
             host.t.put(p, Some(100 + 10 * u64::from(p)));
         }
         host
+    }
+
+    fn over(t: TestPool) -> RecordingHost {
+        RecordingHost {
+            t,
+            seen: parking_lot::Mutex::new(Vec::new()),
+        }
     }
 }
 
@@ -799,4 +803,44 @@ fn lru_writes_go_in_one_batch_when_no_flush_list_work_is_left() {
     assert!(!crate::flush::cleaner::do_share(&host, 0, 1, &targets));
     assert_eq!(host.t.metric("buffer_LRU_batch_flush_total_pages"), 64);
     assert_eq!(host.t.metric("buffer_flush_batches"), 1);
+}
+
+/// A round asked for `list_pages` pages of the flush list writes them all
+/// when neighbors count in a batch's size (`steady`): counted against the
+/// round too, they cut it short (with "area" neighbors, half the pages
+/// below the target were left). `classic` counts them, as InnoDB does.
+#[test]
+fn a_round_writes_the_list_pages_it_asked_for_whatever_their_neighbors() {
+    for steady in [true, false] {
+        // Contiguous neighbors; the even pages are the oldest, each odd
+        // page a young neighbor of two of them.
+        let host = RecordingHost::over(TestPool::new(1, Arc::new(HonestWal::default())));
+        for k in 0..100u32 {
+            host.t.put(2 * k, Some(100 + 10 * u64::from(k)));
+            host.t.put(2 * k + 1, Some(10_000 + 10 * u64::from(k)));
+        }
+        host.t.wb.set_neighbors_in_batch_size(steady);
+        let mut targets = lru_and_list_round(32, true);
+        targets.instances[0].lru_want_free = 0;
+        targets.instances[0].lru_write_max = 0;
+        targets.instances[0].list_batch = 8;
+        targets.neighbors_in_batch_size = steady;
+        assert!(!crate::flush::cleaner::do_share(&host, 0, 1, &targets));
+        let all = host.t.metric("buffer_flush_adaptive_total_pages");
+        let neighbors = host.t.metric("buffer_flush_neighbor_total_pages");
+        assert!(neighbors > 0, "steady: {steady}");
+        let batches = host.seen.lock().len();
+        if steady {
+            // Batches of 8, half of them neighbors: 8 batches.
+            assert!(all - neighbors >= 32, "{all} pages, {neighbors} neighbors");
+            assert!(batches >= 8, "{batches} batches");
+        } else {
+            // The first batches' runs of neighbors (classic does not bound
+            // them) count against the 32: it stops with fewer than 32 of
+            // the list's own pages written.
+            assert!(all >= 32, "{all} pages");
+            assert!(all - neighbors < 32, "{all} pages, {neighbors} neighbors");
+            assert!(batches < 8, "{batches} batches");
+        }
+    }
 }

@@ -18,9 +18,10 @@
 //! - **Estimates** (each a metric): the redo rate and its decaying peak; the
 //!   device's write bandwidth in pages per second of *busy* time (time with
 //!   a write in flight), updated only when the device was kept busy, so an
-//!   idle spell is not taken for a slow device; the write latency's base
+//!   idle spell is not taken for a slow device (its first writes excepted,
+//!   see [`Device::update`]); the write latency's base
 //!   and the queue depth, raised one step while latency stays near its base
-//!   and halved on a spike; ρ, the redo bytes the checkpoint retires per
+//!   and the flusher falls behind, and halved on a spike; ρ, the redo bytes the checkpoint retires per
 //!   page written back; and the flusher's *capacity*, the pages per second
 //!   of wall time it achieves while it has more below its target than it
 //!   can write (a batch also waits for its doublewrite copy, its syncs and
@@ -44,7 +45,8 @@
 //!   writers hold no latch, each at the age it sees): below `F`, no limit; above it the allowed redo
 //!   rate is `base_rate × pos`, with `pos = clamp(1 + x/2 + x³/2, 0, 2)`,
 //!   `x = (S − age)/(H − S)` (gentle near `S`, steep near `H`), and
-//!   `base_rate` following `capacity × ρ` (ρ at least 3/4 of what the
+//!   `base_rate` following `capacity × ρ` (times a gain while the
+//!   capacity is unproven: [`CAPACITY_PROBE_GAIN`]; ρ at least 3/4 of what the
 //!   sample of oldest pages shows ahead, [`forward_rho`]; before any capacity is measured
 //!   with a backlog, `bw × ρ`; before anything, none below `S`), the rate
 //!   the flusher can retire, with damped steps; below `S` the allowed rate
@@ -66,8 +68,8 @@
 use std::time::Duration;
 
 use super::{
-    Decision, FlushMode, FlushPolicy, FlushTargets, InstanceTarget, Snapshot, SteadyFigures,
-    WriterLimit, LIST_BATCH,
+    Decision, FlushMode, FlushPolicy, FlushTargets, InstanceSnapshot, InstanceTarget, Snapshot,
+    SteadyFigures, WriterLimit, LIST_BATCH,
 };
 use crate::flush::batch::FlushKind;
 use crate::page::Lsn;
@@ -134,6 +136,40 @@ const DEPTH_CUT: f64 = 3.0;
 const LINEAR: f64 = 0.5;
 /// Shortest span over which the flusher's capacity is measured.
 const CAPACITY_WINDOW: Duration = Duration::from_millis(300);
+/// How long a capacity measured with a backlog stands as proven. Past
+/// that, the flusher has kept up with all it was asked, so the capacity
+/// is only a lower bound, and writers are allowed [`CAPACITY_PROBE_GAIN`]
+/// times the rate it can retire (see [`Steady::decide`]).
+const CAPACITY_PROVEN_FOR: Duration = Duration::from_secs(2);
+/// The writers' base rate over what a capacity not proven lately can
+/// retire. A capacity measured low (at a cold start, with the pool still
+/// being read in) held writers to it, so the flusher was never asked for
+/// more and never showed more: it was raised only by the noise, and on
+/// `neighbors` on `sata-ssd` took 25 s to double, the first two seconds
+/// under half the run's median tps. With the gain, writers log a little
+/// more than the flusher retires, the age climbs over `S`, the catch-up
+/// asks the flusher for more, and it either writes it (the capacity is
+/// raised) or falls behind (the capacity is proven): TCP BBR's probe for
+/// bandwidth. At the capacity's true value the age settles where the
+/// curve takes the gain back (`pos` = 0.8, about a third of the way from
+/// `S` to `H`) until the backlog proves it.
+const CAPACITY_PROBE_GAIN: f64 = 1.25;
+/// The gain before the capacity was ever proven (TCP's slow start): the
+/// first measurements come from rounds still capped for an unmeasured
+/// device, and at 1.25 the writers took three seconds to reach their
+/// rate on `neighbors` on `sata-ssd` (the first second under half the
+/// median). Above the setpoint the curve takes the gain back (`pos` = 0.5
+/// about 60 % of the way from `S` to `H`).
+const CAPACITY_START_GAIN: f64 = 2.0;
+/// A measurement with a backlog proves the capacity only if it achieved
+/// at most this many times the capacity already measured.
+const CAPACITY_PROVEN_SLACK: f64 = 1.1;
+/// The share of a tick spent in the cleaners' round at which the flusher
+/// counts as behind (see [`Steady::estimate`]).
+const FLUSHER_BUSY: f64 = 0.9;
+/// The share of the allowed redo rate at which writers count as held by
+/// the curve (see [`Steady::estimate`]).
+const WRITERS_HELD: f64 = 0.8;
 /// How long the flusher must keep up at F (pages to write at every round,
 /// all written) before it holds S without a measured capacity.
 const KEPT_UP: Duration = Duration::from_secs(1);
@@ -256,6 +292,15 @@ pub struct Device {
     /// the flusher for two ticks, so it waits for the checkpoint age to
     /// have room under the setpoint).
     pub headroom: bool,
+    /// Whether the flusher is behind (the owner says so: it has more to
+    /// write than it wrote, or writers are held to what it retires): the
+    /// depth is raised only then. Writes in flight are carried out by as
+    /// many threads; on `waves-80` (`sata-ssd`, the flusher keeping up,
+    /// writers never paused) the depth, raised while the latency held,
+    /// went from 6 to 64 in ten seconds, with four instances, and
+    /// throughput fell from 5,400 to 4,000 tps for the rest of the run.
+    /// More writes in flight help only a flusher that is behind.
+    pub backlog: bool,
 }
 
 impl Default for Device {
@@ -269,6 +314,7 @@ impl Default for Device {
             probe: None,
             settle: 0,
             headroom: true,
+            backlog: true,
         }
     }
 }
@@ -281,7 +327,15 @@ impl Device {
         let busy_s = busy_us as f64 / 1e6;
         // Only a device kept busy for a good part of the tick shows its
         // speed; an idle or lightly used one shows only how little we asked.
-        if pages == 0 || writes == 0 || busy_s < 0.2 * dt {
+        // But the first writes are taken whatever the share: until the
+        // device is measured writers get no base rate, and a fast device
+        // writes a first round in a fraction of a tick (on `sata-ssd`, 256
+        // pages in 13 ms: writers crawled for the first 0.8 s of every
+        // run). A lightly used device shows less than its speed, never
+        // more: that first figure errs on the safe side, and the busy
+        // ticks that follow correct it.
+        let first = self.bw.get().is_none() && busy_s > 0.0;
+        if pages == 0 || writes == 0 || (busy_s < 0.2 * dt && !first) {
             return;
         }
         self.bw.update(pages as f64 / busy_s, 0.3);
@@ -319,7 +373,7 @@ impl Device {
         } else if now > DEPTH_EASE * base {
             let step = if settling { 1 } else { self.depth.div_ceil(4) };
             self.depth = self.depth.saturating_sub(step).max(1);
-        } else if now < DEPTH_RAISE * base {
+        } else if now < DEPTH_RAISE * base && self.backlog {
             self.depth = (self.depth + 1).min(MAX_DEPTH);
         }
         self.since_probe += 1;
@@ -468,6 +522,7 @@ struct Last {
     writes: u64,
     write_us: u64,
     busy_us: u64,
+    flusher_busy_us: u64,
     frames_taken: u64,
 }
 
@@ -481,6 +536,7 @@ impl Last {
             writes: s.data_writes,
             write_us: s.data_write_us,
             busy_us: s.data_write_busy_us,
+            flusher_busy_us: s.flusher_busy_us,
             frames_taken: s.frames_taken,
         }
     }
@@ -510,6 +566,11 @@ pub struct Steady {
     alloc_rate: Peak,
     /// The setpoint of the last decision.
     last_setpoint: Option<u64>,
+    /// When the capacity was last measured with a backlog at every round.
+    proven_at: Option<Duration>,
+    /// The redo rate the last decision allowed writers at the age it saw
+    /// (`None`: free).
+    last_allowed: Option<f64>,
 }
 
 impl Steady {
@@ -530,9 +591,34 @@ impl Steady {
         let rate = s.current_lsn.saturating_sub(last.lsn) as f64 / dt;
         self.log_rate.update(rate, 0.3);
         self.log_peak.update(rate, ticks, 0.98);
+        // A probe slows LRU writes too: it waits until the age is under
+        // the setpoint and every instance has the free frames it wants
+        // (on `lru-scan-depth` on `hdd-raid10`, with the free lists empty,
+        // a probe cut LRU writes by a third and the second it fell in to
+        // half the median tps).
+        let n = s.instances.len();
         self.device.headroom = self
             .last_setpoint
-            .is_none_or(|sp| s.current_lsn.saturating_sub(s.checkpoint_lsn) < sp);
+            .is_none_or(|sp| s.current_lsn.saturating_sub(s.checkpoint_lsn) < sp)
+            && s.instances.iter().all(|i| i.free >= self.lru_want(i, n));
+        // The flusher is behind when it had more below its target than it
+        // wrote, or when it spent (nearly) the whole tick in its round: a
+        // small pool on a fast device holds fewer dirty pages than a tick
+        // writes, so the first alone never showed a backlog there, the
+        // capacity stayed unmeasured and writers were held to the busy-time
+        // bandwidth, many times what the flusher retires (`neighbors` on
+        // `sata-ssd`: the age at `H` for the whole run).
+        let flushed = s.pages_written.saturating_sub(last.pages_written) as f64;
+        let flusher_busy = s.flusher_busy_us.saturating_sub(last.flusher_busy_us) as f64 / 1e6;
+        let left_behind = self.last_below as f64 > flushed;
+        let backlog = left_behind || flusher_busy >= FLUSHER_BUSY * dt;
+        // Writers logging (nearly) all they were allowed are held by what
+        // the flusher retires: it is behind them, even with no backlog of
+        // its own (at the equilibrium the curve holds it in).
+        let held = self
+            .last_allowed
+            .is_some_and(|allowed| rate >= WRITERS_HELD * allowed);
+        self.device.backlog = backlog || held;
         self.device.update(
             dt,
             s.pages_written.saturating_sub(last.pages_written),
@@ -543,7 +629,6 @@ impl Steady {
         // Every page written back lets the checkpoint move on, whichever
         // flush wrote it, so ρ is per page written (as `bw` is).
         let retired = s.checkpoint_lsn.saturating_sub(last.checkpoint) as f64;
-        let flushed = s.pages_written.saturating_sub(last.pages_written) as f64;
         if retired > 0.0 && flushed > 0.0 {
             self.rho.update(retired / flushed, 0.2);
         }
@@ -552,8 +637,9 @@ impl Steady {
         // wake the cleaners), in which the flusher had more below its
         // target than it wrote at every round; otherwise what it wrote is
         // only a lower bound.
-        let backlog = self.last_below as f64 > flushed;
-        if backlog {
+        // Kept up: wrote all it was asked at every round, however long
+        // that took (a busy flusher that keeps up has not fallen behind).
+        if left_behind {
             self.kept_up_for = Duration::ZERO;
         } else if self.last_below > 0 {
             self.kept_up_for += s.now.saturating_sub(last.now);
@@ -568,9 +654,16 @@ impl Steady {
             // Without a backlog, what was written is what was asked: it
             // may raise a measured capacity, never stand for one (writers
             // held to it would ask for less and less).
-            let raise = self.capacity.get().is_some_and(|c| achieved > c);
+            let before = self.capacity.get();
+            let raise = before.is_some_and(|c| achieved > c);
             if *all_backlog || raise {
                 self.capacity.update(achieved, 0.5);
+            }
+            // Proven: a backlog throughout, and no more achieved than the
+            // capacity already said (a first measurement, or one well
+            // over the last, says the flusher was still speeding up).
+            if *all_backlog && before.is_some_and(|c| achieved <= CAPACITY_PROVEN_SLACK * c) {
+                self.proven_at = Some(s.now);
             }
             self.window = Some((s.now, s.pages_written, true));
         }
@@ -648,7 +741,10 @@ impl FlushPolicy for Steady {
         let requested: usize = instances.iter().map(|t| t.list_pages).sum();
         // Writers: free below F, then the curve around the rate the flusher
         // can retire.
-        let retire = capacity.or(bw).map(|b| b * rho);
+        let retire = match capacity {
+            Some(c) => Some(c * rho * self.capacity_gain(s.now)),
+            None => bw.map(|b| b * rho),
+        };
         let base = match retire {
             // The rate the flusher can retire, measured: the curve holds
             // writers to it from F on (below S, `WriterLimit::rate_at`
@@ -675,6 +771,7 @@ impl FlushPolicy for Steady {
             hard,
         };
         let writer_log_rate = limit.rate_at(age);
+        self.last_allowed = writer_log_rate;
         let figures = SteadyFigures {
             freerun,
             setpoint,
@@ -725,6 +822,24 @@ impl FlushPolicy for Steady {
 }
 
 impl Steady {
+    /// The gain on the rate a measured capacity can retire: 1 while the
+    /// capacity is proven (see [`CAPACITY_PROVEN_FOR`]), else
+    /// [`CAPACITY_PROBE_GAIN`].
+    fn capacity_gain(&self, now: Duration) -> f64 {
+        match self.proven_at {
+            Some(t) if now.saturating_sub(t) < CAPACITY_PROVEN_FOR => 1.0,
+            Some(_) => CAPACITY_PROBE_GAIN,
+            None => CAPACITY_START_GAIN,
+        }
+    }
+
+    /// The free frames instance `i` (of `instances`) keeps: half a second
+    /// of the recent allocation rate, at least 8, at most a quarter of it.
+    fn lru_want(&self, i: &InstanceSnapshot, instances: usize) -> usize {
+        let alloc = self.alloc_rate.get() / instances.max(1) as f64;
+        ((alloc * LRU_LOOKAHEAD_S) as usize).clamp(8, (i.total / 4).max(8))
+    }
+
     /// Per instance: the flush-list pages below `target` (counted in the
     /// snapshot's sample of oldest modifications; a full sample means "at
     /// least this many"), at most [`ROUND_TICKS`] of `pages_per_s` (the
@@ -739,7 +854,6 @@ impl Steady {
         batch: usize,
     ) -> (Vec<InstanceTarget>, usize) {
         let n = s.instances.len().max(1) as f64;
-        let alloc = self.alloc_rate.get() / n;
         let cap = pages_per_s.map_or(UNMEASURED_ROUND_PAGES, |r| {
             ((r * ROUND_TICKS * TICK.as_secs_f64() / n) as usize).max(ROUND_MIN_PAGES)
         });
@@ -756,7 +870,7 @@ impl Steady {
                 };
                 all_below += below;
                 let list_pages = below.min(cap);
-                let want = ((alloc * LRU_LOOKAHEAD_S) as usize).clamp(8, (i.total / 4).max(8));
+                let want = self.lru_want(i, s.instances.len());
                 InstanceTarget {
                     lru_want_free: if i.free < want { want } else { 0 },
                     lru_scan: (4 * want).min(i.total),

@@ -390,3 +390,120 @@ fn a_probe_waits_for_headroom_under_the_setpoint() {
     queued_tick(&mut d, 8, 1000.0);
     assert_eq!(d.depth, BASE_PROBE_DEPTH);
 }
+
+#[test]
+fn a_fast_device_is_measured_by_its_first_writes() {
+    let mut d = Device::default();
+    // A first round of 256 pages written in 13 ms of a 100 ms tick: too
+    // little of the tick to count later, but the first figure is taken.
+    d.update(0.1, 256, 64, 64 * 800, 13_000);
+    let bw = d.bw.get().expect("the first writes measure the device");
+    assert!((bw - 256.0 / 0.013).abs() < 1.0, "{bw}");
+    // After that, lightly used ticks change nothing.
+    d.update(0.1, 16, 4, 4 * 800, 1_000);
+    assert_eq!(d.bw.get(), Some(bw));
+}
+
+/// One tick of `pages` written, with more pages below the target than
+/// any tick writes (a backlog).
+fn backlogged_tick(p: &mut Steady, s: &mut Snapshot, pages: u64) {
+    s.now += TICK;
+    s.pages_written += pages;
+    s.current_lsn += 10_000;
+    p.last_below = 10_000;
+    p.estimate(s);
+}
+
+#[test]
+fn a_capacity_is_proven_by_a_backlog_at_the_rate_already_measured() {
+    let mut p = Steady::new();
+    let mut s = snapshot(0, 1_000_000, 0, &[]);
+    p.estimate(&s);
+    // A first window of 1 000 pages/s with a backlog: measured, but not
+    // proven (the flusher may still be speeding up).
+    for _ in 0..3 {
+        backlogged_tick(&mut p, &mut s, 100);
+    }
+    assert!((p.capacity.get().unwrap() - 1000.0).abs() < 1.0);
+    assert_eq!(p.proven_at, None);
+    assert_eq!(p.capacity_gain(s.now), CAPACITY_START_GAIN);
+    // The same rate again: proven; writers get exactly what it retires.
+    for _ in 0..3 {
+        backlogged_tick(&mut p, &mut s, 100);
+    }
+    let proven = s.now;
+    assert_eq!(p.proven_at, Some(proven));
+    assert_eq!(p.capacity_gain(s.now), 1.0);
+    // Half as much again: raised, and not proven (still speeding up).
+    for _ in 0..3 {
+        backlogged_tick(&mut p, &mut s, 150);
+    }
+    assert!(p.capacity.get().unwrap() > 1200.0);
+    assert_eq!(p.proven_at, Some(proven));
+    // No backlog for a while: the capacity is a lower bound again, and
+    // writers may log a little more than it retires, to find out.
+    assert_eq!(
+        p.capacity_gain(proven + CAPACITY_PROVEN_FOR),
+        CAPACITY_PROBE_GAIN
+    );
+}
+
+#[test]
+fn the_queue_depth_is_raised_only_for_a_flusher_that_falls_behind() {
+    // Latency steady at its base, but the flusher writes all it is asked:
+    // more writes in flight (more threads) would help nothing.
+    let mut d = Device {
+        backlog: false,
+        ..Device::default()
+    };
+    for _ in 0..20 {
+        d.update(0.1, 100, 25, 25 * 4000, 100_000);
+    }
+    assert_eq!(d.depth, 4);
+    // Behind: one more a tick.
+    d.backlog = true;
+    for _ in 0..5 {
+        d.update(0.1, 100, 25, 25 * 4000, 100_000);
+    }
+    assert_eq!(d.depth, 9);
+}
+
+#[test]
+fn a_flusher_busy_all_the_time_shows_its_capacity() {
+    // No page left below the target after any round, but the rounds took
+    // the whole tick: the flusher is at its capacity.
+    let run = |busy_share: f64| {
+        let mut p = Steady::new();
+        let mut s = snapshot(0, 1_000_000, 0, &[]);
+        p.estimate(&s);
+        for _ in 0..3 {
+            s.now += TICK;
+            s.pages_written += 100;
+            s.flusher_busy_us += (busy_share * 100_000.0) as u64;
+            p.estimate(&s);
+        }
+        (p.capacity.get(), p.device.backlog)
+    };
+    let (capacity, behind) = run(1.0);
+    assert!((capacity.unwrap() - 1000.0).abs() < 1.0, "{capacity:?}");
+    assert!(behind);
+    // Busy a third of the time: it wrote what it was asked, which says
+    // nothing of what it could.
+    assert_eq!(run(0.3), (None, false));
+}
+
+#[test]
+fn a_probe_waits_for_the_free_lists() {
+    let mut p = Steady::new();
+    // Age 100 kB, under any setpoint; no allocation yet: 8 frames wanted.
+    let mut s = snapshot(0, 1_000_000, 900_000, &[]);
+    s.instances[0].free = 0;
+    p.estimate(&s);
+    s.now += TICK;
+    p.estimate(&s);
+    assert!(!p.device.headroom);
+    s.instances[0].free = 8;
+    s.now += TICK;
+    p.estimate(&s);
+    assert!(p.device.headroom);
+}
