@@ -55,6 +55,16 @@
 //! falls until the waiter fits. A writer polls every 100 µs (as InnoDB's
 //! `log_free_check`) and wakes the cleaners every millisecond.
 //!
+//! # Writers paused by the pacer
+//! Above the policy's free-running age a transaction pauses before its
+//! first row lock (`Admission::pace`), holding no latch, no row lock and no
+//! reservation. Nothing wakes it but its own timer: it sleeps in slices of
+//! [`PACE_RECHECK`] and looks again (keeping its place in the writers'
+//! line) once its pause is over, the checkpoint has moved, or the policy
+//! has set a new limit (`Pacer::generation`); it never waits for another
+//! thread, so it cannot hold up the cleaners that lower the age. A paused
+//! writer ends as a free-check waiter does (below), with nothing logged.
+//!
 //! # What a wait leaves behind
 //!
 //! A wait ends with an error, and the caller's reservations untouched, when
