@@ -32,6 +32,7 @@ fn small_params(w: Workload) -> OltpParams {
         time_s: 0.6,
         report_interval_s: 0.2,
         warmup_s: 0.0,
+        prewarm: false,
         range_size: 20,
         ..OltpParams::default()
     }
@@ -356,6 +357,58 @@ fn rate_limits_throughput_and_warmup_is_not_measured() {
     let s = &report.runs[0].summary;
     assert!((100.0..300.0).contains(&s.tps_avg), "tps {}", s.tps_avg);
     assert!(report.runs[0].intervals.iter().all(|i| i.t_s <= 1.2));
+}
+
+#[test]
+fn prewarm_reads_every_table_into_the_pool_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut params = small_params(Workload::ReadOnly);
+    params.prewarm = true;
+    // Two runs: each on a copy of the prepared directory, opened cold.
+    let vary = vec!["threads=2,4".parse::<VaryAxis>().unwrap()];
+    let p = plan(dir.path(), params, vary);
+    let mut prewarmed = Vec::new();
+    let report = oltp::run_plan(&p, &mut |e| {
+        if let Event::Prewarmed {
+            entries,
+            free_pages,
+            total_pages,
+            ..
+        } = e
+        {
+            prewarmed.push((entries, free_pages, total_pages));
+        }
+    })
+    .unwrap();
+    // Every row and index entry of both tables, once per run.
+    assert_eq!(prewarmed.len(), 2);
+    for &(entries, free, total) in &prewarmed {
+        assert_eq!(entries, 2 * 2 * 400);
+        assert!(free < total, "{free} of {total} free");
+    }
+    // A read-only run on a prewarmed pool reads nothing from disk.
+    for run in &report.runs {
+        let reads: u64 = run.intervals.iter().map(|i| i.os_data_reads).sum();
+        assert_eq!(reads, 0, "{}", run.label);
+    }
+    // Nothing to prewarm: a clear error naming the missing table.
+    let empty = Db::open(dir.path().join("empty"), small_options()).unwrap();
+    let e = oltp::prewarm(&empty, &small_params(Workload::ReadOnly))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("sbtest1") && e.contains("prepare it first"),
+        "{e}"
+    );
+    empty.close().unwrap();
+    // The parameter takes the usual spellings of a boolean, and no other.
+    let mut q = OltpParams::default();
+    q.set("prewarm", "on").unwrap();
+    assert!(q.prewarm);
+    q.set("prewarm", "0").unwrap();
+    assert!(!q.prewarm);
+    let e = q.set("prewarm", "maybe").unwrap_err().to_string();
+    assert!(e.contains("prewarm") && e.contains("maybe"), "{e}");
 }
 
 #[test]

@@ -59,6 +59,13 @@ pub struct OltpArgs {
     /// Seconds run before the measurement starts, shown, not measured [default: 0].
     #[arg(long, value_name = "S")]
     pub warmup: Option<f64>,
+    /// Read every table and index into the buffer pool before the run, as
+    /// sysbench's `prewarm` command does (not measured): the run starts
+    /// with its data cached, as far as it fits, instead of reading it in.
+    /// `--prewarm` alone means true [default: false; the waves-80 presets: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true",
+          value_parser = parse_bool_flag)]
+    pub prewarm: Option<bool>,
     /// Id distribution: uniform, special (sysbench's default), pareto, zipf [default: special].
     #[arg(long, value_name = "T", value_parser = parse_rand_type)]
     pub rand_type: Option<RandType>,
@@ -162,6 +169,10 @@ fn preset_parser() -> PossibleValuesParser {
 
 fn parse_workload(s: &str) -> std::result::Result<Workload, String> {
     s.parse()
+}
+
+fn parse_bool_flag(s: &str) -> std::result::Result<bool, String> {
+    oltp::parse_bool(s)
 }
 
 fn parse_rand_type(s: &str) -> std::result::Result<RandType, String> {
@@ -349,6 +360,15 @@ fn on_event(e: Event<'_>, progress: &mut Progress) {
             interval,
             warmup,
         } => println!("{}", oltp::interval_line(threads, interval, warmup)),
+        Event::Prewarmed {
+            entries,
+            elapsed_s,
+            free_pages,
+            total_pages,
+        } => println!(
+            "prewarm: read {entries} rows and index entries in {elapsed_s:.1} s; \
+             buffer pool {free_pages} of {total_pages} pages free"
+        ),
         Event::DeviceChanged { change } => println!("{}", oltp::device_change_line(change)),
         Event::RunDone { result } => print_result(result),
         _ => {}

@@ -9,11 +9,20 @@ use common::{keel_in, tiny_oltp_flags};
 fn bench_oltp_prints_interval_lines_status_and_writes_json_csv_and_report() {
     let dir = tempfile::tempdir().unwrap();
     let mut args = vec![
-        "bench", "oltp", "--json", "out.json", "--csv", "out.csv", "--report", "rep",
+        "bench",
+        "oltp",
+        "--json",
+        "out.json",
+        "--csv",
+        "out.csv",
+        "--report",
+        "rep",
+        "--prewarm",
     ];
     args.extend(tiny_oltp_flags("4", "1"));
     let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
     assert!(ok, "{out}");
+    assert!(out.contains("prewarm: read "), "{out}");
     assert!(
         out.contains("] thds: 4 tps: ") && out.contains("ckpt age"),
         "{out}"
@@ -57,6 +66,7 @@ fn bench_oltp_rejects_bad_options_before_any_work() {
         (vec!["--threads", "0"], "threads"),
         (vec!["--preset", "disaster-56"], "disaster-55"),
         (vec!["--prepare-set", "page_size=8192"], "page_size"),
+        (vec!["--prewarm=maybe"], "maybe"),
     ] {
         let mut args = vec!["bench", "oltp", "--report", "rep"];
         args.extend(tiny_oltp_flags("4", "1"));

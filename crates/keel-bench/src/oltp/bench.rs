@@ -15,8 +15,8 @@ use super::params::{apply, same_data, CREATION_OPTIONS};
 use super::presets::{Preset, PresetSettings};
 use super::runner::Tick;
 use super::{
-    has_tables, options_json, prepare, run, status_report, DeviceChange, Interval, OltpError,
-    OltpParams, Summary, VaryAxis,
+    has_tables, options_json, prepare, prewarm, run, status_report, DeviceChange, Interval,
+    OltpError, OltpParams, Summary, VaryAxis,
 };
 
 /// What to run.
@@ -135,6 +135,18 @@ pub enum Event<'a> {
         params: &'a OltpParams,
         /// Its engine options.
         options: &'a Options,
+    },
+    /// The tables were read into the buffer pool before the run
+    /// (`prewarm`).
+    Prewarmed {
+        /// Rows and index entries read.
+        entries: u64,
+        /// Seconds it took.
+        elapsed_s: f64,
+        /// Free pages left in the buffer pool.
+        free_pages: u64,
+        /// Pages in the buffer pool.
+        total_pages: u64,
     },
     /// An interval ended.
     Interval {
@@ -307,6 +319,17 @@ fn run_one(
         params,
         options,
     });
+    if params.prewarm {
+        let t = Instant::now();
+        let entries = prewarm(db, params)?;
+        let m = db.metrics().snapshot();
+        on_event(Event::Prewarmed {
+            entries,
+            elapsed_s: t.elapsed().as_secs_f64(),
+            free_pages: m.get("buffer_pool_pages_free").copied().unwrap_or(0),
+            total_pages: m.get("buffer_pool_pages_total").copied().unwrap_or(0),
+        });
+    }
     let before = db.metrics().snapshot();
     let t0 = Instant::now();
     let (summary, intervals, device_changes) =

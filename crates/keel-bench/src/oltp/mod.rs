@@ -33,8 +33,8 @@ pub use device_change::{DeviceChange, DEVICE_CHANGE_FLAG};
 pub use error::OltpError;
 pub use keys::{KeyGen, RandType};
 pub use output::{csv_text, device_change_line, interval_line, write_csv, write_json};
-pub use params::{options_json, OltpParams, VaryAxis, Workload, WORKLOAD_KEYS};
-pub use prepare::{has_tables, prepare};
+pub use params::{options_json, parse_bool, OltpParams, VaryAxis, Workload, WORKLOAD_KEYS};
+pub use prepare::{has_tables, prepare, prewarm};
 pub use presets::{
     find_preset, normalize_key, presets_text, Preset, PresetSettings, DISASTER_55, LRU_SCAN_DEPTH,
     NEIGHBORS, PRESETS, WAVES_80, WAVES_80_FIX, WAVES_80_SWEEP,

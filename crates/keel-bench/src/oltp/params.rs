@@ -92,6 +92,9 @@ pub struct OltpParams {
     pub report_interval_s: f64,
     /// Unmeasured seconds before the measurement.
     pub warmup_s: f64,
+    /// Read every table into the buffer pool before the run (sysbench's
+    /// `prewarm`), so the run starts warm instead of reading its data in.
+    pub prewarm: bool,
     /// Distribution of the ids.
     pub rand_type: RandType,
     /// Rows per range query.
@@ -112,6 +115,7 @@ impl Default for OltpParams {
             time_s: 60.0,
             report_interval_s: 1.0,
             warmup_s: 0.0,
+            prewarm: false,
             rand_type: RandType::Special,
             range_size: 100,
             rate: 0.0,
@@ -130,6 +134,7 @@ pub const WORKLOAD_KEYS: &[&str] = &[
     "time",
     "report_interval",
     "warmup",
+    "prewarm",
     "rand_type",
     "range_size",
     "rate",
@@ -153,6 +158,17 @@ fn parse<T: FromStr>(key: &str, value: &str) -> Result<T, OltpError> {
         .map_err(|_| OltpError::param(key, format!("`{value}` is not a valid value")))
 }
 
+/// A boolean parameter's value: true/false, on/off, yes/no or 1/0.
+pub fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "on" | "1" | "yes" => Ok(true),
+        "false" | "off" | "0" | "no" => Ok(false),
+        _ => Err(format!(
+            "`{value}` is not a valid value: expected true or false"
+        )),
+    }
+}
+
 impl OltpParams {
     /// Set one parameter by name, e.g. `("threads", "16")`.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), OltpError> {
@@ -170,6 +186,7 @@ impl OltpParams {
             "time" => self.time_s = parse(&key, value)?,
             "report_interval" => self.report_interval_s = parse(&key, value)?,
             "warmup" => self.warmup_s = parse(&key, value)?,
+            "prewarm" => self.prewarm = parse_bool(value).map_err(|e| OltpError::param(&key, e))?,
             "range_size" => self.range_size = parse(&key, value)?,
             "rate" => self.rate = parse(&key, value)?,
             "seed" => self.seed = parse(&key, value)?,

@@ -83,6 +83,7 @@ fn params(a: &OltpArgs, preset: Option<&Preset>) -> Result<OltpParams> {
         time => time_s,
         report_interval => report_interval_s,
         warmup => warmup_s,
+        prewarm => prewarm,
         rand_type => rand_type,
         range_size => range_size,
         rate => rate,
@@ -95,7 +96,7 @@ fn params(a: &OltpArgs, preset: Option<&Preset>) -> Result<OltpParams> {
 /// workload flag, --config, --set, --device, --vary (and `device_change`
 /// for --device-change). These win over a preset.
 pub(super) fn given_keys(a: &OltpArgs) -> Result<Vec<String>> {
-    let flags: [(&str, bool); 11] = [
+    let flags: [(&str, bool); 12] = [
         ("workload", a.workload.is_some()),
         ("tables", a.tables.is_some()),
         ("table_size", a.table_size.is_some()),
@@ -103,6 +104,7 @@ pub(super) fn given_keys(a: &OltpArgs) -> Result<Vec<String>> {
         ("time", a.time.is_some()),
         ("report_interval", a.report_interval.is_some()),
         ("warmup", a.warmup.is_some()),
+        ("prewarm", a.prewarm.is_some()),
         ("rand_type", a.rand_type.is_some()),
         ("range_size", a.range_size.is_some()),
         ("rate", a.rate.is_some()),
