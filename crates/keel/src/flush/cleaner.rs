@@ -183,6 +183,7 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
             + get(&m.buffer_flush_sync_total_pages),
         lru_pages_flushed: get(&m.buffer_LRU_batch_flush_total_pages)
             + get(&m.buffer_LRU_single_flush_total_pages),
+        neighbor_pages_flushed: get(&m.buffer_flush_neighbor_total_pages),
         free_frame_misses: get(&m.buffer_LRU_single_flush_num_scan)
             + get(&m.buffer_LRU_get_free_waits),
         pages_written: get(&m.buffer_pages_written),

@@ -60,6 +60,9 @@ pub struct Snapshot {
     pub list_pages_flushed: u64,
     /// Pages written by LRU flushing and single-page flushes since start.
     pub lru_pages_flushed: u64,
+    /// Pages written because they neighbored a flushed page, since start
+    /// (counted in the flush's kind too).
+    pub neighbor_pages_flushed: u64,
     /// Times a thread found no free frame since start (single-page flush
     /// scans and free-frame waits).
     pub free_frame_misses: u64,

@@ -47,7 +47,9 @@
 //!   `x = (S − age)/(H − S)` (gentle near `S`, steep near `H`), and
 //!   `base_rate` following `capacity × ρ` (times a gain while the
 //!   capacity is unproven: [`CAPACITY_PROBE_GAIN`]; ρ at least 3/4 of what the
-//!   sample of oldest pages shows ahead, [`forward_rho`]; before any capacity is measured
+//!   sample of oldest pages shows ahead, [`forward_rho`]; at least what
+//!   the band from `S` to the deadline level absorbs while the flusher
+//!   writes a lump, [`headroom_rate`]; before any capacity is measured
 //!   with a backlog, `bw × ρ`; before anything, none below `S`), the rate
 //!   the flusher can retire, with damped steps; below `S` the allowed rate
 //!   is never under `(S − age)` per [`APPROACH`], so writers close in on
@@ -195,6 +197,10 @@ const DEADLINE_BW_SHARE: f64 = 0.5;
 /// The share of the ρ ahead (see [`forward_rho`]) the writers' base rate
 /// counts on at least.
 const FORWARD_RHO_SHARE: f64 = 0.75;
+/// The horizons over which [`headroom_rate`] checks that writers stay
+/// under the deadline level, doubling from the first to the last.
+const HEADROOM_HORIZONS: (Duration, Duration) =
+    (Duration::from_millis(250), Duration::from_secs(32));
 /// The share of the band from `S` to `H` one flush-list batch may retire
 /// (see [`list_batch`]).
 const BATCH_BAND_SHARE: f64 = 0.5;
@@ -475,6 +481,61 @@ pub fn forward_rho(oldest: &[Lsn], pages: usize) -> Option<f64> {
     (k > 0).then(|| (oldest[k] - oldest[0]) as f64 / k as f64)
 }
 
+/// The redo rate writers may keep up, starting at `S`, without the age
+/// passing `S + band` over any horizon from a quarter second to 32 s
+/// ([`HEADROOM_HORIZONS`]), if the flusher writes the oldest pages of
+/// `oldest` ([`merged_oldest`]) at `list_pps` pages a second: the least,
+/// over those horizons `T`, of `(band + R(T)) / T`, where `R(T)` is what
+/// writing `list_pps × T` pages retires. Past the sample, pages are
+/// counted at `rho_beyond` bytes each, or at the sample's average if that
+/// is more; `all_to` is the current LSN if the sample holds every dirty
+/// page (writing them all retires the log up to it), `None` if it is
+/// truncated.
+///
+/// `capacity × ρ` is the rate at a steady state, where the oldest pages
+/// lie as densely in the log as any. Just after a lump of pages changed
+/// close together in the log (at a cold start, the free run to `F`
+/// changes every page of the pool in a few seconds, the first ones a few
+/// hundred bytes of log apart), the flusher retires far less than that
+/// for a few seconds, and writers held to what it retires crawled (on
+/// `waves-80` on `hdd-raid10`, 550-700 tps for four seconds against a
+/// median of 1,280) while the band between `S` and `H`, there to absorb
+/// such a lump, stayed unused. At a steady state this is the retire rate
+/// plus `band / 32 s`, which changes nothing.
+pub fn headroom_rate(
+    oldest: &[Lsn],
+    all_to: Option<Lsn>,
+    list_pps: f64,
+    band: u64,
+    rho_beyond: f64,
+) -> Option<f64> {
+    let (&first, &last) = (oldest.first()?, oldest.last()?);
+    if oldest.len() < 2 || list_pps <= 0.0 {
+        return None;
+    }
+    let n = oldest.len();
+    let end = all_to.unwrap_or(last).max(last);
+    let rho_beyond = rho_beyond.max((end - first) as f64 / n as f64);
+    let retired = |pages: f64| -> f64 {
+        let k = pages as usize;
+        if k < n {
+            (oldest[k] - first) as f64
+        } else {
+            (end - first) as f64 + (pages - n as f64) * rho_beyond
+        }
+    };
+    let (mut t, longest) = (
+        HEADROOM_HORIZONS.0.as_secs_f64(),
+        HEADROOM_HORIZONS.1.as_secs_f64(),
+    );
+    let mut rate = f64::INFINITY;
+    while t <= longest {
+        rate = rate.min((band as f64 + retired(list_pps * t)) / t);
+        t *= 2.0;
+    }
+    Some(rate)
+}
+
 /// Pages per flush-list batch, per instance: as many of the oldest pages
 /// of `oldest` ([`merged_oldest`]) as lie within `span` bytes of log of the
 /// first, shared by `instances` (between [`MIN_LIST_BATCH`] and
@@ -524,6 +585,8 @@ struct Last {
     busy_us: u64,
     flusher_busy_us: u64,
     frames_taken: u64,
+    list_pages: u64,
+    neighbor_pages: u64,
 }
 
 impl Last {
@@ -538,6 +601,8 @@ impl Last {
             busy_us: s.data_write_busy_us,
             flusher_busy_us: s.flusher_busy_us,
             frames_taken: s.frames_taken,
+            list_pages: s.list_pages_flushed,
+            neighbor_pages: s.neighbor_pages_flushed,
         }
     }
 }
@@ -563,6 +628,9 @@ pub struct Steady {
     /// backlog): it keeps up, so it may hold S without a measured capacity.
     kept_up_for: Duration,
     base_rate: Ewma,
+    /// The share of the pages written that were flush-list pages, not
+    /// their neighbors nor LRU writes.
+    list_share: Ewma,
     alloc_rate: Peak,
     /// The setpoint of the last decision.
     last_setpoint: Option<u64>,
@@ -631,6 +699,12 @@ impl Steady {
         let retired = s.checkpoint_lsn.saturating_sub(last.checkpoint) as f64;
         if retired > 0.0 && flushed > 0.0 {
             self.rho.update(retired / flushed, 0.2);
+        }
+        if flushed > 0.0 {
+            let list = s.list_pages_flushed.saturating_sub(last.list_pages);
+            let neighbors = s.neighbor_pages_flushed.saturating_sub(last.neighbor_pages);
+            let own = list.saturating_sub(neighbors) as f64;
+            self.list_share.update((own / flushed).min(1.0), 0.2);
         }
         // Capacity: measured over windows of at least CAPACITY_WINDOW
         // (batches complete in lumps, and rounds come early when writers
@@ -741,8 +815,16 @@ impl FlushPolicy for Steady {
         let requested: usize = instances.iter().map(|t| t.list_pages).sum();
         // Writers: free below F, then the curve around the rate the flusher
         // can retire.
+        // ... and, just after a lump, what the band from S to the deadline
+        // level can absorb while the flusher writes it (`headroom_rate`).
         let retire = match capacity {
-            Some(c) => Some(c * rho * self.capacity_gain(s.now)),
+            Some(c) => {
+                let all_to = (oldest.len() >= s.dirty()).then_some(s.current_lsn);
+                let lump = self.list_share.get().and_then(|share| {
+                    headroom_rate(&oldest, all_to, c * share, due_at - setpoint, rho)
+                });
+                Some((c * rho * self.capacity_gain(s.now)).max(lump.unwrap_or(0.0)))
+            }
             None => bw.map(|b| b * rho),
         };
         let base = match retire {

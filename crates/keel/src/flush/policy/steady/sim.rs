@@ -125,6 +125,7 @@ impl Sim {
             free_check_limit: LIMIT,
             flush_list_sample: SAMPLE,
             pages_written: self.pages_written,
+            list_pages_flushed: self.pages_written,
             data_writes: self.writes,
             data_write_us: self.write_us,
             data_write_busy_us: self.busy_us,
