@@ -64,7 +64,7 @@ pub struct OltpArgs {
     /// with its data cached, as far as it fits, instead of reading it in.
     /// `--prewarm` alone means true [default: false; the waves-80 presets: true].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true",
-          value_parser = parse_bool_flag)]
+          value_parser = oltp::parse_bool)]
     pub prewarm: Option<bool>,
     /// Id distribution: uniform, special (sysbench's default), pareto, zipf [default: special].
     #[arg(long, value_name = "T", value_parser = parse_rand_type)]
@@ -169,10 +169,6 @@ fn preset_parser() -> PossibleValuesParser {
 
 fn parse_workload(s: &str) -> std::result::Result<Workload, String> {
     s.parse()
-}
-
-fn parse_bool_flag(s: &str) -> std::result::Result<bool, String> {
-    oltp::parse_bool(s)
 }
 
 fn parse_rand_type(s: &str) -> std::result::Result<RandType, String> {

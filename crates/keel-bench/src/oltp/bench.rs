@@ -14,6 +14,7 @@ use super::device_change::check_schedule;
 use super::params::{apply, same_data, CREATION_OPTIONS};
 use super::presets::{Preset, PresetSettings};
 use super::runner::Tick;
+use super::sample::val;
 use super::{
     has_tables, options_json, prepare, prewarm, run, status_report, DeviceChange, Interval,
     OltpError, OltpParams, Summary, VaryAxis,
@@ -326,8 +327,8 @@ fn run_one(
         on_event(Event::Prewarmed {
             entries,
             elapsed_s: t.elapsed().as_secs_f64(),
-            free_pages: m.get("buffer_pool_pages_free").copied().unwrap_or(0),
-            total_pages: m.get("buffer_pool_pages_total").copied().unwrap_or(0),
+            free_pages: val(&m, "buffer_pool_pages_free"),
+            total_pages: val(&m, "buffer_pool_pages_total"),
         });
     }
     let before = db.metrics().snapshot();

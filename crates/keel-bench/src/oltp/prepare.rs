@@ -11,6 +11,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use super::rows::{index_key, index_name, primary_key, table_name, Row};
+use super::workload::open_tables;
 use super::{OltpError, OltpParams};
 
 /// Rows per loading transaction: large enough that commits are not the
@@ -128,38 +129,25 @@ fn load_tables(
 /// Returns the entries read (rows plus index entries).
 pub fn prewarm(db: &Db, params: &OltpParams) -> Result<u64, OltpError> {
     params.validate()?;
-    let names = db.table_names()?;
-    for n in 1..=params.tables {
-        for name in [table_name(n), index_name(n)] {
-            if !names.contains(&name) {
-                return Err(OltpError::Data(format!(
-                    "{} holds no table `{name}` to prewarm: prepare it first",
-                    db.dir().display()
-                )));
-            }
-        }
-    }
+    let tables = open_tables(db, params)?;
     let read = AtomicU64::new(0);
-    let next_table = AtomicUsize::new(1);
+    let next_table = AtomicUsize::new(0);
     let readers = params.threads.min(params.tables).max(1);
     std::thread::scope(|s| -> Result<(), OltpError> {
         let hs: Vec<_> = (0..readers)
             .map(|_| {
                 s.spawn(|| -> Result<(), Error> {
-                    loop {
-                        let n = next_table.fetch_add(1, Ordering::Relaxed);
-                        if n > params.tables {
-                            return Ok(());
-                        }
-                        for name in [table_name(n), index_name(n)] {
+                    while let Some(t) = tables.get(next_table.fetch_add(1, Ordering::Relaxed)) {
+                        for tree in t.trees() {
                             let mut rows = 0;
-                            for row in db.table(&name)?.range(..)? {
+                            for row in tree.range(..)? {
                                 row?;
                                 rows += 1;
                             }
                             read.fetch_add(rows, Ordering::Relaxed);
                         }
                     }
+                    Ok(())
                 })
             })
             .collect();

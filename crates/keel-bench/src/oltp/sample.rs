@@ -136,7 +136,7 @@ pub(crate) struct Counts {
     pub lat_max_ms: f64,
 }
 
-fn val(s: &Snapshot, name: &str) -> u64 {
+pub(crate) fn val(s: &Snapshot, name: &str) -> u64 {
     s.get(name).copied().unwrap_or(0)
 }
 

@@ -22,6 +22,13 @@ pub(crate) struct SbTable {
     next_id: AtomicU64,
 }
 
+impl SbTable {
+    /// The table and its `k` index.
+    pub(crate) fn trees(&self) -> [&Table; 2] {
+        [&self.primary, &self.index]
+    }
+}
+
 /// Open the tables of `params`; an error names the first one missing.
 pub(crate) fn open_tables(db: &Db, params: &OltpParams) -> Result<Vec<SbTable>, OltpError> {
     let names = db.table_names()?;
