@@ -14,7 +14,7 @@
 //! - **Device**: writes pages from the oldest end of the flush list below
 //!   the policy's target LSN, at `min(depth, parallelism) / latency` pages
 //!   per second, with latency `base × max(1, depth / parallelism)`; it is
-//!   busy whenever pages are queued.
+//!   busy whenever pages are queued, and so is the flusher.
 //! - **Checkpoint**: after every 64 pages written, at the oldest page left.
 //!
 //! `KEEL_SIM_TRACE=1` prints the controller's state once a simulated second;
@@ -129,6 +129,8 @@ impl Sim {
             data_writes: self.writes,
             data_write_us: self.write_us,
             data_write_busy_us: self.busy_us,
+            // The flusher is in its round while it has pages to write.
+            flusher_busy_us: self.busy_us,
             instances: vec![InstanceSnapshot {
                 total: 1 << 20,
                 free: 1 << 19,
@@ -230,6 +232,16 @@ impl Sim {
         }
     }
 
+    /// Panics if the age reached the hard level at any tick from `from` on.
+    fn assert_under_hard_after(&self, from: Duration) {
+        for &(t, age, _, hard) in self.age_log.iter().filter(|e| e.0 >= from) {
+            assert!(
+                age < hard,
+                "at {t:?} the age {age} reached the hard level {hard}"
+            );
+        }
+    }
+
     /// Seconds after `from` until the age stays within 5 % of the setpoint
     /// for a second (None: never, before `to`).
     fn settled_after(&self, from: Duration, to: Duration) -> Option<f64> {
@@ -304,12 +316,7 @@ fn steady_holds_the_setpoint_through_device_and_load_changes_in_simulated_hours(
     assert!(sim.longest_pause <= MAX_PAUSE, "{:?}", sim.longest_pause);
     // Past the first minute (the estimates start from nothing), the age
     // never reaches the hard level.
-    for &(t, age, _, hard) in sim.age_log.iter().filter(|e| e.0 > secs(60)) {
-        assert!(
-            age < hard,
-            "at {t:?} the age {age} reached the hard level {hard}"
-        );
-    }
+    sim.assert_under_hard_after(secs(60));
     for (k, &at) in changes.iter().enumerate().skip(1) {
         let next = changes.get(k + 1).copied().unwrap_or(secs(2 * 3600));
         let settled = sim.settled_after(at, next);
@@ -342,12 +349,7 @@ fn a_cold_start_under_overload_slows_writers_before_the_hard_level() {
         .map(|&(_, age, _, hard)| age as f64 / hard as f64)
         .fold(0.0, f64::max);
     eprintln!("cold start: the age peaked at {:.1} % of H", worst * 100.0);
-    for &(t, age, _, hard) in &sim.age_log {
-        assert!(
-            age < hard,
-            "at {t:?} the age {age} reached the hard level {hard}"
-        );
-    }
+    sim.assert_under_hard_after(Duration::ZERO);
     assert!(
         sim.settled_after(secs(0), secs(120))
             .is_some_and(|s| s < 30.0),
@@ -387,5 +389,44 @@ fn a_device_that_never_falls_behind_still_holds_the_setpoint() {
         (0.95..=1.05).contains(&median),
         "in the last minute the age was at {:.0} % of the setpoint (median)",
         median * 100.0
+    );
+}
+
+/// A device with room to spare (it retires 40 MB/s, 15 MB/s are offered:
+/// the flusher is busy well under half the time) lifts the setpoint
+/// towards `H`; when the device then slows to a quarter (10 MB/s, less than
+/// the load), the setpoint comes back down and the narrower band above it
+/// still keeps the age under `H` and every writer's pause under 100 ms.
+#[test]
+fn a_lifted_setpoint_comes_down_when_the_device_falls_behind() {
+    let mut sim = Sim::new(seed(17), 15e6, 8.0, 0.0016);
+    sim.run_until(secs(120));
+    let (f, s, h) = super::levels(LIMIT, 0.0);
+    let lifted = sim.age_log.last().map_or(0, |e| e.2);
+    eprintln!(
+        "room to spare: setpoint at {:.1} % of the limit (unlifted {:.1} %)",
+        100.0 * lifted as f64 / LIMIT as f64,
+        100.0 * s as f64 / LIMIT as f64
+    );
+    assert!(
+        lifted > s + (h - f) / 8,
+        "the setpoint stayed at {lifted} (unlifted {s})"
+    );
+    let change = sim.now;
+    sim.device.base_lat_s *= 4.0;
+    sim.run_until(change + secs(120));
+    assert_eq!(
+        sim.free_check_waits, 0,
+        "a writer reached the free-check limit"
+    );
+    assert!(sim.longest_pause <= MAX_PAUSE, "{:?}", sim.longest_pause);
+    sim.assert_under_hard_after(secs(60));
+    let after = sim.age_log.last().map_or(u64::MAX, |e| e.2);
+    assert!(after < lifted, "the setpoint stayed lifted: {after}");
+    let settled = sim.settled_after(change, sim.now);
+    eprintln!("device a quarter as fast: settled after {settled:?} s");
+    assert!(
+        settled.is_some_and(|s| s < 10.0),
+        "the age did not settle near the setpoint within 10 s"
     );
 }

@@ -545,3 +545,17 @@ fn a_probe_waits_for_the_free_lists() {
     p.estimate(&s);
     assert!(p.device.headroom);
 }
+
+#[test]
+fn the_lifted_setpoint_stays_between_the_middle_and_a_tick_under_hard() {
+    let (f, s, h) = levels(1_000_000, 0.0);
+    assert_eq!(lifted_setpoint(f, s, h, 0.0, 0.0), s);
+    // Fully lifted: three quarters of the way from F to H.
+    assert_eq!(lifted_setpoint(f, s, h, 0.0, 1.0), 862_500);
+    assert_eq!(lifted_setpoint(f, s, h, 0.0, 0.5), 818_750);
+    assert_eq!(lifted_setpoint(f, s, h, 0.0, 7.0), 862_500);
+    // A tick of a 1.5 MB/s peak (150 kB) under H: 800 kB.
+    assert_eq!(lifted_setpoint(f, s, h, 1.5e6, 1.0), 800_000);
+    // Never under the middle, however high the peak.
+    assert_eq!(lifted_setpoint(f, s, h, 1e9, 1.0), s);
+}
