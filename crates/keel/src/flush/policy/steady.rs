@@ -927,6 +927,7 @@ impl FlushPolicy for Steady {
             requested,
             target,
             writer_log_rate,
+            self.lift,
         );
         FlushTargets {
             instances,
@@ -1035,8 +1036,17 @@ fn reason(
     requested: usize,
     target: Lsn,
     writer_rate: Option<f64>,
+    lift: f64,
 ) -> String {
     let pct = |x: u64| 100.0 * x as f64 / limit.max(1) as f64;
+    let lifted = if lift > 0.0 {
+        format!(
+            ", raised {:.0}% of the way to its highest while the flusher keeps up",
+            100.0 * lift
+        )
+    } else {
+        String::new()
+    };
     let writers = match writer_rate {
         None => "writers run free".to_string(),
         Some(r) => format!(
@@ -1046,7 +1056,7 @@ fn reason(
         ),
     };
     format!(
-        "steady: age {:.0}% of the limit (setpoint {:.0}%, writers slowed above {:.0}%, \
+        "steady: age {:.0}% of the limit (setpoint {:.0}%{lifted}, writers slowed above {:.0}%, \
          stopped at {:.0}%); flushing {requested} pages older than LSN {target} at the \
          device's {:.0} pages/s with {} writes in flight; {writers}",
         pct(age),

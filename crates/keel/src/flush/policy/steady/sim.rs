@@ -412,6 +412,12 @@ fn a_lifted_setpoint_comes_down_when_the_device_falls_behind() {
         lifted > s + (h - f) / 8,
         "the setpoint stayed at {lifted} (unlifted {s})"
     );
+    // The status report's line says so.
+    let line = sim.policy.decide(&sim.snapshot()).decision.reason;
+    assert!(
+        line.contains("raised 100% of the way to its highest while the flusher keeps up"),
+        "{line}"
+    );
     let change = sim.now;
     sim.device.base_lat_s *= 4.0;
     sim.run_until(change + secs(120));
