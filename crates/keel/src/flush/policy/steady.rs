@@ -1039,11 +1039,10 @@ fn reason(
     lift: f64,
 ) -> String {
     let pct = |x: u64| 100.0 * x as f64 / limit.max(1) as f64;
-    let lifted = if lift > 0.0 {
-        format!(
-            ", raised {:.0}% of the way to its highest while the flusher keeps up",
-            100.0 * lift
-        )
+    // Said only when it shows as at least 1 % ("raised 0%" says nothing).
+    let raised = (100.0 * lift).round();
+    let lifted = if raised >= 1.0 {
+        format!(", raised {raised:.0}% of the way to its highest while the flusher keeps up")
     } else {
         String::new()
     };
