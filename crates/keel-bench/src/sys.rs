@@ -15,3 +15,31 @@ pub fn total_ram_bytes() -> Option<u64> {
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
+
+/// Bytes process `pid` (this process if `None`) caused to be written to
+/// storage so far: `write_bytes` of `/proc/PID/io` (Linux with task I/O
+/// accounting; `None` elsewhere, or if the process is not ours to read).
+pub fn process_write_bytes(pid: Option<u32>) -> Option<u64> {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/io"),
+        None => "/proc/self/io".to_string(),
+    };
+    let s = std::fs::read_to_string(path).ok()?;
+    let line = s.lines().find(|l| l.starts_with("write_bytes:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Peak resident set size of process `pid` in bytes (VmHWM), if known.
+pub fn peak_rss_bytes_of(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Start this process's peak resident set size afresh (Linux: `5` to
+/// `/proc/self/clear_refs`), so that a run's peak is its own and not an
+/// earlier run's in the same process. False if the kernel refused.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}

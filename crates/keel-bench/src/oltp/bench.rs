@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use keel::{Db, Options};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::device_change::check_schedule;
 use super::params::{apply, same_data, CREATION_OPTIONS};
@@ -51,10 +51,14 @@ pub struct Plan {
 }
 
 /// One run as it goes into the JSON file.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
     /// The run's name: the `--vary` values it used, or the workload.
     pub label: String,
+    /// The engine that ran it: `keel`, or the engine a comparison ran
+    /// (`innodb`, `sqlite`, ...). Files without it are Keel's.
+    #[serde(default = "keel_engine")]
+    pub engine: String,
     /// Every effective engine option.
     pub options: serde_json::Map<String, serde_json::Value>,
     /// `io_capacity_max` after the automatic rule (`options` may say 0).
@@ -73,8 +77,15 @@ pub struct RunResult {
     pub status: String,
 }
 
+fn keel_engine() -> String {
+    KEEL_ENGINE.to_string()
+}
+
+/// The `engine` of a run of Keel.
+pub const KEEL_ENGINE: &str = "keel";
+
 /// Every run of a plan.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OltpReport {
     /// Format version of this JSON (1).
     pub version: u32,
@@ -345,6 +356,7 @@ fn run_one(
     let status = status_report(db, Some((&before, t0.elapsed().as_secs_f64())));
     let result = RunResult {
         label: label.to_string(),
+        engine: KEEL_ENGINE.to_string(),
         options: options_json(db.options()),
         io_capacity_max: db.options().effective_io_capacity_max(),
         workload: params.clone(),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use keel::io::ThrottleSpec;
 use keel::{Db, Options};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{OltpError, OltpParams};
 
@@ -19,7 +19,7 @@ use super::{OltpError, OltpParams};
 pub const DEVICE_CHANGE_FLAG: &str = "--device-change";
 
 /// One change of the device model during a run's measurement.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceChange {
     /// Seconds since the measurement started at which the change is due.
     pub at_s: f64,

@@ -57,7 +57,7 @@ pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
         if iv.flush_mode.is_empty() {
             "-"
         } else {
-            iv.flush_mode
+            iv.flush_mode.as_str()
         },
         pct(iv.dirty_pages, iv.total_pages),
         pct(iv.free_pages, iv.total_pages),
@@ -173,7 +173,7 @@ mod tests {
                 neighbors: 7,
                 ..PagesFlushed::default()
             },
-            flush_mode: "adaptive",
+            flush_mode: "adaptive".into(),
             ..Interval::default()
         };
         let line = interval_line(8, &iv, false);
@@ -217,7 +217,7 @@ mod tests {
         let iv = Interval {
             t_s: 1.0,
             interval_s: 1.0,
-            flush_mode: "sync",
+            flush_mode: "sync".into(),
             pages_flushed: PagesFlushed {
                 list: 5,
                 adaptive: 3,
@@ -233,6 +233,7 @@ mod tests {
             prepare_sets: Vec::new(),
             runs: vec![crate::oltp::RunResult {
                 label: "a,b".into(),
+                engine: "keel".into(),
                 options: serde_json::Map::new(),
                 io_capacity_max: 2000,
                 workload: crate::oltp::OltpParams::default(),

@@ -4,12 +4,12 @@ use std::fmt;
 use std::str::FromStr;
 
 use keel::Options;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{OltpError, RandType};
 
 /// Which sysbench script's transaction to run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Workload {
     /// oltp_read_write: 10 point selects, 4 range queries, an index update,
@@ -76,7 +76,8 @@ impl FromStr for Workload {
 }
 
 /// Every parameter of a run that is not an engine option.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct OltpParams {
     /// The transaction mix.
     pub workload: Workload,

@@ -24,7 +24,7 @@
 use std::fmt::Write as _;
 
 use keel::Options;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{OltpError, OltpParams, VaryAxis};
 
@@ -356,7 +356,7 @@ pub fn normalize_key(key: &str) -> String {
 }
 
 /// The preset's settings as JSON, for the report.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PresetSettings {
     /// The preset's name.
     pub name: String,

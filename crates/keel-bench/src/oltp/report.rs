@@ -176,7 +176,7 @@ fn bandwidth_series(runs: &[RunResult]) -> Vec<Series> {
 
 /// The flushing mode as a level: 0 idle, 1 adaptive, 2 async, 3 sync.
 fn mode_level(i: &Interval) -> f64 {
-    match i.flush_mode {
+    match i.flush_mode.as_str() {
         "adaptive" => 1.0,
         "async" => 2.0,
         "sync" => 3.0,

@@ -16,7 +16,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use super::device_change::Pending;
-use super::sample::{Counts, Interval, Snapshot};
+use super::sample::{Counts, Interval, Snapshot, PROCESS_WRITE_BYTES};
 use super::workload::{is_retryable, open_tables, queries_per_txn, Client, SbTable};
 use super::{status_report, DeviceChange, KeyGen, OltpError, OltpParams, Summary};
 
@@ -143,6 +143,7 @@ pub fn run(
         fatal: Mutex::new(None),
     };
     let status = StatusRequest::register(db);
+    crate::sys::reset_peak_rss();
     let result = std::thread::scope(|s| {
         let hs: Vec<_> = (0..params.threads)
             .map(|w| {
@@ -161,7 +162,9 @@ pub fn run(
     if let Some(e) = lock(&shared.fatal).take() {
         return Err(e.into());
     }
-    result
+    let (mut summary, intervals, changes) = result?;
+    summary.peak_rss_bytes = crate::sys::peak_rss_bytes().unwrap_or(0);
+    Ok((summary, intervals, changes))
 }
 
 fn worker(
@@ -286,9 +289,19 @@ impl Prev {
             transactions: shared.transactions.load(Ordering::Relaxed),
             queries: shared.queries.load(Ordering::Relaxed),
             errors: shared.errors.load(Ordering::Relaxed),
-            metrics: db.metrics().snapshot(),
+            metrics: engine_snapshot(db),
         }
     }
+}
+
+/// The engine's metrics now, with the bytes this process has caused to be
+/// written to storage (`/proc/self/io`) beside them.
+fn engine_snapshot(db: &Db) -> Snapshot {
+    let mut s = db.metrics().snapshot();
+    if let Some(b) = crate::sys::process_write_bytes(None) {
+        s.insert(PROCESS_WRITE_BYTES, b);
+    }
+    s
 }
 
 /// Take one sample: the interval since `prev` and the latencies recorded

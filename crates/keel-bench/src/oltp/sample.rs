@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use keel::FlushMode;
 
 use super::status::{pause_buckets, pause_quantile};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The engine's metrics at one instant.
 pub(crate) type Snapshot = BTreeMap<&'static str, u64>;
@@ -19,8 +19,13 @@ const NEIGHBOR_PAGES: &str = "buffer_flush_neighbor_total_pages";
 /// instead), so under `classic` this stays 0.
 const THROTTLE_DELAY_US: &str = "buffer_flush_throttle_delay_us_total";
 
+/// Bytes written to storage by the engine's process, from
+/// `/proc/PID/io` (added to the snapshot by the sampler, not the engine).
+pub(crate) const PROCESS_WRITE_BYTES: &str = "process_write_bytes";
+
 /// Pages written in one interval, by the kind of flush that wrote them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PagesFlushed {
     /// By the page cleaners from the flush list, for any reason:
     /// `adaptive` + `background` (kept for readers of older files).
@@ -42,8 +47,10 @@ pub struct PagesFlushed {
 }
 
 /// One interval of a run: counts over the interval, gauges at its end,
-/// sizes in bytes.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+/// sizes in bytes. Fields a file does not have (an older file, or another
+/// engine's run) read as 0.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Interval {
     /// Seconds since the measurement started, at the interval's end.
     pub t_s: f64,
@@ -96,7 +103,7 @@ pub struct Interval {
     pub pages_written: u64,
     /// Flushing mode of the page cleaners' last round at the interval's
     /// end: `idle`, `adaptive`, `async` or `sync` (gauge `buffer_flush_mode`).
-    pub flush_mode: &'static str,
+    pub flush_mode: String,
     /// Writers that stopped at the free-check limit (`log_free_check_waits`).
     pub free_check_waits: u64,
     /// Milliseconds writers spent stopped at the free-check limit.
@@ -124,6 +131,9 @@ pub struct Interval {
     /// `steady`: the redo rate (bytes/s) writers are held to at the
     /// setpoint.
     pub base_rate: u64,
+    /// Bytes the engine's process caused to be written to storage
+    /// (`write_bytes` of `/proc/PID/io`): data, redo and anything else.
+    pub process_write_bytes: u64,
 }
 
 /// What the workers counted in one interval.
@@ -187,7 +197,9 @@ impl Interval {
             sync_flush_wait_ms: delta(a, b, "buffer_flush_sync_wait_us_total") as f64 / 1000.0,
             throttle_delay_ms: delta(a, b, THROTTLE_DELAY_US) as f64 / 1000.0,
             pages_written: delta(a, b, "buffer_pages_written"),
-            flush_mode: FlushMode::from_code(val(b, "buffer_flush_mode")).as_str(),
+            flush_mode: FlushMode::from_code(val(b, "buffer_flush_mode"))
+                .as_str()
+                .to_string(),
             free_check_waits: delta(a, b, "log_free_check_waits"),
             free_check_wait_ms: delta(a, b, "log_free_check_wait_us_total") as f64 / 1000.0,
             freerun: val(b, "steady_freerun"),
@@ -200,6 +212,7 @@ impl Interval {
             flusher_capacity: val(b, "steady_flusher_capacity"),
             queue_depth: val(b, "device_write_queue_depth"),
             base_rate: val(b, "steady_base_rate"),
+            process_write_bytes: delta(a, b, PROCESS_WRITE_BYTES),
         }
     }
 }

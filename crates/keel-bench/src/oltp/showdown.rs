@@ -700,6 +700,7 @@ mod tests {
         options.insert("io_capacity".into(), 100.into());
         RunResult {
             label: label.to_string(),
+            engine: "keel".into(),
             options,
             io_capacity_max: 200,
             workload: OltpParams::default(),

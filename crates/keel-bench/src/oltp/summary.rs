@@ -2,15 +2,16 @@
 //! run cost in page writes, redo and waits.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::sample::{delta, throttle_delay_ms, Interval, Snapshot};
+use super::sample::{delta, throttle_delay_ms, Interval, Snapshot, PROCESS_WRITE_BYTES};
 
 /// An interval whose tps is below this share of the run's median is a stall.
 const STALL_SHARE: f64 = 0.10;
 
 /// Transaction latency percentiles in milliseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LatencyMs {
     /// Mean.
     pub avg: f64,
@@ -26,8 +27,10 @@ pub struct LatencyMs {
     pub max: f64,
 }
 
-/// The figures of a whole run (warm-up excluded).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+/// The figures of a whole run (warm-up excluded). Fields a file does not
+/// have read as 0.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Summary {
     /// Measured seconds.
     pub time_s: f64,
@@ -65,6 +68,16 @@ pub struct Summary {
     pub sync_flush_wait_ms_total: f64,
     /// Milliseconds writers were delayed by the throttle (0: no throttle yet).
     pub throttle_delay_ms_total: f64,
+    /// Bytes the engine's process caused to be written to storage, per
+    /// transaction (`write_bytes` of `/proc/PID/io`: data, redo, anything).
+    pub bytes_written_per_txn: f64,
+    /// Peak resident set size of the engine's process during the run, in
+    /// bytes (0: not known).
+    pub peak_rss_bytes: u64,
+    /// Fields of this summary and of the intervals that the engine does
+    /// not measure, so read as 0 (empty for Keel, which measures all).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_measured: Vec<String>,
 }
 
 /// The `q`-quantile (0..=1) of sorted values, nearest rank.
@@ -134,6 +147,9 @@ impl Summary {
             sync_flush_wait_ms_total: delta(a, b, "buffer_flush_sync_wait_us_total") as f64
                 / 1000.0,
             throttle_delay_ms_total: throttle_delay_ms(a, b),
+            bytes_written_per_txn: per_txn(delta(a, b, PROCESS_WRITE_BYTES)),
+            peak_rss_bytes: 0,
+            not_measured: Vec::new(),
         }
     }
 }
