@@ -571,11 +571,22 @@ fn html_report_is_self_contained_and_every_chart_renders_in_chromium() {
         page.contains("time since the measurement started (s)") && page.contains("transactions/s")
     );
 
+    for (title, v) in chromium_check(dir.path(), &page).unwrap_or_default() {
+        assert!(v[2] >= 2, "chart `{title}` drew {} lines with extent", v[2]);
+        assert_eq!(v[3], 1, "chart `{title}`: device change marker not drawn");
+    }
+}
+
+/// Render `page` in headless Chromium with [`CHECK_SCRIPT`], check that
+/// every chart is there and rendered larger than 100 × 100 px, and return,
+/// for every chart, its title and [width, height, lines with extent,
+/// upright markers]; `None` (said on stderr) when Chromium is missing.
+fn chromium_check(dir: &Path, page: &str) -> Option<Vec<(String, Vec<u32>)>> {
     if !Path::new(CHROMIUM).exists() {
         eprintln!("SKIPPED: the Chromium rendering check of the oltp report ({CHROMIUM} is not installed; apt-get install chromium)");
-        return;
+        return None;
     }
-    let probe = dir.path().join("report").join("probe.html");
+    let probe = dir.join("probe.html");
     std::fs::write(
         &probe,
         page.replace("</body>", &format!("{CHECK_SCRIPT}</body>")),
@@ -592,7 +603,7 @@ fn html_report_is_self_contained_and_every_chart_renders_in_chromium() {
             "--dump-dom",
         ])
         .arg(format!("file://{}", probe.display()))
-        .env("HOME", dir.path())
+        .env("HOME", dir)
         .output()
         .unwrap();
     let dom = String::from_utf8_lossy(&out.stdout);
@@ -606,16 +617,75 @@ fn html_report_is_self_contained_and_every_chart_renders_in_chromium() {
                 String::from_utf8_lossy(&out.stderr)
             )
         });
-    let charts: Vec<&str> = check.split('|').collect();
+    let charts: Vec<(String, Vec<u32>)> = check
+        .split('|')
+        .map(|c| {
+            let (title, dims) = c.rsplit_once('=').unwrap();
+            let v = dims.split('x').map(|n| n.parse().unwrap()).collect();
+            (title.to_string(), v)
+        })
+        .collect();
     assert_eq!(charts.len(), oltp::CHART_TITLES.len(), "{check}");
-    for c in charts {
-        let (title, dims) = c.rsplit_once('=').unwrap();
-        let v: Vec<u32> = dims.split('x').map(|n| n.parse().unwrap()).collect();
+    for (title, v) in &charts {
         assert!(
             v[0] > 100 && v[1] > 100,
-            "chart `{title}` rendered at {dims}"
+            "chart `{title}` rendered at {v:?}"
         );
-        assert!(v[2] >= 2, "chart `{title}` drew {} lines with extent", v[2]);
-        assert_eq!(v[3], 1, "chart `{title}`: device change marker not drawn");
+    }
+    Some(charts)
+}
+
+#[test]
+fn runs_of_separate_invocations_and_engines_merge_into_one_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut params = small_params(Workload::ReadWrite);
+    params.time_s = 0.6;
+    let vary = vec!["flush_policy=classic,steady".parse().unwrap()];
+    let report = oltp::run_plan(&plan(dir.path(), params, vary), &mut quiet).unwrap();
+    // Three files as three invocations would write them: one run each,
+    // the last as another engine that measures less.
+    let mut files = Vec::new();
+    for (i, name) in ["classic", "steady", "innodb"].into_iter().enumerate() {
+        let mut one = report.clone();
+        one.runs = vec![report.runs[i.min(1)].clone()];
+        one.runs[0].label = "read_write".into();
+        if name == "innodb" {
+            one.runs[0].engine = "innodb".into();
+            one.runs[0].summary.not_measured = vec!["peak_rss_bytes".into()];
+        }
+        let path = dir.path().join(format!("{name}.json"));
+        oltp::write_json(&one, &path).unwrap();
+        files.push((path.clone(), oltp::read_report(&path).unwrap()));
+    }
+    let merged = oltp::merge(files);
+    let labels: Vec<&str> = merged.runs.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "classic: read_write",
+            "steady: read_write",
+            "innodb: read_write"
+        ]
+    );
+    let table = oltp::summary_text(&merged);
+    assert_eq!(table.lines().count(), 5, "{table}");
+    let innodb_line = table.lines().nth(3).unwrap();
+    assert_eq!(
+        innodb_line.split_whitespace().nth(2),
+        Some("innodb"),
+        "{table}"
+    );
+    assert!(
+        table.contains("does not measure: peak_rss_bytes"),
+        "{table}"
+    );
+    let page_path = oltp::write_html_report(&merged, &dir.path().join("merged")).unwrap();
+    let page = std::fs::read_to_string(page_path).unwrap();
+    for l in &labels {
+        assert!(page.contains(l), "{l} missing from the page");
+    }
+    assert!(page.contains("<td>innodb</td>") && page.contains("n/a"));
+    for (title, v) in chromium_check(dir.path(), &page).unwrap_or_default() {
+        assert!(v[2] >= 3, "chart `{title}` drew {} lines with extent", v[2]);
     }
 }

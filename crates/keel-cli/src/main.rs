@@ -16,6 +16,7 @@ mod engine_args;
 mod inspect;
 mod iobench;
 mod oltp;
+mod report;
 
 #[derive(Parser)]
 #[command(
@@ -50,6 +51,9 @@ enum Command {
     /// checksum, every B+tree, and that the bench tables' `k` indexes agree
     /// with their rows; exits 1 on any problem (--json: one JSON object).
     Check(check::CheckArgs),
+    /// Merge the JSON files of several benchmark invocations (Keel's runs and other
+    /// engines') into one HTML report, one JSON file and one summary table.
+    Report(report::ReportArgs),
 }
 
 #[derive(Subcommand)]
@@ -146,6 +150,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::CrashtestChild(a) => crashtest::child(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Check(a) => check::run(a),
+        Command::Report(a) => report::run(a),
     }
 }
 

@@ -51,6 +51,29 @@ fn bench_oltp_prints_interval_lines_status_and_writes_json_csv_and_report() {
         .filter(|e| e.file_name().to_string_lossy().starts_with("keel-oltp-"))
         .collect();
     assert!(left.is_empty(), "temporary data directory left behind");
+
+    // `keel report` merges it with a copy of itself, as two invocations.
+    std::fs::copy(dir.path().join("out.json"), dir.path().join("again.json")).unwrap();
+    let args = ["report", "out.json", "again.json", "--out", "merged"];
+    let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("out: read_write") && out.contains("again: read_write"),
+        "{out}"
+    );
+    assert!(out.contains("2 runs from 2 files"), "{out}");
+    for f in ["index.html", "report.json", "summary.txt"] {
+        assert!(dir.path().join("merged").join(f).exists(), "{f} missing");
+    }
+    std::fs::write(dir.path().join("bad.json"), "{}").unwrap();
+    let run = keel_in(dir.path(), &["report", "bad.json", "--out", "m2"]);
+    assert!(!run.ok());
+    assert!(
+        run.stderr
+            .contains("bad.json is not a keel bench oltp JSON report"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

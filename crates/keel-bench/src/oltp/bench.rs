@@ -71,6 +71,7 @@ pub struct RunResult {
     pub intervals: Vec<Interval>,
     /// The device changes applied during the measurement, with when
     /// (empty without `--device-change`).
+    #[serde(default)]
     pub device_changes: Vec<DeviceChange>,
     /// The engine status report at the end of the run (not in the JSON).
     #[serde(skip)]
@@ -98,7 +99,7 @@ pub struct OltpReport {
     pub preset_settings: Option<PresetSettings>,
     /// Engine options used only while preparing the tables (`key=value`);
     /// absent when prepare used the runs' options.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prepare_sets: Vec<String>,
     /// The runs, in the order they ran.
     pub runs: Vec<RunResult>,

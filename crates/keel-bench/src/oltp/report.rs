@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 use crate::chart::{escape, legend_html, line_chart, LineChart, Marker, Series, DASHES, PALETTE};
 
-use super::{Interval, OltpError, OltpReport, PresetSettings, RunResult};
+use super::merge::measured;
+use super::{Interval, OltpError, OltpReport, PresetSettings, RunResult, KEEL_ENGINE};
 
 /// Titles of the charts, in page order (the report check counts them).
 pub const CHART_TITLES: [&str; 9] = [
@@ -276,22 +277,24 @@ fn charts_html(runs: &[RunResult]) -> String {
 
 fn summary_table(runs: &[RunResult]) -> String {
     let mut t = String::from(
-        "<table><tr><th>run</th><th>tps avg</th><th>median</th><th>min</th><th>p01</th><th>cv</th>\
+        "<table><tr><th>run</th><th>engine</th><th>tps avg</th><th>median</th><th>min</th><th>p01</th><th>cv</th>\
          <th>stall intervals</th><th>longest stall (s)</th><th>lat avg (ms)</th><th>p95</th>\
          <th>p99</th><th>p99.9</th><th>max</th><th>transactions</th><th>errors</th>\
          <th>pages written/txn</th><th>redo bytes/txn</th><th>sync flush waits</th>\
-         <th>sync wait (ms)</th><th>throttle (ms)</th></tr>",
+         <th>sync wait (ms)</th><th>throttle (ms)</th><th>bytes written/txn</th>\
+         <th>peak RSS (MiB)</th></tr>",
     );
     for r in runs {
         let s = &r.summary;
         let l = &s.latency_ms;
         let _ = write!(
             t,
-            "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.3}</td>\
+            "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.3}</td>\
              <td>{}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
              <td>{:.2}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.0}</td><td>{}</td>\
-             <td>{:.1}</td><td>{:.1}</td></tr>",
+             <td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",
             escape(&r.label),
+            escape(&r.engine),
             s.tps_avg,
             s.tps_median,
             s.tps_min,
@@ -311,9 +314,20 @@ fn summary_table(runs: &[RunResult]) -> String {
             s.sync_flush_waits,
             s.sync_flush_wait_ms_total,
             s.throttle_delay_ms_total,
+            measured(r, "bytes_written_per_txn", format!("{:.0}", s.bytes_written_per_txn)),
+            measured(r, "peak_rss_bytes", format!("{:.0}", s.peak_rss_bytes as f64 / MIB)),
         );
     }
     t.push_str("</table>");
+    for r in runs.iter().filter(|r| !r.summary.not_measured.is_empty()) {
+        let _ = write!(
+            t,
+            "<p class=\"note\">{} ({}) does not measure, so shows 0 or n/a for: {}.</p>",
+            escape(&r.label),
+            escape(&r.engine),
+            escape(&r.summary.not_measured.join(", "))
+        );
+    }
     t
 }
 
@@ -346,12 +360,15 @@ td:first-child{text-align:left}.preset{background:#f3f7fb;padding:0 1em;max-widt
 fn policies(runs: &[RunResult]) -> String {
     let mut names: Vec<String> = Vec::new();
     for r in runs {
-        let name = r
-            .options
-            .get("flush_policy")
-            .and_then(|v| v.as_str())
-            .unwrap_or("?")
-            .to_string();
+        let name = if r.engine == KEEL_ENGINE {
+            r.options
+                .get("flush_policy")
+                .and_then(|v| v.as_str())
+                .unwrap_or("?")
+                .to_string()
+        } else {
+            format!("{}'s own", r.engine)
+        };
         if !names.contains(&name) {
             names.push(name);
         }

@@ -76,7 +76,7 @@ pub struct Summary {
     pub peak_rss_bytes: u64,
     /// Fields of this summary and of the intervals that the engine does
     /// not measure, so read as 0 (empty for Keel, which measures all).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_measured: Vec<String>,
 }
 
