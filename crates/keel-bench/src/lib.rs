@@ -3,8 +3,10 @@
 
 pub mod bank;
 pub mod basic;
+pub mod cgroup;
 pub mod chart;
 pub mod durability;
+pub mod innodb;
 pub mod iobench;
 pub mod oltp;
 pub mod sys;

@@ -13,10 +13,12 @@ use engine_args::EngineArgs;
 mod check;
 mod crashtest;
 mod engine_args;
+mod innodb;
 mod inspect;
 mod iobench;
 mod oltp;
 mod report;
+mod throttle_args;
 
 #[derive(Parser)]
 #[command(
@@ -66,6 +68,9 @@ enum Bench {
     Recovery(RecoveryArgs),
     /// sysbench's OLTP workloads (oltp_read_write by default) with per-interval lines, JSON, CSV and an HTML report.
     Oltp(Box<oltp::OltpArgs>),
+    /// The same OLTP workload on real InnoDB (a private MariaDB server driven by sysbench),
+    /// with Keel's options mapped to InnoDB's, written in Keel's JSON format.
+    Innodb(Box<innodb::InnodbArgs>),
 }
 
 #[derive(Args)]
@@ -145,6 +150,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(Bench::Commit(a)) => bench_commit(a),
         Command::Bench(Bench::Recovery(a)) => bench_recovery(a),
         Command::Bench(Bench::Oltp(a)) => oltp::run(*a),
+        Command::Bench(Bench::Innodb(a)) => innodb::run(*a),
         Command::Iobench(a) => iobench::run(a),
         Command::Crashtest(a) => crashtest::run(a),
         Command::CrashtestChild(a) => crashtest::child(a),

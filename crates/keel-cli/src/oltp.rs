@@ -11,11 +11,13 @@ use anyhow::{Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::Args;
 use keel::{FlushPolicyName, Options};
+use keel_bench::cgroup::Throttle;
 use keel_bench::oltp::{
     self, DeviceChange, Event, OltpParams, OltpReport, Plan, RandType, RunResult, Workload,
 };
 
 use crate::engine_args::EngineArgs;
+use crate::throttle_args::ThrottleArgs;
 
 mod resolve;
 mod showdown;
@@ -86,6 +88,8 @@ pub struct OltpArgs {
     /// Skip prepare when --datadir already holds the tables.
     #[arg(long)]
     pub reuse_data: bool,
+    #[command(flatten)]
+    pub throttle: ThrottleArgs,
     // Only the keys a --config file sets override (see resolve.rs).
     #[command(flatten)]
     pub engine: EngineArgs,
@@ -199,7 +203,23 @@ pub fn run(a: OltpArgs) -> Result<()> {
     };
     let plan = plan(&a, datadir)?;
     steady_note(&a, &plan)?;
-    let report = execute(&plan)?;
+    let throttle = if a.throttle.limit()?.is_none() {
+        None
+    } else {
+        if let Some((label, _, o)) = plan
+            .runs()?
+            .iter()
+            .find(|(_, _, o)| o.device != "unlimited")
+        {
+            anyhow::bail!(
+                "--throttle-write-iops/--throttle-write-bw limit the real disk, but run `{label}` \
+                 has the device model `{}`: leave --device unlimited (the default)",
+                o.device
+            );
+        }
+        a.throttle.throttle(&plan.datadir)?
+    };
+    let report = execute(&plan, throttle.as_ref())?;
     write_outputs(&a, &report)
 }
 
@@ -259,7 +279,9 @@ fn steady_note(a: &OltpArgs, plan: &Plan) -> Result<()> {
 }
 
 /// Run the plan, printing its preset, progress, interval lines and results.
-fn execute(plan: &Plan) -> Result<OltpReport> {
+/// With `throttle`, each run's measurement (not its prepare) runs in the
+/// throttle's cgroup.
+fn execute(plan: &Plan, throttle: Option<&Throttle>) -> Result<OltpReport> {
     if let Some((p, given)) = &plan.preset {
         println!(
             "preset {}: seed {} \"{}\": {}{}",
@@ -275,7 +297,39 @@ fn execute(plan: &Plan) -> Result<OltpReport> {
         );
     }
     let mut progress = Progress::new();
-    Ok(oltp::run_plan(plan, &mut |e| on_event(e, &mut progress))?)
+    Ok(oltp::run_plan(plan, &mut |e| {
+        if let Some(t) = throttle {
+            throttle_run(t, &e);
+        }
+        on_event(e, &mut progress)
+    })?)
+}
+
+/// Put this process in `t`'s cgroup when a run starts, out of it when the
+/// run ends. A failure to join stops the command: the run would not meet
+/// the disk it was asked for.
+fn throttle_run(t: &Throttle, e: &Event<'_>) {
+    let pid = std::process::id();
+    match e {
+        Event::RunStart { .. } => {
+            if let Err(err) = t.add(pid) {
+                eprintln!("keel: error: {err}");
+                std::process::exit(1);
+            }
+            println!(
+                "writes to disk {} limited to {} (cgroup {})",
+                t.device(),
+                t.limit(),
+                t.dir().display()
+            );
+        }
+        Event::RunDone { .. } => {
+            if let Err(err) = t.remove(pid) {
+                eprintln!("keel: warning: {err}");
+            }
+        }
+        _ => {}
+    }
 }
 
 fn write_outputs(a: &OltpArgs, report: &OltpReport) -> Result<()> {

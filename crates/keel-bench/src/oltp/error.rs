@@ -30,6 +30,9 @@ pub enum OltpError {
     /// The data directory does not hold what the run needs.
     #[error("{0}")]
     Data(String),
+    /// A write limit (`--throttle-write-iops`) could not be set up.
+    #[error(transparent)]
+    Throttle(#[from] crate::cgroup::ThrottleError),
     /// A worker thread panicked.
     #[error("an oltp worker thread panicked")]
     WorkerPanicked,

@@ -44,6 +44,7 @@ pub use presets::{
 pub use report::{render_html, write_html_report, CHART_TITLES};
 pub use rows::{index_key, index_name, table_name, Row, INDEX_SUFFIX};
 pub use runner::{run, Tick};
+pub(crate) use sample::{Counts, Snapshot, PROCESS_WRITE_BYTES};
 pub use sample::{Interval, PagesFlushed};
 pub use showdown::{
     criteria, judge, preset_file, render_showdown_html, showdown_text, write_showdown, Check,

@@ -74,7 +74,7 @@ pub(super) fn run(a: &OltpArgs) -> Result<()> {
     for (i, (pa, plan)) in steps.iter().enumerate() {
         let name = &names[i];
         println!("\n=== showdown {}/{}: {name} ===", i + 1, steps.len());
-        let report = execute(plan).with_context(|| format!("--preset showdown: {name}"))?;
+        let report = execute(plan, None).with_context(|| format!("--preset showdown: {name}"))?;
         write_outputs(pa, &report)?;
         verdicts.push(oltp::judge(name, &format!("{name}/index.html"), &report));
         let summary = oltp::ShowdownReport::new(verdicts.clone(), names[i + 1..].to_vec());

@@ -1,0 +1,379 @@
+//! `keel bench innodb`: the same OLTP workload on real InnoDB (MariaDB
+//! through sysbench), measured like `keel bench oltp` and written in its
+//! JSON format, so that `keel report` shows both engines in one page.
+//!
+//! The run: find the programs (an error names the Debian packages that
+//! are missing; nothing is installed), start a private server
+//! ([`server::Server`]: a Unix socket, no TCP port) with Keel's options
+//! mapped one to one ([`settings`]), `sysbench prepare` the tables, write
+//! every dirty page (as `keel bench oltp` flushes after prepare), put the
+//! server under the write limit if one is given ([`crate::cgroup`]), then
+//! `sysbench run` with `--report-interval`. At each interval line the
+//! server's `INNODB_METRICS` (and `Innodb_checkpoint_max_age`) are read and
+//! the interval is built from them exactly as Keel's are from its metrics,
+//! whose names are InnoDB's. At the end: sysbench's latency histogram,
+//! `SHOW ENGINE INNODB STATUS` as the run's status, the InnoDB variables as
+//! its options; then the server stops cleanly and its files are removed.
+//!
+//! What differs from Keel's runs, and so from the figures: the SQL layer
+//! and sysbench's client round trips (on the same cores), undo logging and
+//! MVCC, sysbench's own random data (same schema and sizes, not the same
+//! rows), and a few figures InnoDB does not expose (listed in the run's
+//! `summary.not_measured`). The flushing mode is derived from the
+//! checkpoint age against InnoDB's marks (`sync` past
+//! `Innodb_checkpoint_max_age`, `async` past `log_max_modified_age_async`,
+//! else `adaptive`).
+
+pub mod server;
+pub mod settings;
+pub mod sysbench;
+
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use crate::cgroup::{Throttle, WriteLimit};
+use crate::oltp::{Counts, Snapshot, PROCESS_WRITE_BYTES};
+use crate::oltp::{Interval, OltpError, OltpParams, OltpReport, RunResult, Summary};
+use server::{Server, Tools};
+
+/// The engine name of these runs in the JSON.
+pub const ENGINE: &str = "innodb";
+
+/// The database sysbench's tables go in.
+const DB: &str = "sbtest";
+
+/// Figures InnoDB (or sysbench) does not give, so 0 in the JSON.
+pub const NOT_MEASURED: &[&str] = &[
+    "lat_max_ms (per interval)",
+    "sync_flush_wait_ms",
+    "free_check_waits",
+    "free_check_wait_ms",
+];
+
+/// Metrics read under the same name in `INNODB_METRICS` and Keel.
+const SAME_NAMES: &[&str] = &[
+    "log_lsn_checkpoint_age",
+    "log_max_modified_age_async",
+    "buffer_pool_pages_dirty",
+    "buffer_pool_pages_free",
+    "buffer_pool_pages_total",
+    "buffer_flush_adaptive_total_pages",
+    "buffer_flush_background_total_pages",
+    "buffer_LRU_batch_flush_total_pages",
+    "buffer_flush_sync_total_pages",
+    "buffer_flush_neighbor_total_pages",
+    "buffer_flush_sync_waits",
+    "buffer_pages_written",
+    "os_data_reads",
+    "os_data_writes",
+];
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct InnodbPlan {
+    /// The workload (warm-up is not supported: sysbench's would not be
+    /// sampled apart).
+    pub params: OltpParams,
+    /// Keel options (`key=value`), mapped to InnoDB's variables.
+    pub sets: Vec<String>,
+    /// Directory for the server's files (created; must be new or empty).
+    pub datadir: PathBuf,
+    /// Write limit on the disk of `datadir` during the measurement.
+    pub throttle: WriteLimit,
+    /// The run's label (default: `innodb`).
+    pub label: Option<String>,
+    /// Keep the server's files afterwards.
+    pub keep: bool,
+}
+
+/// Progress, for the command line.
+#[non_exhaustive]
+pub enum InnodbEvent<'a> {
+    /// A step began (starting the server, prepare, ...).
+    Step(&'a str),
+    /// An interval ended.
+    Interval(&'a Interval),
+}
+
+/// Run the plan and return its one run as a report.
+pub fn run(
+    plan: &InnodbPlan,
+    on_event: &mut dyn FnMut(InnodbEvent<'_>),
+) -> Result<OltpReport, OltpError> {
+    let p = &plan.params;
+    p.validate()?;
+    if p.warmup_s > 0.0 {
+        return Err(OltpError::param(
+            "warmup",
+            "is not supported for InnoDB (sysbench's warm-up is not sampled apart); use 0",
+        ));
+    }
+    if p.prewarm {
+        return Err(OltpError::param(
+            "prewarm",
+            "is not supported for InnoDB (sysbench 1.0's prewarm needs a newer driver)",
+        ));
+    }
+    let options = settings::options(&plan.sets)?;
+    let tools = Tools::find()?;
+    on_event(InnodbEvent::Step("starting a private MariaDB server"));
+    let mut server = Server::start(
+        &tools,
+        &plan.datadir,
+        &settings::server_flags(&options),
+        plan.keep,
+    )?;
+    let pid = server
+        .pid()
+        .ok_or_else(|| OltpError::Data("the MariaDB server is not running".into()))?;
+    server.query(&format!("CREATE DATABASE {DB}"))?;
+    let socket = server.socket().display().to_string();
+    let base = sysbench::args(p, &socket, DB);
+    on_event(InnodbEvent::Step("sysbench prepare"));
+    let out = Command::new(&tools.sysbench)
+        .args(&base)
+        .arg("prepare")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(OltpError::io(format!(
+            "cannot run {}",
+            tools.sysbench.display()
+        )))?;
+    if !out.status.success() {
+        return Err(OltpError::Data(format!(
+            "sysbench prepare failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    on_event(InnodbEvent::Step("writing every dirty page"));
+    flush_dirty(&server, options.max_dirty_pages_pct)?;
+    let log_capacity = options.log_file_size * options.log_files_in_group as u64;
+    let throttle = if plan.throttle.is_none() {
+        None
+    } else {
+        let t = Throttle::create(&plan.datadir, plan.throttle)?;
+        t.add(pid)?;
+        on_event(InnodbEvent::Step(&format!(
+            "the server's writes to disk {} are limited to {}",
+            t.device(),
+            t.limit()
+        )));
+        Some(t)
+    };
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+    on_event(InnodbEvent::Step("sysbench run"));
+    let first = sample(&server, pid, log_capacity)?;
+    let mut child = Command::new(&tools.sysbench)
+        .args(&base)
+        .args(sysbench::run_args(p))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(OltpError::io(format!(
+            "cannot run {}",
+            tools.sysbench.display()
+        )))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| OltpError::Data("sysbench's output is not readable".into()))?;
+    let mut text = String::new();
+    let mut intervals = Vec::new();
+    let (mut prev, mut prev_t) = (first.clone(), 0.0);
+    for line in BufReader::new(stdout).lines() {
+        let line = line.map_err(OltpError::io("cannot read sysbench's output"))?;
+        if let Some(l) = sysbench::parse_interval(&line) {
+            let now = sample(&server, pid, log_capacity)?;
+            let secs = (l.t_s - prev_t).max(1e-9);
+            let counts = Counts {
+                transactions: (l.tps * secs).round() as u64,
+                queries: (l.qps * secs).round() as u64,
+                errors: (l.err_per_s * secs).round() as u64,
+                lat_p95_ms: l.lat_p95_ms,
+                lat_max_ms: 0.0,
+            };
+            let iv = Interval::new(l.t_s, secs, counts, &prev, &now);
+            on_event(InnodbEvent::Interval(&iv));
+            intervals.push(iv);
+            (prev, prev_t) = (now, l.t_s);
+        }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let stderr = Server::output_of(&mut child);
+    let status = child
+        .wait()
+        .map_err(OltpError::io("cannot wait for sysbench"))?;
+    drop(throttle);
+    if !status.success() {
+        return Err(OltpError::Data(format!(
+            "sysbench run failed ({status}):\n{stderr}"
+        )));
+    }
+    let fin = sysbench::parse_final(&text)?;
+    // One row: Type, Name, Status; the status with its newlines escaped.
+    let status_text = server
+        .query("SHOW ENGINE INNODB STATUS")
+        .map(|s| s.splitn(3, '\t').nth(2).unwrap_or("").replace("\\n", "\n"))
+        .unwrap_or_default();
+    let mut summary = Summary::new(&intervals, &fin.latency_us, prev_t, &first, &prev);
+    if let Some(max) = fin.max_ms {
+        summary.latency_ms.max = max;
+    }
+    summary.peak_rss_bytes = crate::sys::peak_rss_bytes_of(pid).unwrap_or(0);
+    summary.not_measured = NOT_MEASURED.iter().map(|s| s.to_string()).collect();
+    let run_options = variables(&server)?;
+    let io_capacity_max = run_options
+        .get("innodb_io_capacity_max")
+        .and_then(|v| v.as_str())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    server.stop()?;
+    drop(server);
+    Ok(OltpReport {
+        version: 1,
+        preset: None,
+        preset_settings: None,
+        prepare_sets: Vec::new(),
+        runs: vec![RunResult {
+            label: plan.label.clone().unwrap_or_else(|| ENGINE.to_string()),
+            engine: ENGINE.to_string(),
+            options: run_options,
+            io_capacity_max,
+            workload: p.clone(),
+            summary,
+            intervals,
+            device_changes: Vec::new(),
+            status: status_text,
+        }],
+    })
+}
+
+/// Write every dirty page: `innodb_max_dirty_pages_pct` 0 until none is
+/// left (at most ten minutes), then back to `pct`.
+fn flush_dirty(server: &Server, pct: f64) -> Result<(), OltpError> {
+    server.query("SET GLOBAL innodb_max_dirty_pages_pct = 0")?;
+    let t0 = Instant::now();
+    loop {
+        let out = server.query("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'")?;
+        let dirty: u64 = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        if dirty == 0 || t0.elapsed().as_secs() > 600 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    server.query(&format!("SET GLOBAL innodb_max_dirty_pages_pct = {pct}"))?;
+    Ok(())
+}
+
+/// The server's metrics under Keel's names, with its process's bytes
+/// written (`/proc/PID/io`).
+fn sample(server: &Server, pid: u32, log_capacity: u64) -> Result<Snapshot, OltpError> {
+    let out = server.query(
+        "SELECT NAME, COUNT FROM information_schema.INNODB_METRICS; \
+         SHOW GLOBAL STATUS LIKE 'Innodb_checkpoint_max_age'",
+    )?;
+    Ok(snapshot(
+        &out,
+        log_capacity,
+        crate::sys::process_write_bytes(Some(pid)),
+    ))
+}
+
+/// Parse `NAME\tCOUNT` lines into a snapshot under Keel's names.
+fn snapshot(out: &str, log_capacity: u64, write_bytes: Option<u64>) -> Snapshot {
+    let mut s = Snapshot::new();
+    for line in out.lines() {
+        let Some((name, count)) = line.split_once('\t') else {
+            continue;
+        };
+        let Ok(v) = count.trim().parse::<i64>() else {
+            continue;
+        };
+        let v = v.max(0) as u64;
+        if let Some(n) = SAME_NAMES.iter().find(|n| **n == name) {
+            s.insert(n, v);
+        } else if name == "os_log_bytes_written" {
+            s.insert("log_bytes_written", v);
+        } else if name == "Innodb_checkpoint_max_age" {
+            s.insert("log_max_modified_age_sync", v);
+        }
+    }
+    s.insert("log_capacity", log_capacity);
+    let age = s.get("log_lsn_checkpoint_age").copied().unwrap_or(0);
+    let sync = s
+        .get("log_max_modified_age_sync")
+        .copied()
+        .unwrap_or(u64::MAX);
+    let async_ = s
+        .get("log_max_modified_age_async")
+        .copied()
+        .unwrap_or(u64::MAX);
+    let mode = if age >= sync {
+        keel::FlushMode::Sync
+    } else if age >= async_ {
+        keel::FlushMode::Async
+    } else {
+        keel::FlushMode::Adaptive
+    };
+    s.insert("buffer_flush_mode", mode.code());
+    if let Some(b) = write_bytes {
+        s.insert(PROCESS_WRITE_BYTES, b);
+    }
+    s
+}
+
+/// The mapped InnoDB variables and the server's version, as the run's options.
+fn variables(server: &Server) -> Result<serde_json::Map<String, serde_json::Value>, OltpError> {
+    let names: Vec<String> = settings::reported_variables()
+        .into_iter()
+        .chain(["version"])
+        .map(|n| format!("'{n}'"))
+        .collect();
+    let out = server.query(&format!(
+        "SHOW GLOBAL VARIABLES WHERE Variable_name IN ({})",
+        names.join(",")
+    ))?;
+    Ok(out
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.to_string())))
+        .collect())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn innodb_metrics_become_keel_names_and_the_mode_follows_the_marks() {
+        let out = "log_lsn_checkpoint_age\t900\nlog_max_modified_age_async\t800\n\
+                   os_log_bytes_written\t12345\nbuffer_flush_sync_waits\t7\n\
+                   buffer_pool_pages_misc\t3\nInnodb_checkpoint_max_age\t1000\nbad line\n";
+        let s = snapshot(out, 2000, Some(42));
+        assert_eq!(s["log_lsn_checkpoint_age"], 900);
+        assert_eq!(s["log_bytes_written"], 12345);
+        assert_eq!(s["log_max_modified_age_sync"], 1000);
+        assert_eq!(s["buffer_flush_sync_waits"], 7);
+        assert_eq!(s["log_capacity"], 2000);
+        assert_eq!(s[PROCESS_WRITE_BYTES], 42);
+        assert!(!s.contains_key("buffer_pool_pages_misc"));
+        assert_eq!(s["buffer_flush_mode"], keel::FlushMode::Async.code());
+        let s = snapshot(
+            "log_lsn_checkpoint_age\t1000\nInnodb_checkpoint_max_age\t1000\n",
+            1,
+            None,
+        );
+        assert_eq!(s["buffer_flush_mode"], keel::FlushMode::Sync.code());
+    }
+}

@@ -1,0 +1,126 @@
+#![allow(clippy::unwrap_used)]
+//! `keel bench innodb` end to end: a private MariaDB server, sysbench for
+//! five seconds, the JSON read back as `keel report` reads it. Skipped, and
+//! said so, where MariaDB or sysbench is not installed (`.ci/run` installs
+//! them).
+
+mod common;
+
+use common::keel_in;
+use keel_bench::cgroup::{Throttle, WriteLimit};
+use keel_bench::innodb::server::Tools;
+use keel_bench::oltp;
+
+#[test]
+fn a_short_innodb_run_writes_a_report_in_keels_format() {
+    if let Err(e) = Tools::find() {
+        eprintln!("SKIPPED: the InnoDB smoke test: {e}");
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("keel-innodb-test-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let mut args = vec![
+        "bench",
+        "innodb",
+        "--tables",
+        "2",
+        "--table-size",
+        "2000",
+        "--threads",
+        "4",
+        "--time",
+        "5",
+        "--set",
+        "buffer_pool_size=64MiB",
+        "--set",
+        "log_file_size=16MiB",
+        "--json",
+        "innodb.json",
+        "--report",
+        "rep",
+    ];
+    // Under the write limit too where this machine can set one (root, a
+    // cgroup I/O controller, a real disk under the target directory).
+    let limit = WriteLimit {
+        iops: Some(2000),
+        bytes_per_s: None,
+    };
+    let throttled = Throttle::create(dir.path(), limit).is_ok();
+    if throttled {
+        args.extend(["--throttle-write-iops", "2000"]);
+    } else {
+        eprintln!("note: the InnoDB smoke test runs without --throttle-write-iops (no cgroup I/O controller or not root)");
+    }
+    let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
+    assert!(ok, "{out}");
+    assert!(out.contains("innodb: sysbench run"), "{out}");
+    assert!(
+        out.contains("] thds: 4 tps: ") && out.contains("ckpt age"),
+        "{out}"
+    );
+    assert!(out.contains("INNODB MONITOR OUTPUT"), "{out}");
+    if throttled {
+        assert!(out.contains("limited to 2000 write IOPS"), "{out}");
+    }
+    let report = oltp::read_report(&dir.path().join("innodb.json")).unwrap();
+    let run = &report.runs[0];
+    assert_eq!(run.engine, "innodb");
+    assert!(
+        run.intervals.len() >= 4,
+        "{} intervals",
+        run.intervals.len()
+    );
+    assert!(run.summary.transactions > 0 && run.summary.tps_avg > 0.0);
+    assert!(run.summary.latency_ms.p99 > 0.0);
+    assert!(run.summary.log_bytes_per_txn > 0.0, "no redo counted");
+    assert!(!run.summary.not_measured.is_empty());
+    let iv = run.intervals.last().unwrap();
+    // Two files of 16 MiB: one InnoDB log of 32 MiB; a 64 MiB pool holds
+    // 4,096 pages of 16 KiB, of which InnoDB counts a little less.
+    assert!(iv.log_capacity == 32 << 20, "{iv:?}");
+    assert!((3800..=4096).contains(&iv.total_pages), "{iv:?}");
+    assert!(iv.sync_mark > iv.async_mark && iv.async_mark > 0, "{iv:?}");
+    assert_eq!(
+        run.options
+            .get("innodb_buffer_pool_size")
+            .and_then(|v| v.as_str()),
+        Some("67108864")
+    );
+    assert!(dir.path().join("rep/index.html").exists());
+    // The server's files are gone and no server is left running.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("keel-innodb-"))
+        .collect();
+    assert!(left.is_empty(), "the server's directory was left behind");
+}
+
+#[test]
+fn innodb_refuses_options_it_has_no_equivalent_for_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = keel_in(
+        dir.path(),
+        &[
+            "bench",
+            "innodb",
+            "--set",
+            "flush_policy=steady",
+            "--time",
+            "1",
+        ],
+    );
+    assert!(!run.ok());
+    assert!(
+        run.stderr.contains("flush_policy") && run.stderr.contains("no InnoDB equivalent"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "work started"
+    );
+}
