@@ -23,6 +23,10 @@ pub struct ReportArgs {
     /// Directory for the merged report: index.html, report.json and summary.txt.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    /// Also give each configuration's median over its repetitions: the runs of
+    /// files named NAME-1.json, NAME-2.json, ... repeat NAME.
+    #[arg(long)]
+    repeats: bool,
 }
 
 pub fn run(a: ReportArgs) -> Result<()> {
@@ -31,11 +35,16 @@ pub fn run(a: ReportArgs) -> Result<()> {
         .iter()
         .map(|f| Ok((f.clone(), oltp::read_report(f)?)))
         .collect::<Result<Vec<_>>>()?;
+    let repeats = if a.repeats {
+        format!("\n{}", oltp::repeats_text(&reports))
+    } else {
+        String::new()
+    };
     let merged = oltp::merge(reports);
     let page = oltp::write_html_report(&merged, &a.out)?;
     let json = a.out.join("report.json");
     oltp::write_json(&merged, &json)?;
-    let table = oltp::summary_text(&merged);
+    let table = oltp::summary_text(&merged) + &repeats;
     let text = a.out.join("summary.txt");
     std::fs::write(&text, &table)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", text.display()))?;

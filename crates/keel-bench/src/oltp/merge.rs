@@ -88,6 +88,112 @@ pub fn merge(reports: Vec<(PathBuf, OltpReport)>) -> OltpReport {
     }
 }
 
+/// The configuration a file's runs repeat: its name without `.json` and
+/// without a trailing `-N` (`steady-300-2.json` repeats `steady-300`).
+fn repeated_config(path: &Path) -> String {
+    let stem = file_stem(path);
+    match stem.rsplit_once('-') {
+        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            base.to_string()
+        }
+        _ => stem,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Repetitions as a table: the runs of files named `NAME-1.json`,
+/// `NAME-2.json`, ... (and the same run label within them) are one
+/// configuration, `NAME`; each line gives the median of its runs' figures
+/// and, for the average tps, the lowest and highest.
+pub fn repeats_text(files: &[(PathBuf, OltpReport)]) -> String {
+    let mut groups: Vec<(String, Vec<&RunResult>)> = Vec::new();
+    for (path, report) in files {
+        let config = repeated_config(path);
+        for run in &report.runs {
+            let key = if report.runs.len() == 1 {
+                config.clone()
+            } else {
+                format!("{config}: {}", run.label)
+            };
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, runs)) => runs.push(run),
+                None => groups.push((key, vec![run])),
+            }
+        }
+    }
+    let mut rows = vec![[
+        "configuration",
+        "runs",
+        "tps avg (min-max)",
+        "tps min",
+        "<50% s",
+        "<10% s",
+        "p99 ms",
+        "max ms",
+        "sync waits",
+        "pages/txn",
+        "bytes/txn",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for (key, runs) in &groups {
+        let m = |f: fn(&RunResult) -> f64| median(runs.iter().map(|r| f(r)).collect());
+        let tps: Vec<f64> = runs.iter().map(|r| r.summary.tps_avg).collect();
+        let lo = tps.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = tps.iter().copied().fold(0.0, f64::max);
+        rows.push(vec![
+            key.clone(),
+            runs.len().to_string(),
+            format!("{:.1} ({lo:.1}-{hi:.1})", median(tps.clone())),
+            format!("{:.1}", m(|r| r.summary.tps_min)),
+            format!("{:.0}", m(|r| dips(r) as f64)),
+            format!("{:.0}", m(|r| r.summary.stall_intervals as f64)),
+            format!("{:.1}", m(|r| r.summary.latency_ms.p99)),
+            format!("{:.1}", m(|r| r.summary.latency_ms.max)),
+            format!("{:.0}", m(|r| r.summary.sync_flush_waits as f64)),
+            format!("{:.2}", m(|r| r.summary.pages_written_per_txn)),
+            format!("{:.0}", m(|r| r.summary.bytes_written_per_txn)),
+        ]);
+    }
+    format!(
+        "medians over repetitions (files NAME-1.json, NAME-2.json, ... repeat NAME):\n{}",
+        table(&rows)
+    )
+}
+
+/// Rows as aligned columns: the first column left-aligned, the rest right.
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (v, w))| {
+                if c == 0 {
+                    format!("{v:<w$}")
+                } else {
+                    format!("{v:>w$}")
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    }
+    out
+}
+
 /// Intervals of `run` below half its median tps (the showdown's dips).
 pub fn dips(run: &RunResult) -> u64 {
     stalls(&run.intervals, run.summary.tps_median * MIN_SHARE_OF_MEDIAN).0
@@ -152,25 +258,7 @@ pub fn summary_text(report: &OltpReport) -> String {
             ),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(c, (v, w))| {
-                if c < 2 {
-                    format!("{v:<w$}")
-                } else {
-                    format!("{v:>w$}")
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
-    }
+    let mut out = table(&rows);
     let notes: Vec<String> = report
         .runs
         .iter()
@@ -268,6 +356,36 @@ mod tests {
             ),
         ]);
         assert_eq!(distinct.runs[1].label, "flush_policy=steady");
+    }
+
+    #[test]
+    fn repetitions_are_grouped_by_file_name_and_give_medians() {
+        let file = |name: &str, tps: f64| {
+            let mut r = run("read_write", "keel");
+            r.summary.tps_avg = tps;
+            (PathBuf::from(name), report(vec![r]))
+        };
+        let text = repeats_text(&[
+            file("innodb-300-1.json", 400.0),
+            file("steady-300-1.json", 500.0),
+            file("innodb-300-2.json", 300.0),
+            file("steady-300-2.json", 520.0),
+            file("innodb-300-3.json", 444.0),
+            file("steady-300-3.json", 510.0),
+            file("odd.json", 1.0),
+        ]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 5, "{text}");
+        assert!(
+            lines[2].starts_with("innodb-300 ") && lines[2].contains("400.0 (300.0-444.0)"),
+            "{text}"
+        );
+        assert!(
+            lines[3].starts_with("steady-300 ") && lines[3].contains("510.0 (500.0-520.0)"),
+            "{text}"
+        );
+        assert!(lines[4].starts_with("odd "), "{text}");
+        assert_eq!(median(vec![1.0, 4.0, 2.0, 3.0]), 2.5);
     }
 
     #[test]
