@@ -33,7 +33,7 @@ pub use bench::{run_plan, Event, OltpReport, Plan, RunResult, KEEL_ENGINE};
 pub use device_change::{DeviceChange, DEVICE_CHANGE_FLAG};
 pub use error::OltpError;
 pub use keys::{KeyGen, RandType};
-pub use merge::{dips, merge, read_report, repeats_text, summary_text};
+pub use merge::{below_average, merge, read_report, repeats_text, summary_text};
 pub use output::{csv_text, device_change_line, interval_line, write_csv, write_json};
 pub use params::{options_json, parse_bool, OltpParams, VaryAxis, Workload, WORKLOAD_KEYS};
 pub use prepare::{has_tables, prepare, prewarm};
