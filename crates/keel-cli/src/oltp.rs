@@ -148,11 +148,11 @@ fn after_help() -> String {
          lists them in not_measured; bytes written per transaction and peak RSS are measured \
          for every engine. Workload flags (--tables, --table-size, --threads, --time, \
          --workload, --rate, ...) and --vary over them apply to every engine, and so does \
-         --reuse-data. Of the engine options, the others read buffer_pool_size (their cache: \
-         SQLite's split over its connections, redb's and RocksDB's cache; LMDB has none) and \
-         flush_log_at_trx_commit (1: every commit durable; 0 or 2: durable within about a \
-         second); sqlite and rocksdb also read lock_wait_timeout (busy timeout, row-lock \
-         timeout). Any other option (--set, --config, --vary), --device, --device-change, \
+         --reuse-data. Of the engine options, the others read flush_log_at_trx_commit (1: every \
+         commit durable; 0 or 2: durable within about a second); sqlite, redb and rocksdb read \
+         buffer_pool_size as their cache size (SQLite's split over its connections; LMDB has no \
+         cache of its own and refuses it); sqlite and rocksdb also read lock_wait_timeout (busy \
+         timeout, row-lock timeout). Any other option (--set, --config, --vary), --device, --device-change, \
          --prepare-set and --preset apply to Keel only and are refused. See docs/engines.md.",
         keel_help(&names),
         Engine::built_names().join(", "),

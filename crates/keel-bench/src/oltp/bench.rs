@@ -291,6 +291,15 @@ pub fn run_plan(plan: &Plan, on_event: &mut dyn FnMut(Event<'_>)) -> Result<Oltp
             plan.datadir.display()
         )));
     }
+    if let Some(other) = Engine::ALL
+        .into_iter()
+        .find(|e| *e != engine && e.exists(&plan.datadir))
+    {
+        return Err(OltpError::Data(format!(
+            "{} holds a {other} database, not a {engine} one: choose another --datadir",
+            plan.datadir.display()
+        )));
+    }
     let count = runs.len();
     let mut results = Vec::with_capacity(count);
     if count == 1 {

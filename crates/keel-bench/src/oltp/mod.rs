@@ -33,7 +33,9 @@ mod workload;
 
 pub use bench::{run_plan, Event, OltpReport, Plan, RunResult};
 pub use device_change::{DeviceChange, DEVICE_CHANGE_FLAG};
-pub use engine::{Database, DbError, Engine, KeelDatabase, Session, Transaction, TreeId};
+pub use engine::{
+    Database, DbError, Engine, Home, KeelDatabase, Session, Span, Transaction, TreeId,
+};
 pub use error::OltpError;
 pub use keys::{KeyGen, RandType};
 pub use output::{csv_text, device_change_line, interval_line, write_csv, write_json};

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::engine::{Database, DbError, TreeId};
+use super::engine::{Database, DbError, Span, TreeId};
 use super::rows::{index_key, index_name, primary_key, table_name, Row};
 use super::workload::open_tables;
 use super::{OltpError, OltpParams};
@@ -174,7 +174,7 @@ pub fn prewarm(db: &dyn Database, params: &OltpParams) -> Result<u64, OltpError>
                     while let Some(t) = tables.get(next_table.fetch_add(1, Ordering::Relaxed)) {
                         for tree in t.trees() {
                             let mut tx = session.begin(false)?;
-                            let rows = tx.range(tree, &[], None, usize::MAX, &mut |_, _| {})?;
+                            let rows = tx.range(tree, Span::ALL, &mut |_, _| {})?;
                             tx.commit()?;
                             read.fetch_add(rows as u64, Ordering::Relaxed);
                         }

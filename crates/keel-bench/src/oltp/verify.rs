@@ -5,7 +5,7 @@
 
 use keel::Db;
 
-use super::engine::{Database, DbError, KeelDatabase, Session, TreeId};
+use super::engine::{Database, DbError, KeelDatabase, Session, Span, TreeId};
 use super::rows::{index_key, primary_key, Row};
 
 /// Mismatches shown by id in one problem line; the rest are counted.
@@ -81,7 +81,7 @@ fn scan(
     visit: &mut dyn FnMut(&[u8], &[u8]),
 ) -> Result<(), DbError> {
     let mut tx = s.begin(false)?;
-    tx.range(tree, &[], None, usize::MAX, visit)?;
+    tx.range(tree, Span::ALL, visit)?;
     tx.commit()
 }
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rand::rngs::SmallRng;
 use rand::Rng;
 
-use super::engine::{Database, DbError, Session, Transaction, TreeId};
+use super::engine::{Database, DbError, Session, Span, Transaction, TreeId};
 use super::rows::{index_key, index_name, primary_key, row_c, row_k, table_name, Row};
 use super::{KeyGen, OltpError, OltpParams, Workload};
 
@@ -150,7 +150,12 @@ impl<'a> Client<'a> {
         let t = self.table();
         let (lo, hi) = (primary_key(lo), primary_key(hi));
         let mut out = Vec::with_capacity(n);
-        tx.range(t.primary, &lo, Some(&hi), n, &mut |_, v| {
+        let span = Span {
+            from: &lo,
+            to: Some(&hi),
+            limit: n,
+        };
+        tx.range(t.primary, span, &mut |_, v| {
             out.push((row_k(v).unwrap_or(0), row_c(v).unwrap_or(&[]).to_vec()));
         })?;
         Ok(out)

@@ -2,18 +2,19 @@
 //! the table handles, a transaction is a [`keel::Txn`] (READ COMMITTED,
 //! row locks; its waits are Keel's, see the `txn` module of `keel`).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use keel::{Db, Error, Table, Txn};
 
 use super::{
-    handle, Database, DbError, Engine, Metrics, Session, Transaction, TreeId, Trees, Visit,
+    handle, Database, DbError, Engine, Home, Metrics, Session, Span, Transaction, TreeId, Trees,
+    Visit,
 };
 use crate::oltp::options_json;
 
 /// A Keel database for the workloads.
 pub struct KeelDatabase {
+    home: Home,
     db: Db,
     trees: Trees<Table>,
 }
@@ -23,6 +24,7 @@ impl KeelDatabase {
     /// closes it).
     pub fn new(db: Db) -> Self {
         KeelDatabase {
+            home: Home::new(Engine::Keel, db.dir()),
             db,
             trees: Trees::new(),
         }
@@ -30,12 +32,8 @@ impl KeelDatabase {
 }
 
 impl Database for KeelDatabase {
-    fn engine(&self) -> Engine {
-        Engine::Keel
-    }
-
-    fn dir(&self) -> &Path {
-        self.db.dir()
+    fn home(&self) -> &Home {
+        &self.home
     }
 
     fn tree(&self, name: &str, create: bool) -> Result<Option<TreeId>, DbError> {
@@ -135,11 +133,10 @@ impl Transaction for KeelTxn<'_> {
     fn range(
         &mut self,
         tree: TreeId,
-        from: &[u8],
-        to: Option<&[u8]>,
-        limit: usize,
+        span: Span<'_>,
         visit: &mut Visit<'_>,
     ) -> Result<usize, DbError> {
+        let Span { from, to, limit } = span;
         let t = self.table(tree)?;
         let scan = match to {
             Some(to) => self.tx.scan(t, from..=to)?,

@@ -19,8 +19,8 @@ use heed::{Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithTls};
 
 use super::periodic::Periodic;
 use super::{
-    handle, settings_map, sync_each_commit, trees_of, Database, DbError, Engine, Session,
-    Transaction, TreeId, Trees, Visit,
+    handle, settings_map, sync_each_commit, trees_of, Database, DbError, Engine, Home, Session,
+    Span, Transaction, TreeId, Trees, Visit,
 };
 use crate::oltp::OltpParams;
 
@@ -37,7 +37,7 @@ type Db = heed::Database<Bytes, Bytes>;
 
 /// An LMDB environment for the workloads.
 pub(crate) struct LmdbDatabase {
-    dir: PathBuf,
+    home: Home,
     path: PathBuf,
     env: Env,
     map_bytes: u64,
@@ -90,7 +90,7 @@ impl LmdbDatabase {
             })?)
         };
         Ok(LmdbDatabase {
-            dir: dir.to_path_buf(),
+            home: Home::new(Engine::Lmdb, dir),
             path: dir.join(Engine::Lmdb.marker()),
             env,
             map_bytes,
@@ -102,12 +102,8 @@ impl LmdbDatabase {
 }
 
 impl Database for LmdbDatabase {
-    fn engine(&self) -> Engine {
-        Engine::Lmdb
-    }
-
-    fn dir(&self) -> &Path {
-        &self.dir
+    fn home(&self) -> &Home {
+        &self.home
     }
 
     fn tree(&self, name: &str, create: bool) -> Result<Option<TreeId>, DbError> {
@@ -260,15 +256,20 @@ impl Transaction for LmdbTxn<'_> {
     fn range(
         &mut self,
         tree: TreeId,
-        from: &[u8],
-        to: Option<&[u8]>,
-        limit: usize,
+        span: Span<'_>,
         visit: &mut Visit<'_>,
     ) -> Result<usize, DbError> {
+        let Span { from, to, limit } = span;
         use std::ops::Bound::{Included, Unbounded};
         let (name, db) = self.tree(tree)?;
         let e = || fatal(format!("range of {name}"));
-        let bounds = (Included(from), to.map_or(Unbounded, Included));
+        // LMDB refuses an empty key, even as a bound: "" is the start.
+        let start = if from.is_empty() {
+            Unbounded
+        } else {
+            Included(from)
+        };
+        let bounds = (start, to.map_or(Unbounded, Included));
         let mut n = 0;
         for row in db.range(self.ro(), &bounds).map_err(e())?.take(limit) {
             let (k, v) = row.map_err(e())?;

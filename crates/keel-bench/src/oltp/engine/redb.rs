@@ -19,8 +19,8 @@ use redb::{
 };
 
 use super::{
-    handle, settings_map, sync_each_commit, Database, DbError, Engine, Session, Transaction,
-    TreeId, Trees, Visit, SYNC_EVERY,
+    handle, settings_map, sync_each_commit, Database, DbError, Engine, Home, Session, Span,
+    Transaction, TreeId, Trees, Visit, SYNC_EVERY,
 };
 
 const NAME: &str = "redb";
@@ -31,7 +31,7 @@ type Names = [(Arc<str>, ())];
 
 /// A redb database for the workloads.
 pub(crate) struct RedbDatabase {
-    dir: PathBuf,
+    home: Home,
     path: PathBuf,
     db: redb::Database,
     cache_bytes: u64,
@@ -61,7 +61,7 @@ impl RedbDatabase {
             flush_log_at_trx_commit: o.flush_log_at_trx_commit,
             last_durable: (!sync_each_commit(o)).then(|| Mutex::new(Instant::now())),
             trees: Trees::new(),
-            dir: dir.to_path_buf(),
+            home: Home::new(Engine::Redb, dir),
             path,
         })
     }
@@ -88,12 +88,8 @@ impl RedbDatabase {
 }
 
 impl Database for RedbDatabase {
-    fn engine(&self) -> Engine {
-        Engine::Redb
-    }
-
-    fn dir(&self) -> &Path {
-        &self.dir
+    fn home(&self) -> &Home {
+        &self.home
     }
 
     fn tree(&self, name: &str, create: bool) -> Result<Option<TreeId>, DbError> {
@@ -197,8 +193,7 @@ mod read {
     pub(super) fn range(
         t: &impl ReadableTable<Bytes, Bytes>,
         name: &str,
-        (from, to): (&[u8], Option<&[u8]>),
-        limit: usize,
+        Span { from, to, limit }: Span<'_>,
         visit: &mut Visit<'_>,
     ) -> Result<usize, DbError> {
         let e = || fatal(format!("range of {name}"));
@@ -284,13 +279,11 @@ impl Transaction for RedbRead<'_> {
     fn range(
         &mut self,
         tree: TreeId,
-        from: &[u8],
-        to: Option<&[u8]>,
-        limit: usize,
+        span: Span<'_>,
         visit: &mut Visit<'_>,
     ) -> Result<usize, DbError> {
         let (name, t) = self.table(tree)?;
-        read::range(t, name, (from, to), limit, visit)
+        read::range(t, name, span, visit)
     }
 
     fn last_key(&mut self, tree: TreeId) -> Result<Option<Vec<u8>>, DbError> {
@@ -385,14 +378,10 @@ impl Transaction for RedbWrite<'_> {
     fn range(
         &mut self,
         tree: TreeId,
-        from: &[u8],
-        to: Option<&[u8]>,
-        limit: usize,
+        span: Span<'_>,
         visit: &mut Visit<'_>,
     ) -> Result<usize, DbError> {
-        self.with(tree, "range", |t, name| {
-            read::range(t, name, (from, to), limit, visit)
-        })
+        self.with(tree, "range", |t, name| read::range(t, name, span, visit))
     }
 
     fn last_key(&mut self, tree: TreeId) -> Result<Option<Vec<u8>>, DbError> {

@@ -11,7 +11,7 @@
 //! WAL; with 0 or 2 commits write the WAL without syncing and a background
 //! thread makes a synced write once a second, which syncs the WAL up to it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use rocksdb::{
@@ -22,8 +22,8 @@ use rocksdb::{
 
 use super::periodic::Periodic;
 use super::{
-    handle, settings_map, sync_each_commit, Database, DbError, Engine, Session, Transaction,
-    TreeId, Trees, Visit,
+    handle, settings_map, sync_each_commit, Database, DbError, Engine, Home, Session, Span,
+    Transaction, TreeId, Trees, Visit,
 };
 
 const NAME: &str = "rocksdb";
@@ -37,7 +37,7 @@ type Tdb = TransactionDB<MultiThreaded>;
 
 /// A RocksDB database for the workloads.
 pub(crate) struct RocksDatabase {
-    path: PathBuf,
+    home: Home,
     db: Arc<Tdb>,
     cf_opts: Options,
     cache_bytes: u64,
@@ -104,7 +104,7 @@ impl RocksDatabase {
             })?)
         };
         Ok(RocksDatabase {
-            path: dir.to_path_buf(),
+            home: Home::new(Engine::Rocksdb, dir),
             db,
             cf_opts,
             cache_bytes: o.buffer_pool_size,
@@ -117,12 +117,8 @@ impl RocksDatabase {
 }
 
 impl Database for RocksDatabase {
-    fn engine(&self) -> Engine {
-        Engine::Rocksdb
-    }
-
-    fn dir(&self) -> &Path {
-        &self.path
+    fn home(&self) -> &Home {
+        &self.home
     }
 
     fn tree(&self, name: &str, create: bool) -> Result<Option<TreeId>, DbError> {
@@ -176,7 +172,7 @@ impl Database for RocksDatabase {
         sync.set_sync(true);
         self.db
             .delete_opt(SYNC_KEY, &sync)
-            .map_err(err(format!("sync {}", self.path.display())))
+            .map_err(err(format!("sync {}", self.home.dir.display())))
     }
 
     fn close(mut self: Box<Self>) -> Result<(), DbError> {
@@ -263,11 +259,10 @@ impl Transaction for RocksTxn<'_> {
     fn range(
         &mut self,
         tree: TreeId,
-        from: &[u8],
-        to: Option<&[u8]>,
-        limit: usize,
+        span: Span<'_>,
         visit: &mut Visit<'_>,
     ) -> Result<usize, DbError> {
+        let Span { from, to, limit } = span;
         let (name, cf) = self.cf(tree)?;
         let mut opts = ReadOptions::default();
         if let Some(to) = to {

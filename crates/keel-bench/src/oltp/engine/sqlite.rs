@@ -16,8 +16,8 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use super::{
-    handle, settings_map, sync_each_commit, trees_of, Database, DbError, Engine, Session,
-    Transaction, TreeId, Trees, Visit,
+    handle, settings_map, sync_each_commit, trees_of, Database, DbError, Engine, Home, Session,
+    Span, Transaction, TreeId, Trees, Visit,
 };
 use crate::oltp::OltpParams;
 
@@ -53,7 +53,6 @@ impl Sql {
 
 /// What every connection is opened with.
 struct Connect {
-    dir: PathBuf,
     path: PathBuf,
     synchronous: &'static str,
     busy: Duration,
@@ -81,6 +80,7 @@ impl Connect {
 
 /// A SQLite database for the workloads.
 pub(crate) struct SqliteDatabase {
+    home: Home,
     connect: Connect,
     flush_log_at_trx_commit: u8,
     buffer_pool_size: u64,
@@ -116,7 +116,6 @@ impl SqliteDatabase {
         params: &OltpParams,
     ) -> Result<SqliteDatabase, DbError> {
         let connect = Connect {
-            dir: dir.to_path_buf(),
             path: dir.join(Engine::Sqlite.marker()),
             synchronous: if sync_each_commit(o) {
                 "FULL"
@@ -141,6 +140,7 @@ impl SqliteDatabase {
             ));
         }
         Ok(SqliteDatabase {
+            home: Home::new(Engine::Sqlite, dir),
             connect,
             flush_log_at_trx_commit: o.flush_log_at_trx_commit,
             buffer_pool_size: o.buffer_pool_size,
@@ -155,12 +155,8 @@ impl SqliteDatabase {
 }
 
 impl Database for SqliteDatabase {
-    fn engine(&self) -> Engine {
-        Engine::Sqlite
-    }
-
-    fn dir(&self) -> &Path {
-        &self.connect.dir
+    fn home(&self) -> &Home {
+        &self.home
     }
 
     fn tree(&self, name: &str, create: bool) -> Result<Option<TreeId>, DbError> {
@@ -304,11 +300,10 @@ impl Transaction for SqliteTxn<'_> {
     fn range(
         &mut self,
         tree: TreeId,
-        from: &[u8],
-        to: Option<&[u8]>,
-        limit: usize,
+        span: Span<'_>,
         visit: &mut Visit<'_>,
     ) -> Result<usize, DbError> {
+        let Span { from, to, limit } = span;
         let (name, sql) = self.sql(tree)?;
         let e = || err(format!("range of {name}"));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
