@@ -149,7 +149,8 @@ fn after_help() -> String {
          for every engine. Workload flags (--tables, --table-size, --threads, --time, \
          --workload, --rate, ...) and --vary over them apply to every engine, and so does \
          --reuse-data. Of the engine options, the others read flush_log_at_trx_commit (1: every \
-         commit durable; 0 or 2: durable within about a second); sqlite, redb and rocksdb read \
+         commit durable when it returns; 0 or 2: no sync at commit, durable within about a \
+         second, for sqlite at its next WAL checkpoint); sqlite, redb and rocksdb read \
          buffer_pool_size as their cache size (SQLite's split over its connections; LMDB has no \
          cache of its own and refuses it); sqlite and rocksdb also read lock_wait_timeout (busy \
          timeout, row-lock timeout). Any other option (--set, --config, --vary), --device, --device-change, \

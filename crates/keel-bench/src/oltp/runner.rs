@@ -2,9 +2,10 @@
 //! its own, while this thread wakes every report interval, samples the
 //! workers' counts and the engine's metrics, and hands the interval to the
 //! caller. On Keel it also wakes when a `--device-change` falls due and
-//! applies it, and while a run is in progress SIGUSR1 makes the sampler
-//! print Keel's status report to stdout (between two interval lines), as at
-//! the end of the run. Workers wait only inside the engine (see
+//! applies it. While a run is in progress SIGUSR1 makes the sampler print
+//! Keel's status report to stdout (between two interval lines), as at the
+//! end of the run; on another engine, a line saying it has none (rather
+//! than SIGUSR1's default, which ends the process). Workers wait only inside the engine (see
 //! [`engine`](super::engine)) and, with `--rate`, in a sleep that looks at
 //! the stop flag every 50 ms.
 
@@ -14,7 +15,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use keel::Db;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -62,7 +62,7 @@ struct StatusRequest {
 }
 
 impl StatusRequest {
-    fn register(db: &Db) -> StatusRequest {
+    fn register(db: &dyn Database) -> StatusRequest {
         let flag = Arc::new(AtomicBool::new(false));
         #[cfg(unix)]
         let id = match signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&flag))
@@ -77,17 +77,23 @@ impl StatusRequest {
             flag,
             #[cfg(unix)]
             id,
-            since: (db.metrics().snapshot(), Instant::now()),
+            since: (db.metrics(), Instant::now()),
         }
     }
 
     /// Print the status report if it was asked for since the last look.
-    fn poll(&self, db: &Db) {
+    fn poll(&self, db: &dyn Database) {
         if !self.flag.swap(false, Ordering::AcqRel) {
             return;
         }
         let (before, t0) = &self.since;
-        let report = status_report(db, Some((before, t0.elapsed().as_secs_f64())));
+        let report = match db.keel() {
+            Some(k) => status_report(k, Some((before, t0.elapsed().as_secs_f64()))),
+            None => format!(
+                "engine {} has no status report (Keel's only): its interval lines are all there is",
+                db.engine()
+            ),
+        };
         let mut out = std::io::stdout().lock();
         let _ = write!(out, "\n{report}\n");
         let _ = out.flush();
@@ -152,7 +158,7 @@ pub fn run(
             .collect::<Result<_, _>>()?,
         fatal: Mutex::new(None),
     };
-    let status = db.keel().map(StatusRequest::register);
+    let status = StatusRequest::register(db);
     crate::sys::reset_peak_rss();
     let result = std::thread::scope(|s| {
         let hs: Vec<_> = (0..params.threads)
@@ -161,7 +167,7 @@ pub fn run(
                 s.spawn(move || worker(db, params, tables, keys, shared, w))
             })
             .collect();
-        let r = sample_run(db, params, changes, &shared, status.as_ref(), on_tick);
+        let r = sample_run(db, params, changes, &shared, &status, on_tick);
         shared.stop.store(true, Ordering::Relaxed);
         let panicked = hs.into_iter().any(|h| h.join().is_err());
         if panicked {
@@ -250,12 +256,12 @@ fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
     }
 }
 
-/// What the sampler looks after while it sleeps (on Keel: status
-/// requests and device changes).
+/// What the sampler looks after while it sleeps: status requests and (on
+/// Keel) device changes.
 struct Sampler<'a, 'b> {
-    keel: Option<&'a Db>,
+    db: &'a dyn Database,
     stop: &'a AtomicBool,
-    status: Option<&'a StatusRequest>,
+    status: &'a StatusRequest,
     pending: Pending<'b>,
 }
 
@@ -271,9 +277,7 @@ impl Sampler<'_, '_> {
         on_tick: &mut dyn FnMut(Tick<'_>),
     ) -> Result<(), OltpError> {
         loop {
-            if let (Some(status), Some(db)) = (self.status, self.keel) {
-                status.poll(db);
-            }
+            self.status.poll(self.db);
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(());
             }
@@ -281,7 +285,7 @@ impl Sampler<'_, '_> {
             if now >= t {
                 return Ok(());
             }
-            if let Some(db) = self.keel {
+            if let Some(db) = self.db.keel() {
                 self.pending.apply_due(db, now, &mut |c| {
                     on_tick(Tick::DeviceChanged(c));
                 })?;
@@ -372,13 +376,13 @@ fn sample_run(
     params: &OltpParams,
     changes: &[DeviceChange],
     shared: &Shared,
-    status: Option<&StatusRequest>,
+    status: &StatusRequest,
     on_tick: &mut dyn FnMut(Tick<'_>),
 ) -> Result<Measured, OltpError> {
     let step = Duration::from_secs_f64(params.report_interval_s);
     let mut scratch = histogram()?;
     let mut sampler = Sampler {
-        keel: db.keel(),
+        db,
         stop: &shared.stop,
         status,
         pending: Pending::none(),

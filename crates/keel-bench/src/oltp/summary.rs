@@ -219,7 +219,12 @@ mod field_tests {
             );
         }
         // What every engine measures is not among them.
-        for f in ["tps", "lat_p95_ms", "bytes_written_per_txn", "peak_rss_bytes"] {
+        for f in [
+            "tps",
+            "lat_p95_ms",
+            "bytes_written_per_txn",
+            "peak_rss_bytes",
+        ] {
             assert!(!KEEL_METRIC_FIELDS.contains(&f), "{f}");
         }
     }

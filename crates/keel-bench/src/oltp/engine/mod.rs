@@ -478,9 +478,9 @@ pub(crate) fn handle<'a, H>(
 }
 
 /// The durability `flush_log_at_trx_commit` asks of another engine: 1 →
-/// every commit is durable when it returns; 0 and 2 → commits are made
-/// durable about once a second (what each engine loses on a crash is in
-/// `docs/engines.md`).
+/// every commit is durable when it returns; 0 and 2 → no sync at commit,
+/// commits made durable about once a second (SQLite: at its next WAL
+/// checkpoint). What each engine loses on a crash is in `docs/engines.md`.
 #[cfg(any(
     feature = "sqlite",
     feature = "redb",
