@@ -300,7 +300,8 @@ impl Engine {
         ))
     }
 
-    /// Keel's options this engine reads (every option for Keel).
+    /// Keel's options this engine reads (empty for Keel, which reads them
+    /// all).
     pub fn options(self) -> &'static [&'static str] {
         match self {
             Engine::Keel => &[],
