@@ -6,7 +6,8 @@ use std::path::Path;
 
 use keel::{Db, Options};
 use keel_bench::oltp::{
-    self, csv_text, index_name, table_name, Event, OltpParams, OltpReport, Plan, VaryAxis, Workload,
+    self, csv_text, index_name, table_name, Engine, Event, KeelDatabase, OltpParams, OltpReport,
+    Plan, VaryAxis, Workload,
 };
 
 fn small_options() -> Options {
@@ -40,6 +41,7 @@ fn small_params(w: Workload) -> OltpParams {
 
 fn plan(dir: &Path, params: OltpParams, vary: Vec<VaryAxis>) -> Plan {
     Plan {
+        engine: Engine::Keel,
         params,
         options: small_options(),
         vary,
@@ -393,9 +395,12 @@ fn prewarm_reads_every_table_into_the_pool_before_the_run() {
     }
     // Nothing to prewarm: a clear error naming the missing table.
     let empty = Db::open(dir.path().join("empty"), small_options()).unwrap();
-    let e = oltp::prewarm(&empty, &small_params(Workload::ReadOnly))
-        .unwrap_err()
-        .to_string();
+    let e = oltp::prewarm(
+        &KeelDatabase::new(empty.clone()),
+        &small_params(Workload::ReadOnly),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(
         e.contains("sbtest1") && e.contains("prepare it first"),
         "{e}"

@@ -1,5 +1,6 @@
-//! `keel bench oltp`: sysbench's OLTP workloads over the engine, with a
-//! line per report interval, the engine status at the end, and JSON, CSV
+//! `keel bench oltp`: sysbench's OLTP workloads over the engine (or, with
+//! `--engine`, over another embedded engine through the same driver), with
+//! a line per report interval, the engine status at the end, and JSON, CSV
 //! and an HTML report. The work is in `keel_bench::oltp`; this file parses
 //! the flags and prints.
 
@@ -13,7 +14,7 @@ use clap::Args;
 use keel::{FlushPolicyName, Options};
 use keel_bench::cgroup::Throttle;
 use keel_bench::oltp::{
-    self, DeviceChange, Event, OltpParams, OltpReport, Plan, RandType, RunResult, Workload,
+    self, DeviceChange, Engine, Event, OltpParams, OltpReport, Plan, RandType, RunResult, Workload,
 };
 
 use crate::engine_args::EngineArgs;
@@ -32,6 +33,11 @@ use resolve::{resolve, Resolved};
     "TOML file with engine options (keys it sets override the scenario's and the preset's)",
 )))]
 pub struct OltpArgs {
+    /// The engine to run the workload on: keel, or another embedded engine
+    /// for comparison (same transactions, data, seed and threads, same
+    /// report); see "Engines" below [default: keel].
+    #[arg(long = "engine", value_name = "ENGINE", value_parser = engine_parser())]
+    pub engine_name: Option<Engine>,
     /// Scenario preset reproducing one field report (seed), `showdown` to run
     /// the seed presets under both flushing policies and judge steady, or
     /// `list` to list them. It fills only what the command line does not give:
@@ -132,6 +138,49 @@ pub struct OltpArgs {
 
 fn after_help() -> String {
     let names: Vec<&str> = oltp::PRESETS.iter().map(|p| p.name).collect();
+    let others: Vec<&str> = Engine::ALL
+        .iter()
+        .filter(|e| **e != Engine::Keel)
+        .map(|e| e.name())
+        .collect();
+    format!(
+        "{}\n\nEngines (--engine): in this build: {}. Each other engine is a cargo feature of \
+         keel-cli ({}; sqlite, redb and lmdb are on by default, rocksdb is off: its C++ build \
+         takes about 16 minutes). They run the same transactions on the same rows (same \
+         --seed) with the same threads, in --datadir, and write the same JSON, CSV and report; \
+         the fields from Keel's own metrics (checkpoint age, flushing, ...) read 0 and the JSON \
+         lists them in not_measured; bytes written per transaction and peak RSS are measured \
+         for every engine. Workload flags (--tables, --table-size, --threads, --time, \
+         --workload, --rate, ...) and --vary over them apply to every engine, and so does \
+         --reuse-data. Of the engine options, the others read flush_log_at_trx_commit (1: every \
+         commit durable when it returns; 0 or 2: no sync at commit, durable within about a \
+         second, for sqlite at its next WAL checkpoint); sqlite, redb and rocksdb read \
+         buffer_pool_size as their cache size (SQLite's split over its connections; LMDB has no \
+         cache of its own and refuses it); sqlite and rocksdb also read lock_wait_timeout (busy \
+         timeout, row-lock timeout). Any other option (--set, --config, --vary), --device, --device-change, \
+         --prepare-set and --preset apply to Keel only and are refused. See docs/engines.md.",
+        keel_help(&names),
+        Engine::built_names().join(", "),
+        others.join(", "),
+    )
+}
+
+/// `--engine`: every engine, each marked when this build lacks it.
+fn engine_parser() -> impl clap::builder::TypedValueParser<Value = Engine> {
+    use clap::builder::TypedValueParser as _;
+    PossibleValuesParser::new(Engine::ALL.iter().map(|e| {
+        let help = match (e, e.built()) {
+            (Engine::Keel, _) => "Keel (the default)".to_string(),
+            (_, true) => "in this build".to_string(),
+            (_, false) => format!("not in this build: cargo feature `{}`", e.name()),
+        };
+        PossibleValue::new(e.name()).help(help)
+    }))
+    .map(|s: String| s.parse::<Engine>().unwrap_or_default())
+}
+
+/// The help on Keel's own runs: presets and flushing.
+fn keel_help(names: &[&str]) -> String {
     format!(
         "With no flags: 4 tables of 100000 rows (about 100 MB, three times the 32 MiB buffer \
          pool) in a temporary directory here, 8 threads, 60 s, a line per second, the report in \
@@ -185,6 +234,7 @@ fn parse_device_change(s: &str) -> std::result::Result<DeviceChange, String> {
 
 /// Run `keel bench oltp`.
 pub fn run(a: OltpArgs) -> Result<()> {
+    check_engine_flags(&a)?;
     match a.preset.as_deref() {
         Some("list") => {
             print!("{}", oltp::presets_text());
@@ -223,6 +273,33 @@ pub fn run(a: OltpArgs) -> Result<()> {
     write_outputs(&a, &report)
 }
 
+/// Refuse, before any work, an engine not built and, for another engine
+/// than Keel, every flag and option key it would ignore.
+fn check_engine_flags(a: &OltpArgs) -> Result<()> {
+    let e = a.engine_name.unwrap_or_default();
+    e.check_built()?;
+    if e == Engine::Keel {
+        return Ok(());
+    }
+    let flag = |f: &str| anyhow::anyhow!("{f} applies to Keel only, not to --engine {e}");
+    if a.preset.is_some() {
+        return Err(flag("--preset (a Keel flushing scenario)"));
+    }
+    if a.engine.device.is_some() {
+        return Err(flag("--device (Keel's device model)"));
+    }
+    if !a.device_changes.is_empty() {
+        return Err(flag("--device-change"));
+    }
+    if !a.prepare_sets.is_empty() {
+        return Err(flag("--prepare-set"));
+    }
+    for k in resolve::given_keys(a)? {
+        e.check_key(&k)?;
+    }
+    Ok(())
+}
+
 /// A temporary directory here for the data, removed when dropped.
 fn temp_datadir() -> Result<tempfile::TempDir> {
     tempfile::Builder::new()
@@ -243,6 +320,7 @@ fn plan(a: &OltpArgs, datadir: PathBuf) -> Result<Plan> {
         device_changes,
     } = resolve(a)?;
     let plan = Plan {
+        engine: a.engine_name.unwrap_or_default(),
         params,
         options,
         vary,
@@ -404,7 +482,12 @@ fn on_event(e: Event<'_>, progress: &mut Progress) {
             label,
             params,
             options,
-        } => print_header(index, count, label, params, options),
+            engine,
+            settings,
+        } => match engine {
+            Engine::Keel => print_header(index, count, label, params, options),
+            _ => print_other_header(index, count, label, params, engine, settings),
+        },
         Event::Interval {
             threads,
             interval,
@@ -416,8 +499,12 @@ fn on_event(e: Event<'_>, progress: &mut Progress) {
             free_pages,
             total_pages,
         } => println!(
-            "prewarm: read {entries} rows and index entries in {elapsed_s:.1} s; \
-             buffer pool {free_pages} of {total_pages} pages free"
+            "prewarm: read {entries} rows and index entries in {elapsed_s:.1} s{}",
+            if total_pages > 0 {
+                format!("; buffer pool {free_pages} of {total_pages} pages free")
+            } else {
+                String::new()
+            }
         ),
         Event::DeviceChanged { change } => println!("{}", oltp::device_change_line(change)),
         Event::RunDone { result } => print_result(result),
@@ -425,17 +512,19 @@ fn on_event(e: Event<'_>, progress: &mut Progress) {
     }
 }
 
-fn print_header(index: usize, count: usize, label: &str, p: &OltpParams, o: &Options) {
-    let run = if count > 1 {
+/// `run i/n (label): ` when the plan has several runs.
+fn run_prefix(index: usize, count: usize, label: &str) -> String {
+    if count > 1 {
         format!("run {index}/{count} ({label}): ")
     } else {
         String::new()
-    };
-    println!(
-        "\n{run}keel bench oltp {}: {} tables × {} rows, {} threads, {} s{}, rand {}, range {}{}; \
-         buffer pool {} MiB, page {} B, redo {} × {} MiB, device {}, flush_method {}, \
-         flush policy {}",
-        p.workload,
+    }
+}
+
+/// The workload part of a run's header line.
+fn workload_text(p: &OltpParams) -> String {
+    format!(
+        "{} tables × {} rows, {} threads, {} s{}, rand {}, range {}{}",
         p.tables,
         p.table_size,
         p.threads,
@@ -452,6 +541,42 @@ fn print_header(index: usize, count: usize, label: &str, p: &OltpParams, o: &Opt
         } else {
             String::new()
         },
+    )
+}
+
+/// The header line of a run on another engine: its mapped settings.
+fn print_other_header(
+    index: usize,
+    count: usize,
+    label: &str,
+    p: &OltpParams,
+    engine: Engine,
+    settings: &serde_json::Map<String, serde_json::Value>,
+) {
+    let settings: Vec<String> = settings
+        .iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => format!("{k} {s}"),
+            v => format!("{k} {v}"),
+        })
+        .collect();
+    println!(
+        "\n{}keel bench oltp {} on {engine}: {}; {}",
+        run_prefix(index, count, label),
+        p.workload,
+        workload_text(p),
+        settings.join(", ")
+    );
+}
+
+fn print_header(index: usize, count: usize, label: &str, p: &OltpParams, o: &Options) {
+    println!(
+        "\n{}keel bench oltp {}: {}; \
+         buffer pool {} MiB, page {} B, redo {} × {} MiB, device {}, flush_method {}, \
+         flush policy {}",
+        run_prefix(index, count, label),
+        p.workload,
+        workload_text(p),
         o.buffer_pool_size >> 20,
         o.page_size,
         o.log_files_in_group,
@@ -481,12 +606,14 @@ fn policy_summary(o: &Options) -> String {
 fn print_result(r: &RunResult) {
     let s = &r.summary;
     let l = &s.latency_ms;
-    print!("\n{}", r.status);
+    if !r.status.is_empty() {
+        print!("\n{}", r.status);
+    }
+    let keel = s.not_measured.is_empty();
     println!(
         "\n{}: {} transactions ({:.1}/s), {} queries ({:.1}/s), {} errors (retried) in {:.1} s\n\
          latency (ms): avg {:.2} p50 {:.2} p95 {:.2} p99 {:.2} p99.9 {:.2} max {:.2}\n\
-         tps per interval: median {:.1} min {:.1} p01 {:.1} cv {:.3}; {} stall intervals, longest stall {:.1} s\n\
-         per transaction: {:.2} pages written, {:.0} redo bytes; sync flush waits {} ({:.1} ms); throttle {:.1} ms",
+         tps per interval: median {:.1} min {:.1} p01 {:.1} cv {:.3}; {} stall intervals, longest stall {:.1} s",
         r.label,
         s.transactions,
         s.tps_avg,
@@ -506,10 +633,27 @@ fn print_result(r: &RunResult) {
         s.cv,
         s.stall_intervals,
         s.longest_stall_s,
-        s.pages_written_per_txn,
-        s.log_bytes_per_txn,
-        s.sync_flush_waits,
-        s.sync_flush_wait_ms_total,
-        s.throttle_delay_ms_total,
+    );
+    if keel {
+        println!(
+            "per transaction: {:.2} pages written, {:.0} redo bytes; sync flush waits {} ({:.1} ms); \
+             throttle {:.1} ms",
+            s.pages_written_per_txn,
+            s.log_bytes_per_txn,
+            s.sync_flush_waits,
+            s.sync_flush_wait_ms_total,
+            s.throttle_delay_ms_total,
+        );
+    }
+    println!(
+        "process ({}): {:.0} bytes written per transaction, peak RSS {:.1} MiB{}",
+        r.engine,
+        s.bytes_written_per_txn,
+        s.peak_rss_bytes as f64 / f64::from(1u32 << 20),
+        if keel {
+            String::new()
+        } else {
+            "; Keel's flushing metrics not measured".to_string()
+        }
     );
 }

@@ -1,28 +1,34 @@
 //! A plan of one or more runs (`--vary` makes several) on identical data:
 //! prepare (or reuse) the tables once, copy them for each run, run, and
-//! collect every run into one report. A plan may come from a scenario
-//! preset (`--preset`), which the report names, and may prepare the tables
-//! with other engine options than the runs use (`prepare_sets`).
+//! collect every run into one report. The runs are on Keel or on another
+//! engine (`--engine`); Keel's plans may come from a scenario preset
+//! (`--preset`), which the report names, and may prepare the tables with
+//! other engine options than the runs use (`prepare_sets`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use keel::{Db, Options};
+use keel::Options;
 use serde::{Deserialize, Serialize};
 
 use super::device_change::check_schedule;
+use super::engine::{Database, Engine};
 use super::params::{apply, same_data, CREATION_OPTIONS};
 use super::presets::{Preset, PresetSettings};
 use super::runner::Tick;
 use super::sample::val;
 use super::{
-    has_tables, options_json, prepare, prewarm, run, status_report, DeviceChange, Interval,
-    OltpError, OltpParams, Summary, VaryAxis,
+    has_tables, prepare, prewarm, run, status_report, DeviceChange, Interval, OltpError,
+    OltpParams, Summary, VaryAxis,
 };
 
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// The engine the runs use (Keel unless `--engine` says otherwise).
+    /// Other engines take only the options [`Engine::options`] names,
+    /// and no preset, prepare options or device changes.
+    pub engine: Engine,
     /// The workload parameters (before `vary`).
     pub params: OltpParams,
     /// The engine options (before `vary`), already validated or not.
@@ -59,9 +65,11 @@ pub struct RunResult {
     /// (`innodb`, `sqlite`, ...). Files without it are Keel's.
     #[serde(default = "keel_engine")]
     pub engine: String,
-    /// Every effective engine option.
+    /// Every effective engine option (for another engine: the settings
+    /// Keel's options mapped to, see `docs/engines.md`).
     pub options: serde_json::Map<String, serde_json::Value>,
-    /// `io_capacity_max` after the automatic rule (`options` may say 0).
+    /// `io_capacity_max` after the automatic rule (`options` may say 0;
+    /// 0 for another engine).
     pub io_capacity_max: u64,
     /// Every workload parameter.
     pub workload: OltpParams,
@@ -73,17 +81,15 @@ pub struct RunResult {
     /// (empty without `--device-change`).
     #[serde(default)]
     pub device_changes: Vec<DeviceChange>,
-    /// The engine status report at the end of the run (not in the JSON).
+    /// Keel's status report at the end of the run (not in the JSON; empty
+    /// for another engine).
     #[serde(skip)]
     pub status: String,
 }
 
 fn keel_engine() -> String {
-    KEEL_ENGINE.to_string()
+    Engine::Keel.name().to_string()
 }
-
-/// The `engine` of a run of Keel.
-pub const KEEL_ENGINE: &str = "keel";
 
 /// Every run of a plan.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -146,8 +152,13 @@ pub enum Event<'a> {
         label: &'a str,
         /// Its parameters.
         params: &'a OltpParams,
-        /// Its engine options.
+        /// Its engine options (Keel's; another engine's mapping is in
+        /// `settings`).
         options: &'a Options,
+        /// The engine.
+        engine: Engine,
+        /// The engine's effective settings.
+        settings: &'a serde_json::Map<String, serde_json::Value>,
     },
     /// The tables were read into the buffer pool before the run
     /// (`prewarm`).
@@ -156,9 +167,9 @@ pub enum Event<'a> {
         entries: u64,
         /// Seconds it took.
         elapsed_s: f64,
-        /// Free pages left in the buffer pool.
+        /// Free pages left in the buffer pool (0 for another engine).
         free_pages: u64,
-        /// Pages in the buffer pool.
+        /// Pages in the buffer pool (0 for another engine: not known).
         total_pages: u64,
     },
     /// An interval ended.
@@ -187,9 +198,12 @@ type RunSpec = (String, OltpParams, Options);
 
 impl Plan {
     /// Every combination of the `vary` values, validated, with the device
-    /// changes checked against each (all before any work starts, so a bad
-    /// value fails at once).
+    /// changes checked against each and, for another engine than Keel,
+    /// every option and axis checked to be one it reads (all before any
+    /// work starts, so a bad value fails at once).
     pub fn runs(&self) -> Result<Vec<RunSpec>, OltpError> {
+        self.engine.check_built()?;
+        self.check_engine_inputs()?;
         let mut runs: Vec<RunSpec> =
             vec![(String::new(), self.params.clone(), self.options.clone())];
         for axis in &self.vary {
@@ -212,8 +226,36 @@ impl Plan {
                 *label = p.workload.to_string();
             }
             check_schedule(&self.device_changes, p, o, label)?;
+            self.engine.check_options(o)?;
         }
         Ok(runs)
+    }
+
+    /// Refuse, for another engine than Keel, what only Keel reads.
+    fn check_engine_inputs(&self) -> Result<(), OltpError> {
+        let e = self.engine;
+        if e == Engine::Keel {
+            return Ok(());
+        }
+        let keel_only = |what: &str| {
+            OltpError::param(
+                "engine",
+                format!("{what} applies to Keel only, not to engine {e}"),
+            )
+        };
+        if self.preset.is_some() {
+            return Err(keel_only("--preset (a Keel flushing scenario)"));
+        }
+        if !self.device_changes.is_empty() {
+            return Err(keel_only("--device-change"));
+        }
+        if !self.prepare_sets.is_empty() {
+            return Err(keel_only("--prepare-set"));
+        }
+        for axis in &self.vary {
+            e.check_key(&axis.key)?;
+        }
+        Ok(())
     }
 
     /// The options a run with options `o` prepares its tables with.
@@ -238,11 +280,24 @@ impl Plan {
 /// Run the plan; `on_event` sees progress, interval lines and results.
 pub fn run_plan(plan: &Plan, on_event: &mut dyn FnMut(Event<'_>)) -> Result<OltpReport, OltpError> {
     let runs = plan.runs()?;
-    let exists = keel::Db::exists(&plan.datadir);
-    if exists && !plan.reuse_data {
+    let engine = plan.engine;
+    if engine.exists(&plan.datadir) && !plan.reuse_data {
+        let what = match engine {
+            Engine::Keel => "a Keel database".to_string(),
+            e => format!("a {e} database"),
+        };
         return Err(OltpError::Data(format!(
-            "{} already holds a Keel database: pass --reuse-data to run on its tables, \
+            "{} already holds {what}: pass --reuse-data to run on its tables, \
              or choose an empty --datadir",
+            plan.datadir.display()
+        )));
+    }
+    if let Some(other) = Engine::ALL
+        .into_iter()
+        .find(|e| *e != engine && e.exists(&plan.datadir))
+    {
+        return Err(OltpError::Data(format!(
+            "{} holds a {other} database, not a {engine} one: choose another --datadir",
             plan.datadir.display()
         )));
     }
@@ -251,8 +306,10 @@ pub fn run_plan(plan: &Plan, on_event: &mut dyn FnMut(Event<'_>)) -> Result<Oltp
     if count == 1 {
         let (label, p, o) = &runs[0];
         let db = open_prepared(plan, &plan.datadir, p, o, plan.reuse_data, on_event)?;
-        results.push(run_one(plan, &db, (1, count), label, p, o, on_event)?);
-        db.close()?;
+        let r = run_one(plan, &*db, (1, count), label, p, o, on_event);
+        let closed = db.close();
+        results.push(r?);
+        closed?;
         return Ok(OltpReport::new(plan, results));
     }
     let (_, p0, o0) = &runs[0];
@@ -262,11 +319,11 @@ pub fn run_plan(plan: &Plan, on_event: &mut dyn FnMut(Event<'_>)) -> Result<Oltp
         remove_dir(&dir)?;
         let db = if same_data((p, o), (p0, o0)) {
             copy_dir(&plan.datadir, &dir)?;
-            Db::open(&dir, o.clone())?
+            engine.open(&dir, o, p)?
         } else {
             open_prepared(plan, &dir, p, o, false, on_event)?
         };
-        let r = run_one(plan, &db, (i + 1, count), label, p, o, on_event);
+        let r = run_one(plan, &*db, (i + 1, count), label, p, o, on_event);
         let closed = db.close();
         remove_dir(&dir)?;
         results.push(r?);
@@ -286,19 +343,20 @@ fn open_prepared(
     o: &Options,
     reuse: bool,
     on_event: &mut dyn FnMut(Event<'_>),
-) -> Result<Db, OltpError> {
+) -> Result<Box<dyn Database>, OltpError> {
+    let engine = plan.engine;
     if reuse {
-        let db = Db::open(dir, o.clone())?;
-        if has_tables(&db, p)? {
+        let db = engine.open(dir, o, p)?;
+        if has_tables(&*db, p)? {
             on_event(Event::Reused { dir });
             return Ok(db);
         }
         db.close()?;
     }
     let prep = plan.prepare_options(o)?;
-    let db = Db::open(dir, prep.clone())?;
+    let db = engine.open(dir, &prep, p)?;
     let t0 = Instant::now();
-    prepare(&db, p, &mut |rows_done, rows_total| {
+    prepare(&*db, p, &mut |rows_done, rows_total| {
         on_event(Event::Prepare {
             dir,
             rows_done,
@@ -313,29 +371,32 @@ fn open_prepared(
         return Ok(db);
     }
     db.close()?;
-    Ok(Db::open(dir, o.clone())?)
+    engine.open(dir, o, p)
 }
 
 fn run_one(
     plan: &Plan,
-    db: &Db,
+    db: &dyn Database,
     (index, count): (usize, usize),
     label: &str,
     params: &OltpParams,
     options: &Options,
     on_event: &mut dyn FnMut(Event<'_>),
 ) -> Result<RunResult, OltpError> {
+    let settings = db.settings();
     on_event(Event::RunStart {
         index,
         count,
         label,
         params,
         options,
+        engine: db.engine(),
+        settings: &settings,
     });
     if params.prewarm {
         let t = Instant::now();
         let entries = prewarm(db, params)?;
-        let m = db.metrics().snapshot();
+        let m = db.metrics();
         on_event(Event::Prewarmed {
             entries,
             elapsed_s: t.elapsed().as_secs_f64(),
@@ -343,7 +404,7 @@ fn run_one(
             total_pages: val(&m, "buffer_pool_pages_total"),
         });
     }
-    let before = db.metrics().snapshot();
+    let before = db.metrics();
     let t0 = Instant::now();
     let (summary, intervals, device_changes) =
         run(db, params, &plan.device_changes, &mut |tick| match tick {
@@ -354,12 +415,15 @@ fn run_one(
             }),
             Tick::DeviceChanged(change) => on_event(Event::DeviceChanged { change }),
         })?;
-    let status = status_report(db, Some((&before, t0.elapsed().as_secs_f64())));
+    let keel = db.keel();
+    let status = keel.map_or_else(String::new, |k| {
+        status_report(k, Some((&before, t0.elapsed().as_secs_f64())))
+    });
     let result = RunResult {
         label: label.to_string(),
-        engine: KEEL_ENGINE.to_string(),
-        options: options_json(db.options()),
-        io_capacity_max: db.options().effective_io_capacity_max(),
+        engine: db.engine().name().to_string(),
+        options: settings,
+        io_capacity_max: keel.map_or(0, |k| k.options().effective_io_capacity_max()),
         workload: params.clone(),
         summary,
         intervals,

@@ -18,6 +18,9 @@ pub enum OltpError {
     /// The engine failed (bad option, I/O error, corruption).
     #[error(transparent)]
     Engine(#[from] keel::Error),
+    /// Another engine than Keel failed (`--engine`).
+    #[error(transparent)]
+    Other(super::DbError),
     /// A file of the benchmark (JSON, CSV, report, a copied data directory)
     /// could not be read or written.
     #[error("{context}")]
@@ -36,6 +39,15 @@ pub enum OltpError {
     /// A worker thread panicked.
     #[error("an oltp worker thread panicked")]
     WorkerPanicked,
+}
+
+impl From<super::DbError> for OltpError {
+    fn from(e: super::DbError) -> Self {
+        match e {
+            super::DbError::Keel(e) => OltpError::Engine(e),
+            other => OltpError::Other(other),
+        }
+    }
 }
 
 impl OltpError {

@@ -1,5 +1,6 @@
 //! `keel bench oltp`: sysbench's OLTP workloads (oltp_read_write and its
-//! relatives) over Keel's transaction API, sampled every report interval
+//! relatives) over Keel's transaction API, or over another embedded engine
+//! through the same driver ([`engine`]), sampled every report interval
 //! into rows that feed the per-interval line, the JSON and CSV files and the
 //! HTML report.
 //!
@@ -8,10 +9,12 @@
 //! (120 bytes) and `pad` (60 bytes); `sbtestN_k` is the secondary index on
 //! `k`, keyed by `k` (u32 big-endian) ++ `id` (u64 big-endian) with an empty
 //! value. A sysbench transaction is one Keel transaction, so the index and
-//! the rows always agree.
+//! the rows always agree. Another engine stores the same keys and values
+//! in trees of the same names.
 
 mod bench;
 mod device_change;
+pub mod engine;
 mod error;
 mod keys;
 mod merge;
@@ -29,8 +32,11 @@ mod summary;
 mod verify;
 mod workload;
 
-pub use bench::{run_plan, Event, OltpReport, Plan, RunResult, KEEL_ENGINE};
+pub use bench::{run_plan, Event, OltpReport, Plan, RunResult};
 pub use device_change::{DeviceChange, DEVICE_CHANGE_FLAG};
+pub use engine::{
+    Database, DbError, Engine, Home, KeelDatabase, Session, Span, Transaction, TreeId,
+};
 pub use error::OltpError;
 pub use keys::{KeyGen, RandType};
 pub use merge::{below_average, merge, read_report, repeats_text, summary_text};
@@ -45,7 +51,7 @@ pub use report::{render_html, write_html_report, CHART_TITLES};
 pub use rows::{index_key, index_name, table_name, Row, INDEX_SUFFIX};
 pub use runner::{run, Tick};
 pub(crate) use sample::{Counts, Snapshot, PROCESS_WRITE_BYTES};
-pub use sample::{Interval, PagesFlushed};
+pub use sample::{Interval, PagesFlushed, KEEL_METRIC_FIELDS};
 pub use showdown::{
     criteria, judge, preset_file, render_showdown_html, showdown_text, write_showdown, Check,
     PresetVerdict, RunRow, RunVerdict, ShowdownReport, DISASTER_MIN_TPS_RATIO, MAX_LATENCY_MS,
@@ -54,4 +60,4 @@ pub use showdown::{
 };
 pub use status::{status_report, status_text, StatusInput};
 pub use summary::{LatencyMs, Summary};
-pub use verify::index_vs_rows;
+pub use verify::{index_vs_rows, index_vs_rows_in};

@@ -21,9 +21,24 @@ fn pct(part: u64, whole: u64) -> f64 {
 /// transaction. Under `steady` the marks are its setpoint S and hard level
 /// H, and the writers' pauses follow: how many, p99 and longest (as
 /// histogram bucket bounds).
+///
+/// An interval without Keel's metrics (another engine: no log capacity, no
+/// pool) has the sysbench part and the bytes the process wrote per second.
 pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
     let t = time_label(iv.t_s);
     let per_s = |n: u64| n as f64 / iv.interval_s.max(1e-9);
+    if iv.log_capacity == 0 && iv.total_pages == 0 {
+        return format!(
+            "[ {t} ]{} thds: {threads} tps: {:.1} qps: {:.1} lat(ms,95%): {:.1} err/s: {:.1} \
+             | written {:.1} MiB/s",
+            if warmup { " (warmup)" } else { "" },
+            iv.tps,
+            iv.qps,
+            iv.lat_p95_ms,
+            per_s(iv.errors),
+            per_s(iv.process_write_bytes) / f64::from(1u32 << 20),
+        );
+    }
     let f = &iv.pages_flushed;
     let steady = iv.setpoint > 0;
     let (m1, m2) = if steady {

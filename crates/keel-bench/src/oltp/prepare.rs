@@ -1,15 +1,18 @@
 //! `prepare`: create `sbtest1..N` and their `k` indexes and load them, one
 //! loader thread per table (at most `threads`), in transactions of
-//! `BATCH_ROWS` rows. `prewarm`: read them all into the buffer pool before
-//! a run, as sysbench's `prewarm` command does.
+//! `BATCH_ROWS` rows, through any engine (the same seed gives the same rows
+//! in every engine). `prewarm`: read them all into the cache before a run,
+//! as sysbench's `prewarm` command does. A loader waits only inside the
+//! engine; a batch that the engine asks to retry (busy, lock timeout) is
+//! retried with the same rows.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use keel::{Db, Error};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::engine::{Database, DbError, Span, TreeId};
 use super::rows::{index_key, index_name, primary_key, table_name, Row};
 use super::workload::open_tables;
 use super::{OltpError, OltpParams};
@@ -23,18 +26,22 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
 /// True if `db` holds every table and index of `params` with its first and
 /// last row (the delete + insert of read_write keeps every id present).
-pub fn has_tables(db: &Db, params: &OltpParams) -> Result<bool, OltpError> {
-    let names = db.table_names()?;
+pub fn has_tables(db: &dyn Database, params: &OltpParams) -> Result<bool, OltpError> {
+    let mut session = db.session()?;
     for n in 1..=params.tables {
-        if !names.contains(&table_name(n)) || !names.contains(&index_name(n)) {
+        let (Some(t), Some(_)) = (
+            db.tree(&table_name(n), false)?,
+            db.tree(&index_name(n), false)?,
+        ) else {
             return Ok(false);
-        }
-        let t = db.table(&table_name(n))?;
+        };
+        let mut tx = session.begin(false)?;
         for id in [1, params.table_size] {
-            if t.get(&primary_key(id))?.is_none() {
+            if tx.get(t, &primary_key(id))?.is_none() {
                 return Ok(false);
             }
         }
+        tx.commit()?;
     }
     Ok(true)
 }
@@ -48,7 +55,7 @@ pub(crate) fn table_rng(seed: u64, n: usize) -> SmallRng {
 /// from this thread about four times a second and once at the end.
 /// Returns the rows loaded.
 pub fn prepare(
-    db: &Db,
+    db: &dyn Database,
     params: &OltpParams,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<u64, OltpError> {
@@ -61,7 +68,7 @@ pub fn prepare(
     std::thread::scope(|s| -> Result<(), OltpError> {
         let hs: Vec<_> = (0..loaders)
             .map(|_| {
-                s.spawn(|| -> Result<(), Error> {
+                s.spawn(|| -> Result<(), DbError> {
                     let r = load_tables(db, params, &next_table, &done, &failed);
                     if r.is_err() {
                         failed.store(true, Ordering::Relaxed);
@@ -88,31 +95,35 @@ pub fn prepare(
 }
 
 fn load_tables(
-    db: &Db,
+    db: &dyn Database,
     params: &OltpParams,
     next_table: &AtomicUsize,
     done: &AtomicU64,
     failed: &AtomicBool,
-) -> Result<(), Error> {
+) -> Result<(), DbError> {
+    let mut session = db.session()?;
     loop {
         let n = next_table.fetch_add(1, Ordering::Relaxed);
         if n > params.tables || failed.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let t = db.table_or_create(&table_name(n))?;
-        let ix = db.table_or_create(&index_name(n))?;
+        let t = created(db, &table_name(n))?;
+        let ix = created(db, &index_name(n))?;
         let mut rng = table_rng(params.seed, n);
         let k_max = params.table_size.min(u32::MAX as u64) as u32;
         let mut id = 1;
         while id <= params.table_size {
             let end = (id + BATCH_ROWS - 1).min(params.table_size);
-            let mut tx = db.begin();
-            for i in id..=end {
-                let row = Row::random(rng.gen_range(1..=k_max), &mut rng);
-                tx.put(&t, &primary_key(i), &row.encode())?;
-                tx.put(&ix, &index_key(row.k, i), &[])?;
+            let rows: Vec<Row> = (id..=end)
+                .map(|_| Row::random(rng.gen_range(1..=k_max), &mut rng))
+                .collect();
+            loop {
+                match load_batch(&mut *session, (t, ix), id, &rows) {
+                    Err(e) if e.is_retryable() && !failed.load(Ordering::Relaxed) => continue,
+                    r => r?,
+                }
+                break;
             }
-            tx.commit()?;
             done.fetch_add(end - id + 1, Ordering::Relaxed);
             id = end + 1;
             if failed.load(Ordering::Relaxed) {
@@ -122,12 +133,34 @@ fn load_tables(
     }
 }
 
+/// The tree `name` of `db`, created if needed.
+fn created(db: &dyn Database, name: &str) -> Result<TreeId, DbError> {
+    db.tree(name, true)?
+        .ok_or_else(|| DbError::fatal(db.engine().name(), format!("create {name}"), "not created"))
+}
+
+/// One transaction putting `rows` (ids from `first` on) and their index
+/// entries.
+fn load_batch(
+    session: &mut dyn super::engine::Session,
+    (t, ix): (TreeId, TreeId),
+    first: u64,
+    rows: &[Row],
+) -> Result<(), DbError> {
+    let mut tx = session.begin(true)?;
+    for (i, row) in (first..).zip(rows) {
+        tx.put(t, &primary_key(i), &row.encode())?;
+        tx.put(ix, &index_key(row.k, i), &[])?;
+    }
+    tx.commit()
+}
+
 /// Read every row of every table and of its `k` index, one reader thread
 /// per table (at most `threads`), so that a run starts with its data in
 /// the buffer pool as far as it fits: sysbench's `prewarm` command, which
 /// scans each table by its primary key and by `k_1`. Nothing is written.
 /// Returns the entries read (rows plus index entries).
-pub fn prewarm(db: &Db, params: &OltpParams) -> Result<u64, OltpError> {
+pub fn prewarm(db: &dyn Database, params: &OltpParams) -> Result<u64, OltpError> {
     params.validate()?;
     let tables = open_tables(db, params)?;
     let read = AtomicU64::new(0);
@@ -136,15 +169,14 @@ pub fn prewarm(db: &Db, params: &OltpParams) -> Result<u64, OltpError> {
     std::thread::scope(|s| -> Result<(), OltpError> {
         let hs: Vec<_> = (0..readers)
             .map(|_| {
-                s.spawn(|| -> Result<(), Error> {
+                s.spawn(|| -> Result<(), DbError> {
+                    let mut session = db.session()?;
                     while let Some(t) = tables.get(next_table.fetch_add(1, Ordering::Relaxed)) {
                         for tree in t.trees() {
-                            let mut rows = 0;
-                            for row in tree.range(..)? {
-                                row?;
-                                rows += 1;
-                            }
-                            read.fetch_add(rows, Ordering::Relaxed);
+                            let mut tx = session.begin(false)?;
+                            let rows = tx.range(tree, Span::ALL, &mut |_, _| {})?;
+                            tx.commit()?;
+                            read.fetch_add(rows as u64, Ordering::Relaxed);
                         }
                     }
                     Ok(())

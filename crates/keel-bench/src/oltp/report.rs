@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::chart::{escape, legend_html, line_chart, LineChart, Marker, Series, DASHES, PALETTE};
 
 use super::merge::measured;
-use super::{Interval, OltpError, OltpReport, PresetSettings, RunResult, KEEL_ENGINE};
+use super::{Engine, Interval, OltpError, OltpReport, PresetSettings, RunResult};
 
 /// Titles of the charts, in page order (the report check counts them).
 pub const CHART_TITLES: [&str; 9] = [
@@ -356,18 +356,15 @@ svg .ytick{text-anchor:end}svg .xtick,svg .axis{text-anchor:middle}svg text.mark
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
 td:first-child{text-align:left}.preset{background:#f3f7fb;padding:0 1em;max-width:60em}pre{font-size:12px;background:#f6f6f6;padding:1em;overflow-x:auto}";
 
-/// The flushing policies the runs used, as the engine names them.
+/// The flushing policies the runs used, as the engine names them (another
+/// engine than Keel by its name: it has no flushing policy of Keel's).
 fn policies(runs: &[RunResult]) -> String {
     let mut names: Vec<String> = Vec::new();
     for r in runs {
-        let name = if r.engine == KEEL_ENGINE {
-            r.options
-                .get("flush_policy")
-                .and_then(|v| v.as_str())
-                .unwrap_or("?")
-                .to_string()
-        } else {
-            format!("{}'s own", r.engine)
+        let name = match r.options.get("flush_policy").and_then(|v| v.as_str()) {
+            Some(p) => p.to_string(),
+            None if r.engine != Engine::Keel.name() => format!("{}'s own", r.engine),
+            None => "?".to_string(),
         };
         if !names.contains(&name) {
             names.push(name);

@@ -1,9 +1,13 @@
-//! The run: client threads loop over transactions while this thread wakes
-//! every report interval, samples the workers' counts and the engine's
-//! metrics, and hands the interval to the caller. It also wakes when a
-//! `--device-change` falls due and applies it. While a run is in
-//! progress, SIGUSR1 makes the sampler print the engine status report to
-//! stdout (between two interval lines), as at the end of the run.
+//! The run: client threads loop over transactions, each in a session of
+//! its own, while this thread wakes every report interval, samples the
+//! workers' counts and the engine's metrics, and hands the interval to the
+//! caller. On Keel it also wakes when a `--device-change` falls due and
+//! applies it. While a run is in progress SIGUSR1 makes the sampler print
+//! Keel's status report to stdout (between two interval lines), as at the
+//! end of the run; on another engine, a line saying it has none (rather
+//! than SIGUSR1's default, which ends the process). Workers wait only inside the engine (see
+//! [`engine`](super::engine)) and, with `--rate`, in a sleep that looks at
+//! the stop flag every 50 ms.
 
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,13 +15,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use keel::{Db, Error};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use super::device_change::Pending;
+use super::engine::{Database, DbError};
 use super::sample::{Counts, Interval, Snapshot, PROCESS_WRITE_BYTES};
-use super::workload::{is_retryable, open_tables, queries_per_txn, Client, SbTable};
+use super::workload::{open_tables, queries_per_txn, Client, SbTable};
 use super::{status_report, DeviceChange, KeyGen, OltpError, OltpParams, Summary};
 
 /// Longest latency the histograms hold (µs); longer ones count as this.
@@ -33,8 +37,8 @@ struct Shared {
     errors: AtomicU64,
     /// One latency histogram (µs) per worker, drained every interval.
     hists: Vec<Mutex<Histogram<u64>>>,
-    /// The first error that is not a deadlock or lock timeout.
-    fatal: Mutex<Option<Error>>,
+    /// The first error that is not a deadlock, lock timeout or busy.
+    fatal: Mutex<Option<DbError>>,
 }
 
 fn histogram() -> Result<Histogram<u64>, OltpError> {
@@ -58,7 +62,7 @@ struct StatusRequest {
 }
 
 impl StatusRequest {
-    fn register(db: &Db) -> StatusRequest {
+    fn register(db: &dyn Database) -> StatusRequest {
         let flag = Arc::new(AtomicBool::new(false));
         #[cfg(unix)]
         let id = match signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&flag))
@@ -73,17 +77,23 @@ impl StatusRequest {
             flag,
             #[cfg(unix)]
             id,
-            since: (db.metrics().snapshot(), Instant::now()),
+            since: (db.metrics(), Instant::now()),
         }
     }
 
     /// Print the status report if it was asked for since the last look.
-    fn poll(&self, db: &Db) {
+    fn poll(&self, db: &dyn Database) {
         if !self.flag.swap(false, Ordering::AcqRel) {
             return;
         }
         let (before, t0) = &self.since;
-        let report = status_report(db, Some((before, t0.elapsed().as_secs_f64())));
+        let report = match db.keel() {
+            Some(k) => status_report(k, Some((before, t0.elapsed().as_secs_f64()))),
+            None => format!(
+                "engine {} has no status report (Keel's only): its interval lines are all there is",
+                db.engine()
+            ),
+        };
         let mut out = std::io::stdout().lock();
         let _ = write!(out, "\n{report}\n");
         let _ = out.flush();
@@ -118,18 +128,24 @@ pub enum Tick<'a> {
 /// applied.
 pub type Measured = (Summary, Vec<Interval>, Vec<DeviceChange>);
 
-/// Run the workload of `params` on the prepared tables of `db`: the
-/// warm-up, then `time_s` measured, with the device changed as `changes`
-/// (in time order, checked by the plan) says. `on_tick` is called from
-/// this thread at the end of every interval and after every change;
-/// SIGUSR1 prints the status report in between (see [`StatusRequest`]).
+/// Run the workload of `params` on the prepared tables of `db`: the warm-up, then `time_s` measured,
+/// with Keel's device changed as `changes` (in time order, checked by the
+/// plan) says. `on_tick` is called from this thread at the end of every
+/// interval and after every change; on Keel SIGUSR1 prints the status
+/// report in between (see [`StatusRequest`]).
 pub fn run(
-    db: &Db,
+    db: &dyn Database,
     params: &OltpParams,
     changes: &[DeviceChange],
     on_tick: &mut dyn FnMut(Tick<'_>),
 ) -> Result<Measured, OltpError> {
     params.validate()?;
+    if !changes.is_empty() && db.keel().is_none() {
+        return Err(OltpError::param(
+            "device_change",
+            format!("applies to Keel only, not to engine {}", db.engine()),
+        ));
+    }
     let tables = open_tables(db, params)?;
     let keys = KeyGen::new(params.rand_type, params.table_size);
     let shared = Shared {
@@ -164,19 +180,27 @@ pub fn run(
     }
     let (mut summary, intervals, changes) = result?;
     summary.peak_rss_bytes = crate::sys::peak_rss_bytes().unwrap_or(0);
+    summary.not_measured = db.not_measured().iter().map(|f| f.to_string()).collect();
     Ok((summary, intervals, changes))
 }
 
 fn worker(
-    db: &Db,
+    db: &dyn Database,
     params: &OltpParams,
     tables: &[SbTable],
     keys: &KeyGen,
     shared: &Shared,
     w: usize,
 ) {
+    let fail = |e: DbError| {
+        lock(&shared.fatal).get_or_insert(e);
+        shared.stop.store(true, Ordering::Relaxed);
+    };
+    let mut session = match db.session() {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
     let mut client = Client {
-        db,
         tables,
         params,
         keys,
@@ -200,19 +224,15 @@ fn worker(
             Instant::now()
         };
         loop {
-            match client.transaction() {
+            match client.transaction(&mut *session) {
                 Ok(()) => break,
-                Err(e) if is_retryable(&e) => {
+                Err(e) if e.is_retryable() => {
                     shared.errors.fetch_add(1, Ordering::Relaxed);
                     if shared.stop.load(Ordering::Relaxed) {
                         return;
                     }
                 }
-                Err(e) => {
-                    lock(&shared.fatal).get_or_insert(e);
-                    shared.stop.store(true, Ordering::Relaxed);
-                    return;
-                }
+                Err(e) => return fail(e),
             }
         }
         let us = start.elapsed().as_micros().min(u128::from(MAX_LATENCY_US)) as u64;
@@ -236,9 +256,10 @@ fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
     }
 }
 
-/// What the sampler looks after while it sleeps.
+/// What the sampler looks after while it sleeps: status requests and (on
+/// Keel) device changes.
 struct Sampler<'a, 'b> {
-    db: &'a Db,
+    db: &'a dyn Database,
     stop: &'a AtomicBool,
     status: &'a StatusRequest,
     pending: Pending<'b>,
@@ -264,9 +285,11 @@ impl Sampler<'_, '_> {
             if now >= t {
                 return Ok(());
             }
-            self.pending.apply_due(self.db, now, &mut |c| {
-                on_tick(Tick::DeviceChanged(c));
-            })?;
+            if let Some(db) = self.db.keel() {
+                self.pending.apply_due(db, now, &mut |c| {
+                    on_tick(Tick::DeviceChanged(c));
+                })?;
+            }
             let wake = self.pending.next_due().map_or(t, |due| due.min(t));
             std::thread::sleep(wake.saturating_duration_since(now).min(POLL));
         }
@@ -283,7 +306,7 @@ struct Prev {
 }
 
 impl Prev {
-    fn now(db: &Db, shared: &Shared) -> Prev {
+    fn now(db: &dyn Database, shared: &Shared) -> Prev {
         Prev {
             at: Instant::now(),
             transactions: shared.transactions.load(Ordering::Relaxed),
@@ -296,8 +319,8 @@ impl Prev {
 
 /// The engine's metrics now, with the bytes this process has caused to be
 /// written to storage (`/proc/self/io`) beside them.
-fn engine_snapshot(db: &Db) -> Snapshot {
-    let mut s = db.metrics().snapshot();
+fn engine_snapshot(db: &dyn Database) -> Snapshot {
+    let mut s = db.metrics();
     if let Some(b) = crate::sys::process_write_bytes(None) {
         s.insert(PROCESS_WRITE_BYTES, b);
     }
@@ -307,7 +330,7 @@ fn engine_snapshot(db: &Db) -> Snapshot {
 /// Take one sample: the interval since `prev` and the latencies recorded
 /// in it (merged into `total`).
 fn sample(
-    db: &Db,
+    db: &dyn Database,
     shared: &Shared,
     prev: &mut Prev,
     t_s: f64,
@@ -337,7 +360,11 @@ fn sample(
         lat_max_ms: if h.is_empty() { 0.0 } else { ms(h.max()) },
     };
     let secs = (now.at - prev.at).as_secs_f64();
-    let iv = Interval::new(t_s, secs, counts, &prev.metrics, &now.metrics);
+    let mut iv = Interval::new(t_s, secs, counts, &prev.metrics, &now.metrics);
+    if db.keel().is_none() {
+        // No flushing mode to read: not "idle".
+        iv.flush_mode.clear();
+    }
     *prev = now;
     Ok(iv)
 }
@@ -345,7 +372,7 @@ fn sample(
 /// The sampler: warm-up intervals (reported, not kept), then the measured
 /// ones, with the device changes, then the summary.
 fn sample_run(
-    db: &Db,
+    db: &dyn Database,
     params: &OltpParams,
     changes: &[DeviceChange],
     shared: &Shared,

@@ -23,6 +23,46 @@ const THROTTLE_DELAY_US: &str = "buffer_flush_throttle_delay_us_total";
 /// `/proc/PID/io` (added to the snapshot by the sampler, not the engine).
 pub(crate) const PROCESS_WRITE_BYTES: &str = "process_write_bytes";
 
+/// The fields of [`Interval`] and of [`Summary`](super::Summary) that come
+/// from Keel's own metrics: 0 (`flush_mode` empty) for an engine that has
+/// none of them, which lists them in `Summary::not_measured`. Throughput,
+/// latency, errors, bytes written and peak RSS are measured for every
+/// engine.
+pub const KEEL_METRIC_FIELDS: &[&str] = &[
+    "checkpoint_age",
+    "log_capacity",
+    "async_mark",
+    "sync_mark",
+    "dirty_pages",
+    "free_pages",
+    "total_pages",
+    "pages_flushed",
+    "os_data_reads",
+    "os_data_writes",
+    "log_bytes",
+    "sync_flush_waits",
+    "sync_flush_wait_ms",
+    "throttle_delay_ms",
+    "pages_written",
+    "flush_mode",
+    "free_check_waits",
+    "free_check_wait_ms",
+    "freerun",
+    "setpoint",
+    "hard",
+    "writer_pauses",
+    "pause_p99_ms",
+    "pause_max_ms",
+    "bw_estimate",
+    "flusher_capacity",
+    "queue_depth",
+    "base_rate",
+    "pages_written_per_txn",
+    "log_bytes_per_txn",
+    "sync_flush_wait_ms_total",
+    "throttle_delay_ms_total",
+];
+
 /// Pages written in one interval, by the kind of flush that wrote them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

@@ -201,3 +201,31 @@ mod tests {
         assert_eq!(s.throttle_delay_ms_total, 0.0);
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod field_tests {
+    use super::super::KEEL_METRIC_FIELDS;
+    use super::*;
+
+    #[test]
+    fn every_field_another_engine_does_not_measure_is_a_field_of_the_json() {
+        let iv = serde_json::to_value(Interval::default()).unwrap();
+        let s = serde_json::to_value(Summary::default()).unwrap();
+        for f in KEEL_METRIC_FIELDS {
+            assert!(
+                iv.get(f).is_some() || s.get(f).is_some(),
+                "`{f}` is neither an interval nor a summary field"
+            );
+        }
+        // What every engine measures is not among them.
+        for f in [
+            "tps",
+            "lat_p95_ms",
+            "bytes_written_per_txn",
+            "peak_rss_bytes",
+        ] {
+            assert!(!KEEL_METRIC_FIELDS.contains(&f), "{f}");
+        }
+    }
+}

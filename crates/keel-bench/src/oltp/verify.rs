@@ -1,9 +1,11 @@
 //! The check that a sysbench table and its `k` index agree, entry for
-//! entry: `keel check` runs it on every `sbtestN` of a directory, and the
-//! workload's tests after every run.
+//! entry, in any engine: `keel check` runs it on every `sbtestN` of a
+//! directory, and the workload's tests after every run. It reads in
+//! read-only transactions and waits for nothing but the engine's reads.
 
-use keel::{Db, Table};
+use keel::Db;
 
+use super::engine::{Database, DbError, KeelDatabase, Session, Span, TreeId};
 use super::rows::{index_key, primary_key, Row};
 
 /// Mismatches shown by id in one problem line; the rest are counted.
@@ -22,12 +24,26 @@ const SHOW: usize = 5;
 ///
 /// One scan of each tree: the rows' expected entries (12 bytes per row) are
 /// sorted and merged with the index, which is in (k, id) order.
-pub fn index_vs_rows(db: &Db, table: &str, index: &str) -> keel::Result<Vec<String>> {
-    let t = db.table(table)?;
-    let ix = db.table(index)?;
-    let (expected, undecodable) = expected_entries(&t)?;
-    let merged = merge(&ix, &expected)?;
-    let strays = explain_strays(&t, &merged)?;
+pub fn index_vs_rows(db: &Db, table: &str, index: &str) -> Result<Vec<String>, DbError> {
+    index_vs_rows_in(&KeelDatabase::new(db.clone()), table, index)
+}
+
+/// [`index_vs_rows`] in a database of any engine.
+pub fn index_vs_rows_in(
+    db: &dyn Database,
+    table: &str,
+    index: &str,
+) -> Result<Vec<String>, DbError> {
+    let open = |name: &str| {
+        db.tree(name, false)?
+            .ok_or_else(|| DbError::Keel(keel::Error::TableNotFound(name.to_string())))
+    };
+    let (t, ix) = (open(table)?, open(index)?);
+    let mut session = db.session()?;
+    let s = &mut *session;
+    let (expected, undecodable) = expected_entries(s, t)?;
+    let merged = merge(s, ix, &expected)?;
+    let strays = explain_strays(s, t, &merged)?;
 
     let mut problems = Vec::new();
     undecodable.report(&mut problems, |n| {
@@ -58,22 +74,32 @@ pub fn index_vs_rows(db: &Db, table: &str, index: &str) -> keel::Result<Vec<Stri
     Ok(problems)
 }
 
+/// Visit every entry of `tree` in one read-only transaction.
+fn scan(
+    s: &mut dyn Session,
+    tree: TreeId,
+    visit: &mut dyn FnMut(&[u8], &[u8]),
+) -> Result<(), DbError> {
+    let mut tx = s.begin(false)?;
+    tx.range(tree, Span::ALL, visit)?;
+    tx.commit()
+}
+
 /// The index entries the rows of `t` call for, sorted, and the rows that
 /// cannot be decoded.
-fn expected_entries(t: &Table) -> keel::Result<(Vec<[u8; 12]>, Samples)> {
+fn expected_entries(s: &mut dyn Session, t: TreeId) -> Result<(Vec<[u8; 12]>, Samples), DbError> {
     let mut undecodable = Samples::default();
     let mut expected: Vec<[u8; 12]> = Vec::new();
-    for r in t.range(..)? {
-        let (key, value) = r?;
-        let Ok(id) = <[u8; 8]>::try_from(key.as_slice()).map(u64::from_be_bytes) else {
+    scan(s, t, &mut |key, value| {
+        let Ok(id) = <[u8; 8]>::try_from(key).map(u64::from_be_bytes) else {
             undecodable.add(|| format!("key {key:02x?} is {} bytes, not 8", key.len()));
-            continue;
+            return;
         };
-        match Row::decode(&value) {
+        match Row::decode(value) {
             Some(row) => expected.push(index_key(row.k, id)),
             None => undecodable.add(|| format!("id {id}: value is {} bytes", value.len())),
         }
-    }
+    })?;
     expected.sort_unstable();
     Ok((expected, undecodable))
 }
@@ -89,15 +115,14 @@ struct Merged {
 }
 
 /// One scan of `ix`, merged with `expected` (sorted).
-fn merge(ix: &Table, expected: &[[u8; 12]]) -> keel::Result<Merged> {
+fn merge(s: &mut dyn Session, ix: TreeId, expected: &[[u8; 12]]) -> Result<Merged, DbError> {
     let mut m = Merged::default();
     let mut exp = expected.iter().peekable();
-    for r in ix.range(..)? {
-        let (key, value) = r?;
-        let Ok(key12) = <[u8; 12]>::try_from(key.as_slice()) else {
+    scan(s, ix, &mut |key, value| {
+        let Ok(key12) = <[u8; 12]>::try_from(key) else {
             m.malformed
                 .add(|| format!("key {key:02x?} is {} bytes, not 12", key.len()));
-            continue;
+            return;
         };
         if !value.is_empty() {
             let (k, id) = split_index_key(&key12);
@@ -113,7 +138,7 @@ fn merge(ix: &Table, expected: &[[u8; 12]]) -> keel::Result<Merged> {
             }
             m.stray_count += 1;
         }
-    }
+    })?;
     for e in exp {
         note_missing(e, &mut m.missing);
     }
@@ -121,10 +146,11 @@ fn merge(ix: &Table, expected: &[[u8; 12]]) -> keel::Result<Merged> {
 }
 
 /// The stray entries, each shown with what its id points at in `t`.
-fn explain_strays(t: &Table, m: &Merged) -> keel::Result<Samples> {
+fn explain_strays(s: &mut dyn Session, t: TreeId, m: &Merged) -> Result<Samples, DbError> {
     let mut strays = Samples::default();
+    let mut tx = s.begin(false)?;
     for &(k, id) in &m.stray {
-        let why = match t.get(&primary_key(id))? {
+        let why = match tx.get(t, &primary_key(id))? {
             None => format!("no row with id {id}"),
             Some(v) => match Row::decode(&v) {
                 Some(row) => format!("row id {id} has k {}", row.k),
@@ -133,6 +159,7 @@ fn explain_strays(t: &Table, m: &Merged) -> keel::Result<Samples> {
         };
         strays.add(|| format!("(k {k}, id {id}): {why}"));
     }
+    tx.commit()?;
     strays.count = m.stray_count;
     Ok(strays)
 }

@@ -1,13 +1,14 @@
-//! One sysbench transaction of each workload, through Keel's transaction
-//! API. The `k` index is maintained in the same transaction as the row.
+//! One sysbench transaction of each workload, through an engine's
+//! [`Transaction`]. The `k` index is maintained in the same transaction as
+//! the row, by the workload, identically for every engine.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use keel::{Db, Error, Table, Txn};
 use rand::rngs::SmallRng;
 use rand::Rng;
 
+use super::engine::{Database, DbError, Session, Span, Transaction, TreeId};
 use super::rows::{index_key, index_name, primary_key, row_c, row_k, table_name, Row};
 use super::{KeyGen, OltpError, OltpParams, Workload};
 
@@ -16,43 +17,53 @@ const POINT_SELECTS: usize = 10;
 
 /// One table and its index.
 pub(crate) struct SbTable {
-    primary: Table,
-    index: Table,
+    name: String,
+    primary: TreeId,
+    index: TreeId,
     /// Next id the insert workload uses (above every existing id).
     next_id: AtomicU64,
 }
 
 impl SbTable {
     /// The table and its `k` index.
-    pub(crate) fn trees(&self) -> [&Table; 2] {
-        [&self.primary, &self.index]
+    pub(crate) fn trees(&self) -> [TreeId; 2] {
+        [self.primary, self.index]
     }
 }
 
+/// The tree `name` of `db`; an error names it if it is missing.
+fn open_tree(db: &dyn Database, name: &str) -> Result<TreeId, OltpError> {
+    db.tree(name, false)?.ok_or_else(|| {
+        OltpError::Data(format!(
+            "{} holds no table `{name}`: prepare it first (run without --reuse-data)",
+            db.dir().display()
+        ))
+    })
+}
+
 /// Open the tables of `params`; an error names the first one missing.
-pub(crate) fn open_tables(db: &Db, params: &OltpParams) -> Result<Vec<SbTable>, OltpError> {
-    let names = db.table_names()?;
+pub(crate) fn open_tables(
+    db: &dyn Database,
+    params: &OltpParams,
+) -> Result<Vec<SbTable>, OltpError> {
+    let mut session = db.session()?;
     (1..=params.tables)
         .map(|n| {
-            for name in [table_name(n), index_name(n)] {
-                if !names.contains(&name) {
-                    return Err(OltpError::Data(format!(
-                        "{} holds no table `{name}`: prepare it first (run without --reuse-data)",
-                        db.dir().display()
-                    )));
-                }
-            }
-            let primary = db.table(&table_name(n))?;
-            let last = match primary.range_rev(..)?.next() {
-                Some(row) => {
-                    let (k, _) = row?;
-                    k.as_slice().try_into().map(u64::from_be_bytes).unwrap_or(0)
-                }
-                None => 0,
+            let primary = open_tree(db, &table_name(n))?;
+            let index = open_tree(db, &index_name(n))?;
+            let last = {
+                let mut tx = session.begin(false)?;
+                let last = tx.last_key(primary)?;
+                tx.commit()?;
+                last
             };
+            let last = last
+                .and_then(|k| k.as_slice().try_into().ok().map(u64::from_be_bytes))
+                .unwrap_or(0);
             Ok(SbTable {
-                index: db.table(&index_name(n))?,
+                name: table_name(n),
                 primary,
+                index,
                 next_id: AtomicU64::new(last.max(params.table_size) + 1),
             })
         })
@@ -73,17 +84,8 @@ pub(crate) fn queries_per_txn(w: Workload) -> u64 {
     }
 }
 
-/// True for the errors sysbench retries: the transaction starts again.
-pub(crate) fn is_retryable(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Deadlock { .. } | Error::LockWaitTimeout { .. } | Error::TxnAborted
-    )
-}
-
 /// One client: its random state and the shared tables.
 pub(crate) struct Client<'a> {
-    pub(crate) db: &'a Db,
     pub(crate) tables: &'a [SbTable],
     pub(crate) params: &'a OltpParams,
     pub(crate) keys: &'a KeyGen,
@@ -91,30 +93,32 @@ pub(crate) struct Client<'a> {
 }
 
 impl<'a> Client<'a> {
-    /// Run one transaction of the workload; a retryable error leaves
-    /// nothing behind (the transaction is rolled back when dropped).
-    pub(crate) fn transaction(&mut self) -> Result<(), Error> {
-        let mut tx = self.db.begin();
+    /// Run one transaction of the workload in `session`; a retryable
+    /// error leaves nothing behind (the transaction is rolled back when
+    /// dropped).
+    pub(crate) fn transaction(&mut self, session: &mut dyn Session) -> Result<(), DbError> {
         let w = self.params.workload;
+        let mut tx = session.begin(w.writes())?;
+        let t = &mut *tx;
         if matches!(w, Workload::ReadWrite | Workload::ReadOnly) {
             for _ in 0..POINT_SELECTS {
-                self.point_select(&tx)?;
+                self.point_select(t)?;
             }
-            self.simple_range(&tx)?;
-            self.sum_range(&tx)?;
-            self.order_range(&tx)?;
-            self.distinct_range(&tx)?;
+            self.simple_range(t)?;
+            self.sum_range(t)?;
+            self.order_range(t)?;
+            self.distinct_range(t)?;
         }
         match w {
             Workload::ReadWrite | Workload::WriteOnly => {
-                self.index_update(&mut tx)?;
-                self.non_index_update(&mut tx)?;
-                self.delete_insert(&mut tx)?;
+                self.index_update(t)?;
+                self.non_index_update(t)?;
+                self.delete_insert(t)?;
             }
-            Workload::UpdateIndex => self.index_update(&mut tx)?,
-            Workload::UpdateNonIndex => self.non_index_update(&mut tx)?,
-            Workload::PointSelect => self.point_select(&tx)?,
-            Workload::Insert => self.insert_new(&mut tx)?,
+            Workload::UpdateIndex => self.index_update(t)?,
+            Workload::UpdateNonIndex => self.non_index_update(t)?,
+            Workload::PointSelect => self.point_select(t)?,
+            Workload::Insert => self.insert_new(t)?,
             Workload::ReadOnly => {}
         }
         tx.commit()
@@ -130,44 +134,48 @@ impl<'a> Client<'a> {
     }
 
     /// `SELECT c FROM sbtest WHERE id = ?`
-    fn point_select(&mut self, tx: &Txn) -> Result<(), Error> {
+    fn point_select(&mut self, tx: &mut dyn Transaction) -> Result<(), DbError> {
         let id = self.id();
         let t = self.table();
-        let v = tx.get(&t.primary, &primary_key(id))?;
+        let v = tx.get(t.primary, &primary_key(id))?;
         black_box(v.as_deref().and_then(row_c));
         Ok(())
     }
 
     /// The rows of `id BETWEEN ? AND ? + range_size - 1`, as (k, c).
-    fn range(&mut self, tx: &Txn) -> Result<Vec<(u32, Vec<u8>)>, Error> {
+    fn range(&mut self, tx: &mut dyn Transaction) -> Result<Vec<(u32, Vec<u8>)>, DbError> {
         let lo = self.id();
         let hi = lo.saturating_add(self.params.range_size - 1);
         let n = self.params.range_size as usize;
         let t = self.table();
         let (lo, hi) = (primary_key(lo), primary_key(hi));
         let mut out = Vec::with_capacity(n);
-        for row in tx.scan(&t.primary, &lo[..]..=&hi[..])?.take(n) {
-            let (_, v) = row?;
-            out.push((row_k(&v).unwrap_or(0), row_c(&v).unwrap_or(&[]).to_vec()));
-        }
+        let span = Span {
+            from: &lo,
+            to: Some(&hi),
+            limit: n,
+        };
+        tx.range(t.primary, span, &mut |_, v| {
+            out.push((row_k(v).unwrap_or(0), row_c(v).unwrap_or(&[]).to_vec()));
+        })?;
         Ok(out)
     }
 
     /// `SELECT c FROM sbtest WHERE id BETWEEN ? AND ?`
-    fn simple_range(&mut self, tx: &Txn) -> Result<(), Error> {
+    fn simple_range(&mut self, tx: &mut dyn Transaction) -> Result<(), DbError> {
         black_box(self.range(tx)?);
         Ok(())
     }
 
     /// `SELECT SUM(k) FROM sbtest WHERE id BETWEEN ? AND ?`
-    fn sum_range(&mut self, tx: &Txn) -> Result<(), Error> {
+    fn sum_range(&mut self, tx: &mut dyn Transaction) -> Result<(), DbError> {
         let sum: u64 = self.range(tx)?.iter().map(|r| u64::from(r.0)).sum();
         black_box(sum);
         Ok(())
     }
 
     /// `SELECT c FROM sbtest WHERE id BETWEEN ? AND ? ORDER BY c`
-    fn order_range(&mut self, tx: &Txn) -> Result<(), Error> {
+    fn order_range(&mut self, tx: &mut dyn Transaction) -> Result<(), DbError> {
         let mut cs: Vec<Vec<u8>> = self.range(tx)?.into_iter().map(|r| r.1).collect();
         cs.sort_unstable();
         black_box(cs);
@@ -175,7 +183,7 @@ impl<'a> Client<'a> {
     }
 
     /// `SELECT DISTINCT c FROM sbtest WHERE id BETWEEN ? AND ? ORDER BY c`
-    fn distinct_range(&mut self, tx: &Txn) -> Result<(), Error> {
+    fn distinct_range(&mut self, tx: &mut dyn Transaction) -> Result<(), DbError> {
         let mut cs: Vec<Vec<u8>> = self.range(tx)?.into_iter().map(|r| r.1).collect();
         cs.sort_unstable();
         cs.dedup();
@@ -185,20 +193,20 @@ impl<'a> Client<'a> {
 
     /// `UPDATE sbtest SET k = k + 1 WHERE id = ?`: the row and its index
     /// entry (delete the old entry, insert the new one).
-    fn index_update(&mut self, tx: &mut Txn) -> Result<(), Error> {
+    fn index_update(&mut self, tx: &mut dyn Transaction) -> Result<(), DbError> {
         let id = self.id();
         let t = self.table();
         let Some(mut row) = row_for_update(tx, t, id)? else {
             return Ok(());
         };
-        tx.delete(&t.index, &index_key(row.k, id))?;
+        tx.delete(t.index, &index_key(row.k, id))?;
         row.k = row.k.wrapping_add(1);
-        tx.put(&t.index, &index_key(row.k, id), &[])?;
-        tx.put(&t.primary, &primary_key(id), &row.encode())
+        tx.put(t.index, &index_key(row.k, id), &[])?;
+        tx.put(t.primary, &primary_key(id), &row.encode())
     }
 
     /// `UPDATE sbtest SET c = ? WHERE id = ?`
-    fn non_index_update(&mut self, tx: &mut Txn) -> Result<(), Error> {
+    fn non_index_update(&mut self, tx: &mut dyn Transaction) -> Result<(), DbError> {
         let id = self.id();
         let fresh = Row::random(0, &mut self.rng);
         let t = self.table();
@@ -206,49 +214,49 @@ impl<'a> Client<'a> {
             return Ok(());
         };
         row.c = fresh.c;
-        tx.put(&t.primary, &primary_key(id), &row.encode())
+        tx.put(t.primary, &primary_key(id), &row.encode())
     }
 
     /// `DELETE FROM sbtest WHERE id = ?` then `INSERT` of a new row with
     /// the same id.
-    fn delete_insert(&mut self, tx: &mut Txn) -> Result<(), Error> {
+    fn delete_insert(&mut self, tx: &mut dyn Transaction) -> Result<(), DbError> {
         let id = self.id();
         let k = self.keys.next(&mut self.rng).min(u32::MAX as u64) as u32;
         let row = Row::random(k, &mut self.rng);
         let t = self.table();
         let key = primary_key(id);
-        if let Some(v) = tx.get_for_update(&t.primary, &key)? {
+        if let Some(v) = tx.get_for_update(t.primary, &key)? {
             let old_k = row_k(&v).ok_or_else(|| bad_row(t, id))?;
-            tx.delete(&t.primary, &key)?;
-            tx.delete(&t.index, &index_key(old_k, id))?;
+            tx.delete(t.primary, &key)?;
+            tx.delete(t.index, &index_key(old_k, id))?;
         }
-        tx.put(&t.primary, &key, &row.encode())?;
-        tx.put(&t.index, &index_key(row.k, id), &[])
+        tx.put(t.primary, &key, &row.encode())?;
+        tx.put(t.index, &index_key(row.k, id), &[])
     }
 
     /// `INSERT INTO sbtest (id, k, c, pad)` with a new id.
-    fn insert_new(&mut self, tx: &mut Txn) -> Result<(), Error> {
+    fn insert_new(&mut self, tx: &mut dyn Transaction) -> Result<(), DbError> {
         let k = self.keys.next(&mut self.rng).min(u32::MAX as u64) as u32;
         let row = Row::random(k, &mut self.rng);
         let t = self.table();
         let id = t.next_id.fetch_add(1, Ordering::Relaxed);
-        tx.put(&t.primary, &primary_key(id), &row.encode())?;
-        tx.put(&t.index, &index_key(row.k, id), &[])
+        tx.put(t.primary, &primary_key(id), &row.encode())?;
+        tx.put(t.index, &index_key(row.k, id), &[])
     }
 }
 
 /// Row `id` of `t`, locked for update; `None` if there is no such row.
-fn row_for_update(tx: &mut Txn, t: &SbTable, id: u64) -> Result<Option<Row>, Error> {
-    let Some(v) = tx.get_for_update(&t.primary, &primary_key(id))? else {
+fn row_for_update(tx: &mut dyn Transaction, t: &SbTable, id: u64) -> Result<Option<Row>, DbError> {
+    let Some(v) = tx.get_for_update(t.primary, &primary_key(id))? else {
         return Ok(None);
     };
     Row::decode(&v).map(Some).ok_or_else(|| bad_row(t, id))
 }
 
-fn bad_row(t: &SbTable, id: u64) -> Error {
-    Error::Corruption(format!(
+fn bad_row(t: &SbTable, id: u64) -> DbError {
+    DbError::Keel(keel::Error::Corruption(format!(
         "table `{}`: row {id} is not a {}-byte sysbench row",
-        t.primary.name(),
+        t.name,
         super::rows::ROW_LEN
-    ))
+    )))
 }
