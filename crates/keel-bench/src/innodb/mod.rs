@@ -280,17 +280,33 @@ fn flush_dirty(server: &Server, pct: f64) -> Result<(), OltpError> {
 }
 
 /// The server's metrics under Keel's names, with its process's bytes
-/// written (`/proc/PID/io`).
+/// written (`/proc/PID/io`) and its pending page writes (from `SHOW ENGINE
+/// INNODB STATUS`, read in the same client call).
 fn sample(server: &Server, pid: u32, log_capacity: u64) -> Result<Snapshot, OltpError> {
     let out = server.query(
         "SELECT NAME, COUNT FROM information_schema.INNODB_METRICS; \
-         SHOW GLOBAL STATUS LIKE 'Innodb_checkpoint_max_age'",
+         SHOW GLOBAL STATUS LIKE 'Innodb_checkpoint_max_age'; \
+         SHOW ENGINE INNODB STATUS",
     )?;
-    Ok(snapshot(
+    let mut s = snapshot(
         &out,
         log_capacity,
         crate::sys::process_write_bytes(Some(pid)),
-    ))
+    );
+    if let Some(n) = pending_writes(&out) {
+        s.insert("device_write_queue_depth", n);
+    }
+    Ok(s)
+}
+
+/// `Pending writes: LRU 0, flush list 12` of `SHOW ENGINE INNODB STATUS`
+/// (its newlines escaped as `\n` in batch mode): the page writes in flight.
+fn pending_writes(status: &str) -> Option<u64> {
+    const AT: &str = "Pending writes: LRU ";
+    let rest = &status[status.find(AT)? + AT.len()..];
+    let (lru, rest) = rest.split_once(", flush list ")?;
+    let list: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    Some(lru.trim().parse::<u64>().ok()? + list.parse::<u64>().ok()?)
 }
 
 /// Parse `NAME\tCOUNT` lines into a snapshot under Keel's names.
@@ -378,6 +394,11 @@ mod tests {
             1,
             None,
         );
+        assert_eq!(
+            pending_writes("x\\nPending writes: LRU 2, flush list 12\\nPages made young"),
+            Some(14)
+        );
+        assert_eq!(pending_writes("Pending writes: none"), None);
         assert_eq!(s["buffer_flush_mode"], keel::FlushMode::Sync.code());
     }
 }

@@ -141,10 +141,14 @@ pub fn repeats_text(files: &[(PathBuf, OltpReport)]) -> String {
         "sync waits",
         "pages/txn",
         "bytes/txn",
+        "peak RSS MiB",
     ]
     .map(String::from)
     .to_vec()];
     for (key, runs) in &groups {
+        let Some(first) = runs.first() else {
+            continue;
+        };
         let m = |f: fn(&RunResult) -> f64| median(runs.iter().map(|r| f(r)).collect());
         let tps: Vec<f64> = runs.iter().map(|r| r.summary.tps_avg).collect();
         let lo = tps.iter().copied().fold(f64::INFINITY, f64::min);
@@ -158,9 +162,29 @@ pub fn repeats_text(files: &[(PathBuf, OltpReport)]) -> String {
             format!("{:.0}", m(|r| below_average(r, 0.1) as f64)),
             format!("{:.1}", m(|r| r.summary.latency_ms.p99)),
             format!("{:.1}", m(|r| r.summary.latency_ms.max)),
-            format!("{:.0}", m(|r| r.summary.sync_flush_waits as f64)),
-            format!("{:.2}", m(|r| r.summary.pages_written_per_txn)),
-            format!("{:.0}", m(|r| r.summary.bytes_written_per_txn)),
+            measured(
+                first,
+                "sync_flush_waits",
+                format!("{:.0}", m(|r| r.summary.sync_flush_waits as f64)),
+            ),
+            measured(
+                first,
+                "pages_written_per_txn",
+                format!("{:.2}", m(|r| r.summary.pages_written_per_txn)),
+            ),
+            measured(
+                first,
+                "bytes_written_per_txn",
+                format!("{:.0}", m(|r| r.summary.bytes_written_per_txn)),
+            ),
+            measured(
+                first,
+                "peak_rss_bytes",
+                format!(
+                    "{:.0}",
+                    m(|r| r.summary.peak_rss_bytes as f64 / f64::from(1 << 20))
+                ),
+            ),
         ]);
     }
     format!(
