@@ -25,27 +25,12 @@ RUNS=1
 ENGINES="keel sqlite redb lmdb rocksdb"
 OUT=compare-embedded-results
 WORK=compare-embedded-work
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --time) TIME=$2; shift 2 ;;
-    --runs) RUNS=$2; shift 2 ;;
-    --engines) ENGINES=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "compare-embedded.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
-  esac
-done
-
-cd "$(dirname "$0")/.."
-KEEL=${KEEL:-target/release/keel}
-if [ ! -x "$KEEL" ]; then
-  cargo build --release -p keel-cli
-fi
-KEEL=$(realpath "$KEEL")
-mkdir -p "$OUT" "$WORK"
-OUT=$(realpath "$OUT")
-WORK=$(realpath "$WORK")
+EXTRA_FLAG=--engines
+EXTRA_VAR=ENGINES
+HELP_LINES=2,20p
+# shellcheck source=scripts/common.sh
+. "$(dirname "$0")/common.sh"
+parse_args "$@"
 built=$("$KEEL" bench oltp --help | sed -n 's/.*in this build: \([a-z, ]*\)\..*/\1/p')
 
 COMMON=(--workload read_write --tables 4 --table-size 50000 --threads 8

@@ -27,27 +27,12 @@ RUNS=1
 LIMITS="300 1000 none"
 OUT=compare-results
 WORK=compare-work
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --time) TIME=$2; shift 2 ;;
-    --runs) RUNS=$2; shift 2 ;;
-    --limits) LIMITS=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
-  esac
-done
-
-cd "$(dirname "$0")/.."
-KEEL=${KEEL:-target/release/keel}
-if [ ! -x "$KEEL" ]; then
-  cargo build --release -p keel-cli
-fi
-KEEL=$(realpath "$KEEL")
-mkdir -p "$OUT" "$WORK"
-OUT=$(realpath "$OUT")
-WORK=$(realpath "$WORK")
+EXTRA_FLAG=--limits
+EXTRA_VAR=LIMITS
+HELP_LINES=2,22p
+# shellcheck source=scripts/common.sh
+. "$(dirname "$0")/common.sh"
+parse_args "$@"
 
 COMMON=(--workload read_write --tables 8 --table-size 200000 --threads 8
   --set buffer_pool_size=1GiB --set log_file_size=32MiB --set log_files_in_group=2
@@ -64,6 +49,7 @@ if [ ! -d "$WORK/keel-base" ]; then
     --report "$WORK/prepare-report" > "$WORK/prepare.log"
 fi
 
+all=()
 for limit in $LIMITS; do
   throttle=()
   if [ "$limit" != none ]; then throttle=(--throttle-write-iops "$limit"); fi
@@ -94,4 +80,6 @@ for limit in $LIMITS; do
   done
   "$KEEL" report --repeats "${files[@]}" --out "$OUT/report-$limit" > "$OUT/report-$limit.txt"
   cat "$OUT/report-$limit.txt"
+  all+=("${files[@]}")
 done
+"$KEEL" report --repeats "${all[@]}" --out "$OUT/report" > "$OUT/report.txt"

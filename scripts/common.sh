@@ -1,0 +1,32 @@
+# Shared by compare.sh and compare-embedded.sh (sourced, not run): the flags
+# both take, the output directories and the keel binary.
+#
+# The sourcing script sets TIME, RUNS, OUT and WORK (defaults), EXTRA_FLAG
+# and EXTRA_VAR (its own flag, e.g. --limits, and the variable it sets) and
+# HELP_LINES (the sed range of its header comment), then calls
+# `parse_args "$@"`. Relative --out, --work and KEEL paths are taken from
+# the caller's directory; afterwards the current directory is the
+# repository's root and KEEL, OUT and WORK are absolute.
+
+parse_args() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --time) TIME=$2; shift 2 ;;
+      --runs) RUNS=$2; shift 2 ;;
+      --out) OUT=$2; shift 2 ;;
+      --work) WORK=$2; shift 2 ;;
+      "$EXTRA_FLAG") printf -v "$EXTRA_VAR" '%s' "$2"; shift 2 ;;
+      -h|--help) sed -n "$HELP_LINES" "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      *) echo "$(basename "$0"): unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+  done
+  mkdir -p "$OUT" "$WORK"
+  OUT=$(realpath "$OUT")
+  WORK=$(realpath "$WORK")
+  if [ -n "${KEEL:-}" ]; then KEEL=$(realpath "$KEEL"); fi
+  cd "$(dirname "$0")/.."
+  KEEL=${KEEL:-$PWD/target/release/keel}
+  if [ ! -x "$KEEL" ]; then
+    cargo build --release -p keel-cli
+  fi
+}
