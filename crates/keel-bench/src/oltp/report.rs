@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::chart::{escape, legend_html, line_chart, LineChart, Marker, Series, DASHES, PALETTE};
 
-use super::merge::measured;
+use super::merge::{below_average, measured};
 use super::{Engine, Interval, OltpError, OltpReport, PresetSettings, RunResult};
 
 /// Titles of the charts, in page order (the report check counts them).
@@ -278,7 +278,8 @@ fn charts_html(runs: &[RunResult]) -> String {
 fn summary_table(runs: &[RunResult]) -> String {
     let mut t = String::from(
         "<table><tr><th>run</th><th>engine</th><th>tps avg</th><th>median</th><th>min</th><th>p01</th><th>cv</th>\
-         <th>stall intervals</th><th>longest stall (s)</th><th>lat avg (ms)</th><th>p95</th>\
+         <th>stall intervals</th><th>longest stall (s)</th><th>s &lt;50% avg</th><th>s &lt;10% avg</th>\
+         <th>lat avg (ms)</th><th>p95</th>\
          <th>p99</th><th>p99.9</th><th>max</th><th>transactions</th><th>errors</th>\
          <th>pages written/txn</th><th>redo bytes/txn</th><th>sync flush waits</th>\
          <th>sync wait (ms)</th><th>throttle (ms)</th><th>bytes written/txn</th>\
@@ -290,7 +291,7 @@ fn summary_table(runs: &[RunResult]) -> String {
         let _ = write!(
             t,
             "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.3}</td>\
-             <td>{}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
+             <td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
              <td>{:.2}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.0}</td><td>{}</td>\
              <td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",
             escape(&r.label),
@@ -302,6 +303,8 @@ fn summary_table(runs: &[RunResult]) -> String {
             s.cv,
             s.stall_intervals,
             s.longest_stall_s,
+            below_average(r, 0.5),
+            below_average(r, 0.1),
             l.avg,
             l.p95,
             l.p99,
@@ -457,7 +460,9 @@ pub fn render_html(report: &OltpReport) -> String {
          <title>keel bench oltp</title><style>{STYLE}</style></head><body>\
          <h1>keel bench oltp: {} ({} run{}){title_preset}</h1>{preset}\
          <p>Each interval's counts are per second; gauges (checkpoint age, mode, pages) are read \
-         at the interval's end. A stall interval has under 10 % of the run's median tps. \
+         at the interval's end. A stall interval has under 10 % of the run's median tps; \
+         the seconds under 50 % and 10 % of the run's average tps are counted too (a run that \
+         stands still more than half the time has a median of 0). \
          Flush policy: {}{}.</p>{}\
          <h2>Summary</h2>{}<h2>Charts</h2><div class=\"charts\">{}</div>\
          <h2>Settings</h2>{}</body></html>\n",
