@@ -19,7 +19,7 @@ use crate::throttle_args::ThrottleArgs;
     after_help = "Needs the Debian packages mariadb-server, mariadb-client and sysbench \
 (an error names the missing ones; nothing is installed). The server is private: its own data \
 directory, a Unix socket, no TCP port, no option file; it is stopped and its files removed \
-at the end, also on an error.\n\nKeel's options map to InnoDB's variables: buffer_pool_size \
+at the end, also on an error or Ctrl-C (SIGINT, SIGTERM, SIGHUP: exit status 130).\n\nKeel's options map to InnoDB's variables: buffer_pool_size \
 -> innodb_buffer_pool_size, log_file_size x log_files_in_group -> innodb_log_file_size, \
 flush_log_at_trx_commit, flush_method, io_capacity(_max), doublewrite, flush_neighbors, \
 lru_scan_depth, max_dirty_pages_pct(_lwm), adaptive_flushing(_lwm), flushing_avg_loops, \

@@ -140,7 +140,12 @@ fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     if let Err(e) = run(Cli::parse()) {
         eprintln!("keel: error: {e:#}");
-        std::process::exit(1);
+        // A run stopped by Ctrl-C exits as the shell expects of SIGINT.
+        let interrupted = matches!(
+            e.downcast_ref::<keel_bench::oltp::OltpError>(),
+            Some(keel_bench::oltp::OltpError::Interrupted)
+        );
+        std::process::exit(if interrupted { 130 } else { 1 });
     }
 }
 

@@ -5,54 +5,22 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
-use common::{keel_cmd, tiny_oltp_flags};
+use common::{keel_cmd, signal_after, tiny_oltp_flags};
 use keel_bench::oltp::Engine;
 
 /// Run `keel` with `args`, send SIGUSR1 after the first interval line, and
 /// return what it printed on stdout once it ended (successfully).
 fn sigusr1_after_the_first_interval(args: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = keel_cmd()
-        .args(args)
-        .current_dir(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let err_thread = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut out = String::new();
-    // Wait for the first interval line: the run (and its handler) is on.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let mut line = String::new();
-        let n = stdout.read_line(&mut line).unwrap();
-        assert!(n > 0, "stdout ended before an interval line:\n{out}");
-        out.push_str(&line);
-        if line.contains("] thds: ") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no interval line:\n{out}");
-    }
-    let pid = libc::pid_t::try_from(child.id()).unwrap();
-    // SAFETY: sending a signal to our own child process.
-    #[allow(unsafe_code)]
-    let rc = unsafe { libc::kill(pid, libc::SIGUSR1) };
-    assert_eq!(rc, 0);
-    stdout.read_to_string(&mut out).unwrap();
-    let status = child.wait().unwrap();
-    let err = err_thread.join().unwrap();
-    assert!(status.success(), "{out}\n{err}");
-    out
+    // The first interval line: the run (and its handler) is on.
+    let run = signal_after(
+        keel_cmd().args(args).current_dir(dir.path()),
+        "] thds: ",
+        libc::SIGUSR1,
+        || {},
+    );
+    assert!(run.status.success(), "{}\n{}", run.stdout, run.stderr);
+    run.stdout
 }
 
 #[test]

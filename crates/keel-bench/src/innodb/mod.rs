@@ -14,6 +14,8 @@
 //! whose names are InnoDB's. At the end: sysbench's latency histogram,
 //! `SHOW ENGINE INNODB STATUS` as the run's status, the InnoDB variables as
 //! its options; then the server stops cleanly and its files are removed.
+//! Ctrl-C, SIGTERM or SIGHUP during the run stop it the same way
+//! ([`interrupt`]).
 //!
 //! What differs from Keel's runs, and so from the figures: the SQL layer
 //! and sysbench's client round trips (on the same cores), undo logging and
@@ -24,6 +26,7 @@
 //! `Innodb_checkpoint_max_age`, `async` past `log_max_modified_age_async`,
 //! else `adaptive`).
 
+pub mod interrupt;
 pub mod server;
 pub mod settings;
 pub mod sysbench;
@@ -36,6 +39,7 @@ use std::time::Instant;
 use crate::cgroup::{Throttle, WriteLimit};
 use crate::oltp::{Counts, Snapshot, PROCESS_WRITE_BYTES};
 use crate::oltp::{Interval, OltpError, OltpParams, OltpReport, RunResult, Summary};
+use interrupt::Interrupt;
 use server::{Server, Tools};
 
 /// The engine name of these runs in the JSON.
@@ -101,9 +105,20 @@ pub enum InnodbEvent<'a> {
     Interval(&'a Interval),
 }
 
-/// Run the plan and return its one run as a report.
+/// Run the plan and return its one run as a report. Ctrl-C, SIGTERM and
+/// SIGHUP are handled while it runs: they stop the run, the server and
+/// sysbench, remove the server's files and return `Err(Interrupted)`.
 pub fn run(
     plan: &InnodbPlan,
+    on_event: &mut dyn FnMut(InnodbEvent<'_>),
+) -> Result<OltpReport, OltpError> {
+    run_until(plan, &Interrupt::register(), on_event)
+}
+
+/// [`run`], stopped when `interrupt` is raised.
+pub fn run_until(
+    plan: &InnodbPlan,
+    interrupt: &Interrupt,
     on_event: &mut dyn FnMut(InnodbEvent<'_>),
 ) -> Result<OltpReport, OltpError> {
     let p = &plan.params;
@@ -128,6 +143,7 @@ pub fn run(
         &plan.datadir,
         &settings::server_flags(&options),
         plan.keep,
+        interrupt,
     )?;
     let pid = server
         .pid()
@@ -136,25 +152,13 @@ pub fn run(
     let socket = server.socket().display().to_string();
     let base = sysbench::args(p, &socket, DB);
     on_event(InnodbEvent::Step("sysbench prepare"));
-    let out = Command::new(&tools.sysbench)
-        .args(&base)
-        .arg("prepare")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(OltpError::io(format!(
-            "cannot run {}",
-            tools.sysbench.display()
-        )))?;
-    if !out.status.success() {
-        return Err(OltpError::Data(format!(
-            "sysbench prepare failed ({}):\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )));
-    }
+    server::run_logged(
+        Command::new(&tools.sysbench).args(&base).arg("prepare"),
+        &server.root().join("prepare.log"),
+        interrupt,
+    )?;
     on_event(InnodbEvent::Step("writing every dirty page"));
-    flush_dirty(&server, options.max_dirty_pages_pct)?;
+    flush_dirty(&server, options.max_dirty_pages_pct, interrupt)?;
     let log_capacity = options.log_file_size * options.log_files_in_group as u64;
     let throttle = if plan.throttle.is_none() {
         None
@@ -190,6 +194,10 @@ pub fn run(
     let mut intervals = Vec::new();
     let (mut prev, mut prev_t) = (first.clone(), 0.0);
     for line in BufReader::new(stdout).lines() {
+        if interrupt.raised() {
+            interrupt::kill(&mut child);
+            return Err(OltpError::Interrupted);
+        }
         let line = line.map_err(OltpError::io("cannot read sysbench's output"))?;
         if let Some(l) = sysbench::parse_interval(&line) {
             let now = sample(&server, pid, log_capacity)?;
@@ -210,9 +218,7 @@ pub fn run(
         text.push('\n');
     }
     let stderr = Server::output_of(&mut child);
-    let status = child
-        .wait()
-        .map_err(OltpError::io("cannot wait for sysbench"))?;
+    let status = interrupt.wait(&mut child, "sysbench")?;
     drop(throttle);
     if !status.success() {
         return Err(OltpError::Data(format!(
@@ -260,7 +266,7 @@ pub fn run(
 
 /// Write every dirty page: `innodb_max_dirty_pages_pct` 0 until none is
 /// left (at most ten minutes), then back to `pct`.
-fn flush_dirty(server: &Server, pct: f64) -> Result<(), OltpError> {
+fn flush_dirty(server: &Server, pct: f64, interrupt: &Interrupt) -> Result<(), OltpError> {
     server.query("SET GLOBAL innodb_max_dirty_pages_pct = 0")?;
     let t0 = Instant::now();
     loop {
@@ -273,7 +279,7 @@ fn flush_dirty(server: &Server, pct: f64) -> Result<(), OltpError> {
         if dirty == 0 || t0.elapsed().as_secs() > 600 {
             break;
         }
-        std::thread::sleep(std::time::Duration::from_millis(250));
+        interrupt.sleep(std::time::Duration::from_millis(250))?;
     }
     server.query(&format!("SET GLOBAL innodb_max_dirty_pages_pct = {pct}"))?;
     Ok(())

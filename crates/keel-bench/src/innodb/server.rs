@@ -3,13 +3,17 @@
 //! (`--no-defaults`), and no system service touched. Dropping the
 //! [`Server`] stops it (SIGTERM: InnoDB's clean shutdown; SIGKILL if it
 //! has not stopped after [`STOP_TIMEOUT`]) and removes its files unless
-//! asked to keep them, so that an error or Ctrl-C leaves nothing running.
+//! asked to keep them, so that an error, or Ctrl-C through
+//! [`super::interrupt`], leaves nothing running. (`mariadbd` ignores
+//! SIGINT: a `keel` killed outright, with SIGKILL, leaves its server
+//! running, to be stopped by hand, and its files in the data directory.)
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::interrupt::Interrupt;
 use crate::oltp::OltpError;
 
 /// How long the server may take to start (InnoDB creates its log and
@@ -89,22 +93,61 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// The last `n` lines of a file, for an error message.
+/// For an error message: a log's lines that say `ERROR` (the first 10),
+/// then its last `n` lines.
 fn tail(path: &Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
+    let last = lines.len().saturating_sub(n);
+    let errors: Vec<&str> = lines[..last]
+        .iter()
+        .filter(|l| l.contains("ERROR"))
+        .take(10)
+        .copied()
+        .collect();
+    let mut out = String::new();
+    if !errors.is_empty() {
+        out = format!("{}\n...\n", errors.join("\n"));
+    }
+    out + &lines[last..].join("\n")
+}
+
+/// Run `cmd` to its end with its output in the file `log`; an error quotes
+/// the log's last lines. A signal kills it ([`Interrupt::wait`]).
+pub fn run_logged(cmd: &mut Command, log: &Path, interrupt: &Interrupt) -> Result<(), OltpError> {
+    let out = std::fs::File::create(log)
+        .map_err(OltpError::io(format!("cannot create {}", log.display())))?;
+    let err = out
+        .try_clone()
+        .map_err(OltpError::io(format!("cannot write {}", log.display())))?;
+    let program = Path::new(cmd.get_program()).display().to_string();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(OltpError::io(format!("cannot run {program}")))?;
+    let status = interrupt.wait(&mut child, &program)?;
+    if !status.success() {
+        return Err(OltpError::Data(format!(
+            "{program} failed ({status}):\n{}",
+            tail(log, 15)
+        )));
+    }
+    Ok(())
 }
 
 impl Server {
     /// Create the data directory under `root` (which must not exist or be
     /// empty), initialize it and start the server with `flags`; returns
-    /// once it answers queries.
+    /// once it answers queries, or `Err(Interrupted)` (the server stopped,
+    /// its files removed) when `interrupt` is raised first.
     pub fn start(
         tools: &Tools,
         root: &Path,
         flags: &[String],
         keep: bool,
+        interrupt: &Interrupt,
     ) -> Result<Server, OltpError> {
         if root.exists()
             && std::fs::read_dir(root)
@@ -137,32 +180,14 @@ impl Server {
         } else {
             vec![]
         };
-        let log = root.join("install.log");
-        let out = std::fs::File::create(&log)
-            .map_err(OltpError::io(format!("cannot create {}", log.display())))?;
-        let err = out
-            .try_clone()
-            .map_err(OltpError::io(format!("cannot write {}", log.display())))?;
-        let status = Command::new(&tools.install_db)
+        let mut install = Command::new(&tools.install_db);
+        install
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
             .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
             .args(&user)
-            .args(flags)
-            .stdout(out)
-            .stderr(err)
-            .status()
-            .map_err(OltpError::io(format!(
-                "cannot run {}",
-                tools.install_db.display()
-            )))?;
-        if !status.success() {
-            return Err(OltpError::Data(format!(
-                "{} failed ({status}):\n{}",
-                tools.install_db.display(),
-                tail(&log, 15)
-            )));
-        }
+            .args(flags);
+        run_logged(&mut install, &root.join("install.log"), interrupt)?;
         let error_log = root.join("error.log");
         let child = Command::new(&tools.server)
             .arg("--no-defaults")
@@ -207,7 +232,7 @@ impl Server {
                     tail(&error_log, 15)
                 )));
             }
-            std::thread::sleep(Duration::from_millis(200));
+            interrupt.sleep(Duration::from_millis(200))?;
         }
     }
 

@@ -39,6 +39,10 @@ pub enum OltpError {
     /// A worker thread panicked.
     #[error("an oltp worker thread panicked")]
     WorkerPanicked,
+    /// A signal (Ctrl-C, SIGTERM, SIGHUP) stopped the run; what it had
+    /// started (a server, sysbench, a cgroup) was stopped and removed.
+    #[error("interrupted by a signal; the run was stopped and its server and files removed")]
+    Interrupted,
 }
 
 impl From<super::DbError> for OltpError {

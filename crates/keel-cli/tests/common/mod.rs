@@ -124,3 +124,65 @@ pub fn tiny_oltp_flags(threads: &'static str, time: &'static str) -> Vec<&'stati
     ]));
     flags
 }
+
+/// How a command sent a signal mid-run ended.
+pub struct Signalled {
+    pub status: std::process::ExitStatus,
+    /// Everything it printed on stdout, the lines before the signal included.
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Spawn `cmd`, read its stdout until a line contains `at`, call `before`
+/// (the run is then in the state the test wants), send `signal` to the
+/// process alone (not its group), and collect how it ended.
+pub fn signal_after(
+    cmd: &mut Command,
+    at: &str,
+    signal: libc::c_int,
+    before: impl FnOnce(),
+) -> Signalled {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let err_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut out = String::new();
+    loop {
+        let mut line = String::new();
+        let n = stdout.read_line(&mut line).expect("reading stdout");
+        if n == 0 {
+            let _ = child.wait();
+            let err = err_thread.join().unwrap_or_default();
+            panic!("stdout ended before a line with `{at}`:\n{out}\nstderr:\n{err}");
+        }
+        out.push_str(&line);
+        if line.contains(at) {
+            break;
+        }
+    }
+    before();
+    let pid = libc::pid_t::try_from(child.id()).expect("a pid");
+    // SAFETY: sending a signal to our own child process.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::kill(pid, signal) };
+    assert_eq!(rc, 0, "kill({pid}, {signal})");
+    stdout.read_to_string(&mut out).expect("reading stdout");
+    let status = child.wait().expect("waiting for the child");
+    let stderr = err_thread.join().expect("the stderr reader");
+    Signalled {
+        status,
+        stdout: out,
+        stderr,
+    }
+}
