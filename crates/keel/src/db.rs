@@ -205,6 +205,25 @@ impl Db {
         &self.inner.engine.metrics
     }
 
+    /// The metrics, shared: a handle that stays readable after the
+    /// database is closed (for an exporter that outlives it).
+    pub fn metrics_shared(&self) -> Arc<Metrics> {
+        Arc::clone(&self.inner.engine.metrics)
+    }
+
+    /// Serve this database's metrics at `http://ADDR/metrics` in
+    /// Prometheus's text format until the returned server is dropped; e.g.
+    /// `db.serve_metrics("127.0.0.1:9187")`. Port 0 picks a free port
+    /// ([`crate::MetricsServer::local_addr`]). Give a loopback address
+    /// unless the scraper is on another host: the endpoint has no
+    /// authentication. The server reads the metrics only: it outlives a
+    /// closed database harmlessly. Needs the `prometheus` cargo feature.
+    /// Errors: [`Error::MetricsListen`], naming the address.
+    #[cfg(feature = "prometheus")]
+    pub fn serve_metrics(&self, addr: &str) -> Result<crate::MetricsServer> {
+        crate::MetricsServer::start(Arc::clone(&self.inner.engine.metrics), addr)
+    }
+
     /// Create a table; an error if one of that name exists.
     pub fn create_table(&self, name: &str) -> Result<Table> {
         check_name(name)?;

@@ -179,6 +179,15 @@ pub enum Error {
         /// The transaction holding the lock.
         owner: u64,
     },
+    /// The metrics endpoint could not listen on the address given
+    /// (`Db::serve_metrics`).
+    #[error("cannot serve metrics on `{addr}`: {reason}")]
+    MetricsListen {
+        /// The address, as given.
+        addr: String,
+        /// Why (the OS's words).
+        reason: String,
+    },
 }
 
 impl Error {

@@ -42,6 +42,8 @@ mod config;
 mod db;
 mod engine;
 mod error;
+#[cfg(feature = "prometheus")]
+mod exporter;
 #[doc(hidden)]
 pub mod failpoint;
 mod flush;
@@ -58,7 +60,12 @@ pub use btree::TreeStats;
 pub use config::{FlushPolicyName, Options, CLASSIC_ONLY};
 pub use db::{Db, Range, Table};
 pub use error::{Error, Result};
+#[cfg(feature = "prometheus")]
+pub use exporter::MetricsServer;
 pub use flush::{Decision, FlushMode};
-pub use metrics::{Metrics, PAUSE_BUCKETS_US};
+pub use metrics::{
+    is_gauge, prometheus_name, Histogram, Metrics, COMMIT_BUCKETS_US, PAUSE_BUCKETS_US,
+    PROMETHEUS_CONTENT_TYPE,
+};
 pub use page::Lsn;
 pub use txn::{Scan, Txn};

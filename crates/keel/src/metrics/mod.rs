@@ -12,15 +12,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 macro_rules! registry {
     ($( $(#[doc = $doc:literal])* $name:ident ),* $(,)?) => {
-        /// Every counter and gauge of one engine.
+        /// Every counter and gauge of one engine, and the commit latency
+        /// histogram.
         #[derive(Default, Debug)]
         pub struct Metrics {
             $( $(#[doc = $doc])* pub $name: AtomicU64, )*
+            /// Commit latency: from logging a transaction's record to its
+            /// being applied and as durable as `flush_log_at_trx_commit`
+            /// asks (row-lock waits before it are not included).
+            pub trx_commit_latency: Histogram,
         }
 
         impl Metrics {
             /// Every metric's name, in declaration order.
             pub const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+
+            /// Every metric's description (its doc comment), in the order
+            /// of [`Metrics::NAMES`]. A gauge's starts with `Gauge`; every
+            /// other metric is a counter.
+            pub const HELP: &'static [&'static str] = &[$(concat!($($doc),*)),*];
 
             /// Every metric as name → current value.
             pub fn snapshot(&self) -> BTreeMap<&'static str, u64> {
@@ -170,12 +180,12 @@ registry! {
     log_free_check_wait_us_total,
     /// Microseconds writers spent waiting for sync flushes.
     buffer_flush_sync_wait_us_total,
-    /// Longest single sync-flush wait in microseconds.
+    /// Gauge: longest single sync-flush wait in microseconds.
     buffer_flush_sync_wait_us_max,
     /// Writer pauses for the policy's redo rate limit (`steady`), each at
     /// most 100 ms; their time is `buffer_flush_throttle_delay_us_total`.
     writer_pauses,
-    /// Longest single writer pause in microseconds.
+    /// Gauge: longest single writer pause in microseconds.
     writer_pause_us_max,
     /// Writer pauses of at most 1 ms (a cumulative histogram bucket, as
     /// Prometheus counts them; the other buckets likewise).
@@ -227,17 +237,19 @@ registry! {
     dblwr_writes,
     /// Pages written to doublewrite areas.
     dblwr_pages_written,
-    /// Redo record groups applied by the last recovery.
+    /// Gauge: redo record groups applied by the last recovery.
     recovery_groups_applied,
-    /// Page records applied by the last recovery.
+    /// Gauge: page records applied by the last recovery.
     recovery_page_records_applied,
-    /// Distinct pages touched by the last recovery.
+    /// Gauge: distinct pages touched by the last recovery.
     recovery_pages_touched,
-    /// Committed transactions whose write sets recovery re-applied.
+    /// Gauge: committed transactions whose write sets the last recovery
+    /// re-applied.
     recovery_txns_reapplied,
-    /// Torn pages repaired from the doublewrite area by the last recovery.
+    /// Gauge: torn pages repaired from the doublewrite area by the last
+    /// recovery.
     recovery_torn_pages_repaired,
-    /// Milliseconds the last recovery took.
+    /// Gauge: milliseconds the last recovery took.
     recovery_time_ms,
     /// Mini-transactions committed.
     mtr_commits,
@@ -261,6 +273,65 @@ registry! {
 
 /// Upper bounds of the writer-pause histogram buckets, in microseconds.
 pub const PAUSE_BUCKETS_US: [u64; 7] = [1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000];
+
+/// Upper bounds of the commit latency histogram's buckets, in
+/// microseconds (the last, unbounded bucket is implied).
+pub const COMMIT_BUCKETS_US: [u64; 14] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 5_000_000,
+];
+
+/// A latency histogram with fixed buckets ([`COMMIT_BUCKETS_US`]): one
+/// relaxed atomic add per bucket, sum and count for each observation.
+/// Buckets count observations in their own range only; a reader makes
+/// them cumulative ([`Histogram::cumulative`]).
+#[derive(Default, Debug)]
+pub struct Histogram {
+    /// Observations in each bucket's range (above the previous bound, at
+    /// most this one); the last is everything above the last bound.
+    buckets: [AtomicU64; COMMIT_BUCKETS_US.len() + 1],
+    sum_us: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    /// Count one observation of `us` microseconds.
+    pub fn record(&self, us: u64) {
+        let i = COMMIT_BUCKETS_US.partition_point(|&le| le < us);
+        Metrics::add(&self.buckets[i], 1);
+        Metrics::add(&self.sum_us, us);
+        Metrics::add(&self.count, 1);
+    }
+
+    /// (upper bound in µs, observations at or below it) for each bound of
+    /// [`COMMIT_BUCKETS_US`], then the sum of all observations in µs and
+    /// their count (the `+Inf` bucket). Read without a lock, so a reader
+    /// racing writers may see the count a little ahead of the buckets; the
+    /// buckets are made monotonic and never exceed the count.
+    pub fn cumulative(&self) -> (Vec<(u64, u64)>, u64, u64) {
+        let count = self.count.load(Ordering::Relaxed);
+        let sum = self.sum_us.load(Ordering::Relaxed);
+        let mut acc = 0u64;
+        let buckets = COMMIT_BUCKETS_US
+            .iter()
+            .zip(&self.buckets)
+            .map(|(&le, b)| {
+                acc = acc.saturating_add(b.load(Ordering::Relaxed));
+                (le, acc.min(count))
+            })
+            .collect();
+        (buckets, sum, count)
+    }
+}
+
+/// Whether the metric is a gauge (a level) rather than a counter (a
+/// running total): its description says so.
+pub fn is_gauge(name: &str) -> bool {
+    Metrics::NAMES
+        .iter()
+        .position(|n| *n == name)
+        .is_some_and(|i| Metrics::HELP[i].trim_start().starts_with("Gauge"))
+}
 
 impl Metrics {
     /// Count one writer pause of `us` microseconds in the histogram.
@@ -301,6 +372,9 @@ impl Metrics {
     }
 }
 
+mod prometheus;
+pub use prometheus::{prometheus_name, PROMETHEUS_CONTENT_TYPE};
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -315,5 +389,25 @@ mod tests {
         let s = m.snapshot();
         assert_eq!(s.len(), Metrics::NAMES.len());
         assert!(s.contains_key("buffer_LRU_batch_flush_total_pages"));
+        assert_eq!(Metrics::HELP.len(), Metrics::NAMES.len());
+        assert!(is_gauge("log_lsn_checkpoint_age"));
+        assert!(is_gauge("recovery_time_ms"));
+        assert!(!is_gauge("os_data_writes"));
+        assert!(!is_gauge("nope"));
+    }
+
+    #[test]
+    fn the_histogram_counts_each_observation_once_and_reads_cumulative() {
+        let h = Histogram::default();
+        for us in [50, 100, 101, 3_000, 10_000_000] {
+            h.record(us);
+        }
+        let (b, sum, count) = h.cumulative();
+        assert_eq!((sum, count), (10_003_251, 5));
+        assert_eq!(b[0], (100, 2)); // 50 and 100: a bound is inclusive
+        assert_eq!(b[1], (250, 3));
+        assert_eq!(b[5], (5_000, 4));
+        assert_eq!(b.last(), Some(&(5_000_000, 4))); // 10 s is above every bound
+        assert!(b.windows(2).all(|w| w[0].1 <= w[1].1));
     }
 }

@@ -40,11 +40,14 @@ pub(crate) const APPLY_RETRY_LIMIT: Duration = Duration::from_secs(600);
 /// `flush_log_at_trx_commit` asks. The caller holds the row lock of every
 /// op. Returns, per op, whether its key was present before.
 pub(super) fn log_and_apply(e: &Engine, txn_id: u64, ops: &[Op<'_>]) -> Result<Vec<bool>> {
+    let started = Instant::now();
     let rec: Arc<[u8]> = record::encode(txn_id, ops).into();
     let ticket = e.begin_commit(rec)?;
     let found = apply_all(e, &ticket, ops)?;
     let lsn = ticket.finish()?;
     e.wait_durable(lsn)?;
+    let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    e.metrics.trx_commit_latency.record(us);
     Ok(found)
 }
 
