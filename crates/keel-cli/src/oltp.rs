@@ -6,6 +6,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -96,6 +97,13 @@ pub struct OltpArgs {
     pub reuse_data: bool,
     #[command(flatten)]
     pub throttle: ThrottleArgs,
+    /// Serve Keel's metrics at http://ADDR/metrics in Prometheus's text
+    /// format while the command runs (each run's database from its start,
+    /// its last values until the next run starts). ADDR is HOST:PORT, or a
+    /// port alone for 127.0.0.1:PORT (loopback: the endpoint has no
+    /// authentication). Keel only.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
     // Only the keys a --config file sets override (see resolve.rs).
     #[command(flatten)]
     pub engine: EngineArgs,
@@ -269,7 +277,11 @@ pub fn run(a: OltpArgs) -> Result<()> {
         }
         a.throttle.throttle(&plan.datadir)?
     };
-    let report = execute(&plan, throttle.as_ref())?;
+    let metrics = match &a.metrics_listen {
+        Some(addr) => Some(MetricsEndpoint::start(addr)?),
+        None => None,
+    };
+    let report = execute(&plan, throttle.as_ref(), metrics.as_ref())?;
     write_outputs(&a, &report)
 }
 
@@ -287,6 +299,9 @@ fn check_engine_flags(a: &OltpArgs) -> Result<()> {
     }
     if a.engine.device.is_some() {
         return Err(flag("--device (Keel's device model)"));
+    }
+    if a.metrics_listen.is_some() {
+        return Err(flag("--metrics-listen (Keel's metrics)"));
     }
     if !a.device_changes.is_empty() {
         return Err(flag("--device-change"));
@@ -357,9 +372,49 @@ fn steady_note(a: &OltpArgs, plan: &Plan) -> Result<()> {
 }
 
 /// Run the plan, printing its preset, progress, interval lines and results.
+/// `--metrics-listen`: one endpoint for the whole command, serving the
+/// database of the run that started last.
+pub struct MetricsEndpoint {
+    current: Arc<Mutex<Option<Arc<keel::Metrics>>>>,
+    _server: keel::MetricsServer,
+}
+
+impl MetricsEndpoint {
+    /// Listen on `addr` (`HOST:PORT`, or a port alone for loopback).
+    pub fn start(addr: &str) -> Result<MetricsEndpoint> {
+        let addr = if addr.parse::<u16>().is_ok() {
+            format!("127.0.0.1:{addr}")
+        } else {
+            addr.to_string()
+        };
+        let current: Arc<Mutex<Option<Arc<keel::Metrics>>>> = Arc::default();
+        let shown = Arc::clone(&current);
+        let server = keel::MetricsServer::start_with(&addr, move || {
+            let m = shown.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            m.map(|m| m.render_prometheus()).unwrap_or_default()
+        })
+        .context("--metrics-listen")?;
+        println!("metrics: http://{}/metrics", server.local_addr());
+        Ok(MetricsEndpoint {
+            current,
+            _server: server,
+        })
+    }
+
+    fn on_event(&self, e: &Event<'_>) {
+        if let Event::RunStart { keel: Some(db), .. } = e {
+            *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(db.metrics_shared());
+        }
+    }
+}
+
 /// With `throttle`, each run's measurement (not its prepare) runs in the
-/// throttle's cgroup.
-fn execute(plan: &Plan, throttle: Option<&Throttle>) -> Result<OltpReport> {
+/// throttle's cgroup; with `metrics`, each run's metrics are served.
+fn execute(
+    plan: &Plan,
+    throttle: Option<&Throttle>,
+    metrics: Option<&MetricsEndpoint>,
+) -> Result<OltpReport> {
     if let Some((p, given)) = &plan.preset {
         println!(
             "preset {}: seed {} \"{}\": {}{}",
@@ -378,6 +433,9 @@ fn execute(plan: &Plan, throttle: Option<&Throttle>) -> Result<OltpReport> {
     Ok(oltp::run_plan(plan, &mut |e| {
         if let Some(t) = throttle {
             throttle_run(t, &e);
+        }
+        if let Some(m) = metrics {
+            m.on_event(&e);
         }
         on_event(e, &mut progress)
     })?)
@@ -484,6 +542,7 @@ fn on_event(e: Event<'_>, progress: &mut Progress) {
             options,
             engine,
             settings,
+            ..
         } => match engine {
             Engine::Keel => print_header(index, count, label, params, options),
             _ => print_other_header(index, count, label, params, engine, settings),

@@ -177,8 +177,8 @@ fn sigint_at(at: &str, table_size: &str) {
             ])
             .current_dir(dir.path()),
         at,
-        libc::SIGINT,
-        || {
+        Some(libc::SIGINT),
+        |_| {
             assert!(
                 processes_under(dir.path())
                     .iter()

@@ -16,8 +16,8 @@ fn sigusr1_after_the_first_interval(args: &[&str]) -> String {
     let run = signal_after(
         keel_cmd().args(args).current_dir(dir.path()),
         "] thds: ",
-        libc::SIGUSR1,
-        || {},
+        Some(libc::SIGUSR1),
+        |_| {},
     );
     assert!(run.status.success(), "{}\n{}", run.stdout, run.stderr);
     run.stdout

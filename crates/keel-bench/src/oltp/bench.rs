@@ -159,6 +159,8 @@ pub enum Event<'a> {
         engine: Engine,
         /// The engine's effective settings.
         settings: &'a serde_json::Map<String, serde_json::Value>,
+        /// The database, when the engine is Keel (for its metrics).
+        keel: Option<&'a keel::Db>,
     },
     /// The tables were read into the buffer pool before the run
     /// (`prewarm`).
@@ -392,6 +394,7 @@ fn run_one(
         options,
         engine: db.engine(),
         settings: &settings,
+        keel: db.keel(),
     });
     if params.prewarm {
         let t = Instant::now();

@@ -70,11 +70,16 @@ pub(super) fn run(a: &OltpArgs) -> Result<()> {
             ", each with --vary flush_policy=classic,steady"
         }
     );
+    let metrics = match &a.metrics_listen {
+        Some(addr) => Some(super::MetricsEndpoint::start(addr)?),
+        None => None,
+    };
     let mut verdicts = Vec::new();
     for (i, (pa, plan)) in steps.iter().enumerate() {
         let name = &names[i];
         println!("\n=== showdown {}/{}: {name} ===", i + 1, steps.len());
-        let report = execute(plan, None).with_context(|| format!("--preset showdown: {name}"))?;
+        let report = execute(plan, None, metrics.as_ref())
+            .with_context(|| format!("--preset showdown: {name}"))?;
         write_outputs(pa, &report)?;
         verdicts.push(oltp::judge(name, &format!("{name}/index.html"), &report));
         let summary = oltp::ShowdownReport::new(verdicts.clone(), names[i + 1..].to_vec());

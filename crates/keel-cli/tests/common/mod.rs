@@ -134,13 +134,14 @@ pub struct Signalled {
 }
 
 /// Spawn `cmd`, read its stdout until a line contains `at`, call `before`
-/// (the run is then in the state the test wants), send `signal` to the
-/// process alone (not its group), and collect how it ended.
+/// with what it printed so far (the run is then in the state the test
+/// wants), send `signal` (if any) to the process alone (not its group),
+/// and collect how it ended.
 pub fn signal_after(
     cmd: &mut Command,
     at: &str,
-    signal: libc::c_int,
-    before: impl FnOnce(),
+    signal: Option<libc::c_int>,
+    before: impl FnOnce(&str),
 ) -> Signalled {
     use std::io::{BufRead, BufReader, Read};
     use std::process::Stdio;
@@ -171,12 +172,14 @@ pub fn signal_after(
             break;
         }
     }
-    before();
-    let pid = libc::pid_t::try_from(child.id()).expect("a pid");
-    // SAFETY: sending a signal to our own child process.
-    #[allow(unsafe_code)]
-    let rc = unsafe { libc::kill(pid, signal) };
-    assert_eq!(rc, 0, "kill({pid}, {signal})");
+    before(&out);
+    if let Some(signal) = signal {
+        let pid = libc::pid_t::try_from(child.id()).expect("a pid");
+        // SAFETY: sending a signal to our own child process.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({pid}, {signal})");
+    }
     stdout.read_to_string(&mut out).expect("reading stdout");
     let status = child.wait().expect("waiting for the child");
     let stderr = err_thread.join().expect("the stderr reader");
