@@ -1,15 +1,15 @@
 //! Named points in the engine's own code where a test can hold a thread
 //! at the bad moment of a race, the way `io::faulty`'s holds do at an I/O
-//! call. Each engine has its own set ([`Points`], armed through the hidden
+//! call. Each engine has its own set (`Points`, armed through the hidden
 //! `Db::failpoint`), so tests running side by side in one process do not
 //! catch each other's threads. Compiled in only for tests and with the
-//! `test-util` feature; otherwise [`Points`] is empty and `hit` does
+//! `test-util` feature; otherwise `Points` is empty and `hit` does
 //! nothing.
 //!
 //! A point is armed by name and fires once: the first thread of that
 //! engine to reach it waits (holding whatever it holds there, by design)
-//! until the test calls [`Hold::release`], or for at most
-//! [`HOLD_TIMEOUT`], so that a failed test cannot hang.
+//! until the test calls `Hold::release`, or for at most
+//! `HOLD_TIMEOUT`, so that a failed test cannot hang.
 //!
 //! Points:
 //! - `checkpoint.relocated`: in `Engine::checkpoint_locked`, after the

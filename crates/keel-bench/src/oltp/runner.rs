@@ -132,7 +132,7 @@ pub type Measured = (Summary, Vec<Interval>, Vec<DeviceChange>);
 /// with Keel's device changed as `changes` (in time order, checked by the
 /// plan) says. `on_tick` is called from this thread at the end of every
 /// interval and after every change; on Keel SIGUSR1 prints the status
-/// report in between (see [`StatusRequest`]).
+/// report in between (see `StatusRequest`).
 pub fn run(
     db: &dyn Database,
     params: &OltpParams,

@@ -14,7 +14,7 @@
 //! Waiting: a transaction may wait inside the engine (Keel's row locks,
 //! SQLite's busy handler, the single writer lock of redb and LMDB,
 //! RocksDB's row locks); it holds nothing of this crate while it waits.
-//! Creating a tree holds the [`Trees`] registry's write lock while the
+//! Creating a tree holds the `Trees` registry's write lock while the
 //! engine creates it (which may wait for that engine's writer); sessions
 //! take the registry's read lock only when a transaction begins and not
 //! while one is open, so the creator's wait always ends.
