@@ -16,17 +16,21 @@ use keel_bench::oltp;
 /// (once, not reproduced), and each test measures nothing but its own.
 static ONE_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn one_server() -> std::sync::MutexGuard<'static, ()> {
-    ONE_SERVER.lock().unwrap_or_else(|p| p.into_inner())
+/// The server slot for `test`, or `None` (and a line saying it was
+/// skipped) where MariaDB or sysbench is not installed.
+fn server_or_skip(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if let Err(e) = Tools::find() {
+        eprintln!("SKIPPED: {test}: {e}");
+        return None;
+    }
+    Some(ONE_SERVER.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 #[test]
 fn a_short_innodb_run_writes_a_report_in_keels_format() {
-    if let Err(e) = Tools::find() {
-        eprintln!("SKIPPED: the InnoDB smoke test: {e}");
+    let Some(_one) = server_or_skip("the InnoDB smoke test") else {
         return;
-    }
-    let _one = one_server();
+    };
     let dir = tempfile::Builder::new()
         .prefix("keel-innodb-test-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -211,21 +215,17 @@ fn sigint_at(at: &str, table_size: &str) {
 
 #[test]
 fn ctrl_c_during_the_run_stops_the_server_and_removes_its_files() {
-    if let Err(e) = Tools::find() {
-        eprintln!("SKIPPED: the InnoDB interruption test: {e}");
+    let Some(_one) = server_or_skip("the InnoDB interruption test") else {
         return;
-    }
-    let _one = one_server();
+    };
     sigint_at("] thds: 2 tps: ", "2000");
 }
 
 #[test]
 fn ctrl_c_during_prepare_stops_the_server_and_removes_its_files() {
-    if let Err(e) = Tools::find() {
-        eprintln!("SKIPPED: the InnoDB interruption test: {e}");
+    let Some(_one) = server_or_skip("the InnoDB interruption test") else {
         return;
-    }
-    let _one = one_server();
+    };
     // Enough rows that prepare is still loading when the signal comes.
     sigint_at("innodb: sysbench prepare", "2000000");
 }
