@@ -363,6 +363,21 @@ impl Options {
         self.page_cleaners.min(self.effective_instances()).max(1)
     }
 
+    /// The options that change only at the next open: every option not in
+    /// [`RUNTIME_OPTIONS`], in alphabetical order.
+    pub fn restart_only() -> Vec<String> {
+        known_keys()
+            .into_iter()
+            .filter(|k| !RUNTIME_OPTIONS.contains(&k.as_str()))
+            .collect()
+    }
+
+    /// Whether `key` is an option that [`Db::set_option`](crate::Db::set_option)
+    /// changes while the database runs.
+    pub fn is_runtime(key: &str) -> bool {
+        RUNTIME_OPTIONS.contains(&key)
+    }
+
     /// The parsed `device` option.
     pub fn device_spec(&self) -> Result<ThrottleSpec> {
         ThrottleSpec::from_str(&self.device).map_err(|e| Error::config("device", e.to_string()))
@@ -381,6 +396,28 @@ pub const CLASSIC_ONLY: &[&str] = &[
     "flushing_avg_loops",
     "flush_sync",
     "lru_scan_depth",
+];
+
+/// The options [`Db::set_option`](crate::Db::set_option) changes while the
+/// database runs: the ones InnoDB's `SET GLOBAL` changes, plus `device`
+/// (the device model, as [`Db::set_device`](crate::Db::set_device)). Every
+/// other option is fixed by files on disk or by structures sized at open,
+/// and takes effect at the next open ([`Options::restart_only`]).
+pub const RUNTIME_OPTIONS: &[&str] = &[
+    "flush_policy",
+    "io_capacity",
+    "io_capacity_max",
+    "max_dirty_pages_pct",
+    "max_dirty_pages_pct_lwm",
+    "adaptive_flushing",
+    "adaptive_flushing_lwm",
+    "flushing_avg_loops",
+    "lru_scan_depth",
+    "flush_neighbors",
+    "flush_sync",
+    "flush_log_at_trx_commit",
+    "lock_wait_timeout",
+    "device",
 ];
 
 /// The flushing policies (`flush_policy`).

@@ -12,7 +12,7 @@ use crate::config::Options;
 use crate::engine::admission::Purpose;
 use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
-use crate::flush::{Classic, ClassicConfig, Cleaners, Decision, FlushPolicy};
+use crate::flush::{Cleaners, Decision};
 use crate::io::throttle::ThrottleStats;
 use crate::io::{FileSystem, ThrottleSpec, ThrottledFileSystem};
 use crate::metrics::Metrics;
@@ -88,14 +88,7 @@ impl Db {
             unfinished
         };
         let n = engine.opts.effective_page_cleaners();
-        let policy: Box<dyn FlushPolicy> = match engine.opts.flush_policy {
-            crate::config::FlushPolicyName::Classic => {
-                Box::new(Classic::new(ClassicConfig::from_options(&engine.opts)))
-            }
-            crate::config::FlushPolicyName::Steady => {
-                Box::new(crate::flush::policy::steady::Steady::new())
-            }
-        };
+        let policy = crate::flush::policy::from_options(&engine.opts);
         let mut cleaners = Cleaners::start(engine.clone(), n, policy)
             .map_err(|e| Error::io(&dir, "start page cleaner thread", e))?;
         // Commits the crash interrupted are finished like any commit, with
@@ -145,10 +138,54 @@ impl Db {
         &self.inner.dir
     }
 
-    /// The options in effect. `device` is the one the database was opened
-    /// with, even after [`Db::set_device`].
-    pub fn options(&self) -> &Options {
-        &self.inner.engine.opts
+    /// The options in effect: the ones the database was opened with, and
+    /// every change made since by [`Db::set_option`] (or
+    /// [`Db::set_device`]).
+    pub fn options(&self) -> Options {
+        self.inner.engine.live.current()
+    }
+
+    /// Change an option while the database runs, as InnoDB's `SET GLOBAL`
+    /// does: `value` is text, as [`Options::set`] takes it (`"2000"`,
+    /// `"classic"`, `"off"`).
+    ///
+    /// The options that change at run time are [`RUNTIME_OPTIONS`](crate::RUNTIME_OPTIONS):
+    /// - `flush_policy`: the page cleaners follow the other policy from
+    ///   their next round on (they are woken for it, so within
+    ///   milliseconds unless a round is under way, which finishes under the
+    ///   old one). A new `steady` starts measuring the device afresh;
+    ///   leaving `steady` clears its writer pacing, and paused writers go
+    ///   on at once. No commit waits for the switch and none is lost.
+    /// - `classic`'s knobs (`io_capacity`, `io_capacity_max`,
+    ///   `max_dirty_pages_pct`, `max_dirty_pages_pct_lwm`,
+    ///   `adaptive_flushing`, `adaptive_flushing_lwm`,
+    ///   `flushing_avg_loops`, `lru_scan_depth`, `flush_sync`): from the
+    ///   next round, with the rates averaged so far kept. Under `steady`
+    ///   they are stored and take effect if `classic` is chosen.
+    /// - `flush_neighbors`: from the next batch written.
+    /// - `flush_log_at_trx_commit`, `lock_wait_timeout`: from the next
+    ///   commit, the next lock wait.
+    /// - `device`: as [`Db::set_device`].
+    ///
+    /// The value is checked as at open, against the other options too
+    /// (`io_capacity` may not exceed an explicit `io_capacity_max`).
+    /// Errors, each leaving every option as it was:
+    /// [`Error::RestartRequired`] for an option that only takes effect at
+    /// open (the message lists both kinds); [`Error::Config`] naming `key`
+    /// for an unknown option or a bad value; [`Error::DeviceNotModelled`]
+    /// as [`Db::set_device`]; [`Error::Closed`] once the database is
+    /// closing.
+    ///
+    /// Safe to call from any thread while others read and write; nothing
+    /// waits for the change (see the module `engine::live` for the
+    /// protocol). [`Db::options`] shows the change as soon as this returns.
+    pub fn set_option(&self, key: &str, value: &str) -> Result<()> {
+        let cleaners = self.inner.cleaners.lock();
+        let Some(c) = cleaners.as_ref() else {
+            return Err(Error::Closed);
+        };
+        let e = &self.inner.engine;
+        e.set_option(key, value, &|u| c.update_policy(u, &e.wb))
     }
 
     /// Make the data files' device model behave like `spec` (a preset name
@@ -172,10 +209,10 @@ impl Db {
     /// swap takes the model's lock for a moment, as every request's
     /// admission does, and no request is lost, repeated or reordered.
     ///
-    /// [`Db::options`] keeps reporting the device the database was opened
-    /// with; the caller knows what it changed it to.
+    /// [`Db::options`] reports the new `device` from then on; this is
+    /// `set_option("device", spec)`.
     pub fn set_device(&self, spec: &str) -> Result<()> {
-        self.inner.engine.set_device(spec)
+        self.set_option("device", spec)
     }
 
     /// The spec the data files' device model follows now (the `device`

@@ -50,6 +50,20 @@ pub enum Error {
         /// Why it was rejected.
         reason: String,
     },
+    /// [`Db::set_option`](crate::Db::set_option) was asked to change an
+    /// option that only takes effect when the database is opened. Nothing
+    /// changed.
+    #[error(
+        "option `{key}` cannot change while the database is open: give it to Db::open \
+         (`--set` on the command line) and it takes effect at the next open. Options that \
+         need a restart: {}. Options that change at run time: {}",
+        crate::config::Options::restart_only().join(", "),
+        crate::config::RUNTIME_OPTIONS.join(", ")
+    )]
+    RestartRequired {
+        /// The option's name.
+        key: String,
+    },
     /// A key is longer than the tree accepts.
     #[error("key of {len} bytes is longer than the maximum of {max} bytes")]
     KeyTooLarge {

@@ -15,6 +15,9 @@
 //! - `checkpoint.relocated`: in `Engine::checkpoint_locked`, after the
 //!   records of the commits in flight were relocated to the end of the log
 //!   and before that group is synced.
+//! - `cleaner.tick`: in the page-cleaner coordinator's round, after the
+//!   policy decided and the round's batches were written, before the log
+//!   flush and the checkpoint (`CleanerHost::tick`).
 
 #[cfg(any(test, feature = "test-util"))]
 pub use imp::*;

@@ -57,7 +57,7 @@ mod space;
 mod txn;
 
 pub use btree::TreeStats;
-pub use config::{FlushPolicyName, Options, CLASSIC_ONLY};
+pub use config::{FlushPolicyName, Options, CLASSIC_ONLY, RUNTIME_OPTIONS};
 pub use db::{Db, Range, Table};
 pub use error::{Error, Result};
 #[cfg(feature = "prometheus")]

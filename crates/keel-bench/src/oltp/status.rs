@@ -50,9 +50,10 @@ fn section(out: &mut String, title: &str) {
 pub fn status_report(db: &Db, since: Option<(&BTreeMap<&'static str, u64>, f64)>) -> String {
     let metrics = db.metrics().snapshot();
     let decision = db.flush_decision();
+    let options = db.options();
     status_text(&StatusInput {
         dir: db.dir(),
-        options: db.options(),
+        options: &options,
         metrics: &metrics,
         decision: &decision,
         since,

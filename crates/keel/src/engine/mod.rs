@@ -10,6 +10,7 @@
 
 pub(crate) mod admission;
 pub(crate) mod commit;
+pub(crate) mod live;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,7 +48,11 @@ pub(crate) mod space_header {
 }
 
 pub(crate) struct Engine {
+    /// The options given at open. The ones in `RUNTIME_OPTIONS` may have
+    /// changed since: read those from `live`.
     pub opts: Options,
+    /// The options in effect, changed by `Db::set_option` ([`live`]).
+    pub live: live::Live,
     pub pool: BufferPool,
     pub wb: Arc<WriteBack>,
     pub log: Arc<Log>,
@@ -196,6 +201,7 @@ impl Engine {
             cap - 4096,
         );
         let engine = Engine {
+            live: live::Live::new(&opts),
             opts,
             pool,
             wb,
@@ -301,7 +307,7 @@ impl Engine {
     /// (1: write and sync now, with group commit; 2: write now; 0: neither,
     /// the background flush does both about once a second).
     pub fn wait_durable(&self, lsn: Lsn) -> Result<()> {
-        match self.opts.flush_log_at_trx_commit {
+        match self.live.flush_log_at_trx_commit() {
             1 => self.log.write_up_to(lsn, true),
             2 => self.log.write_up_to(lsn, false),
             _ => Ok(()),
@@ -473,9 +479,7 @@ impl CleanerHost for Engine {
         }
     }
     fn flush_list_sample(&self) -> usize {
-        // The classic policy caps pages_for_lsn at 2 × io_capacity_max after
-        // dividing the count by 3: it never needs more entries than this.
-        (6 * self.opts.effective_io_capacity_max() as usize).clamp(1024, 1 << 16)
+        self.live.flush_list_sample()
     }
     fn checkpoint(&self) -> Result<()> {
         Engine::try_checkpoint(self).map(|_| ())
@@ -484,6 +488,7 @@ impl CleanerHost for Engine {
         self.adm.pacer.set_limit(limit);
     }
     fn tick(&self, urgent: bool) -> Result<()> {
+        self.failpoints.hit("cleaner.tick");
         if urgent {
             // Redo must be durable before a checkpoint can name it.
             self.log.write_up_to(self.log.lsn(), true)?;

@@ -28,6 +28,7 @@ use super::policy::{
 };
 use super::writeback::WriteBack;
 use crate::buffer::BufferPool;
+use crate::config::Options;
 use crate::metrics::Metrics;
 use crate::page::Lsn;
 
@@ -86,6 +87,20 @@ struct Shared {
     round: Mutex<Round>,
     start: Condvar,
     done: Condvar,
+    /// Changes to the policy not yet taken by the coordinator, in the
+    /// order they were made ([`Cleaners::update_policy`]).
+    updates: Mutex<Vec<PolicyUpdate>>,
+}
+
+/// A change of the flushing policy while the cleaners run
+/// (`Db::set_option`).
+pub enum PolicyUpdate {
+    /// Follow this policy from the next round on (`flush_policy` changed).
+    /// What the old one measured is dropped with it.
+    Replace(Box<dyn FlushPolicy>),
+    /// The policy's knobs changed: the current policy takes them
+    /// ([`FlushPolicy::retune`]) and keeps its history.
+    Retune(Options),
 }
 
 /// The running cleaner threads.
@@ -111,6 +126,7 @@ impl Cleaners {
             }),
             start: Condvar::new(),
             done: Condvar::new(),
+            updates: Mutex::new(Vec::new()),
         });
         let started = Instant::now();
         let mut threads = Vec::with_capacity(n);
@@ -121,13 +137,22 @@ impl Cleaners {
             let b = std::thread::Builder::new().name(format!("keel-cleaner-{c}"));
             let t = if c == 0 {
                 let mut p = policy.take().expect("one coordinator");
-                b.spawn(move || coordinate(&*host, n, &mut *p, &sh, started))?
+                b.spawn(move || coordinate(&*host, n, &mut p, &sh, started))?
             } else {
                 b.spawn(move || serve(&*host, c, n, &sh))?
             };
             threads.push(t);
         }
         Ok(Cleaners { shared, threads })
+    }
+
+    /// Hand `update` to the coordinator, which applies it (and any made
+    /// before it, in order) at the start of its next round, and wake it so
+    /// that the round starts now rather than when its sleep ends. Returns
+    /// at once: a round under way finishes under the policy it began with.
+    pub fn update_policy(&self, update: PolicyUpdate, wb: &WriteBack) {
+        self.shared.updates.lock().push(update);
+        wb.wake_cleaners();
     }
 
     /// Stop and join every cleaner.
@@ -200,7 +225,10 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
 
 fn publish(m: &Metrics, t: &FlushTargets) {
     let d = &t.decision;
-    if let Some(f) = &d.steady {
+    let zero = super::policy::SteadyFigures::default();
+    // A policy without steady's figures (classic, or after a switch away
+    // from steady) publishes them as zeros rather than leave the last ones.
+    if let Some(f) = d.steady.as_ref().or(t.full_round.then_some(&zero)) {
         Metrics::set(&m.steady_setpoint, f.setpoint);
         Metrics::set(&m.steady_freerun, f.freerun);
         Metrics::set(&m.steady_hard_limit, f.hard);
@@ -233,7 +261,7 @@ fn publish(m: &Metrics, t: &FlushTargets) {
 fn coordinate<H: CleanerHost + ?Sized>(
     host: &H,
     n: usize,
-    policy: &mut dyn FlushPolicy,
+    policy: &mut Box<dyn FlushPolicy>,
     sh: &Shared,
     started: Instant,
 ) {
@@ -244,6 +272,22 @@ fn coordinate<H: CleanerHost + ?Sized>(
     let mut busy = Duration::ZERO;
     while !sh.stop.load(Ordering::Acquire) {
         let wakeups = *wb.wakeup.0.lock();
+        // Taken alone and released before the round: whoever pushes an
+        // update holds nothing the round needs (see `update_policy`).
+        let updates = std::mem::take(&mut *sh.updates.lock());
+        for u in updates {
+            match u {
+                PolicyUpdate::Replace(p) => {
+                    log::info!(
+                        "flush policy {} -> {}",
+                        policy.name().as_str(),
+                        p.name().as_str()
+                    );
+                    *policy = p;
+                }
+                PolicyUpdate::Retune(opts) => policy.retune(&opts),
+            }
+        }
         let round_start = Instant::now();
         let snap = Snapshot {
             flusher_busy_us: busy.as_micros() as u64,

@@ -15,7 +15,6 @@ pub mod pacer;
 pub mod policy;
 pub mod writeback;
 
-pub use cleaner::Cleaners;
-pub use policy::classic::{Classic, ClassicConfig};
-pub use policy::{Decision, FlushMode, FlushPolicy};
+pub use cleaner::{Cleaners, PolicyUpdate};
+pub use policy::{Decision, FlushMode};
 pub use writeback::{Wal, WriteBack, WriteConfig};

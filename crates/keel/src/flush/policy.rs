@@ -9,6 +9,7 @@ pub mod steady;
 use std::time::Duration;
 
 use super::batch::FlushKind;
+use crate::config::{FlushPolicyName, Options};
 use crate::page::Lsn;
 
 /// State of one buffer-pool instance.
@@ -325,4 +326,23 @@ pub struct FlushTargets {
 pub trait FlushPolicy: Send {
     /// Decide this round's targets.
     fn decide(&mut self, snap: &Snapshot) -> FlushTargets;
+
+    /// Which policy this is.
+    fn name(&self) -> FlushPolicyName;
+
+    /// Take the run-time options' new values (`Db::set_option`), keeping
+    /// what the policy has measured so far. A policy that reads no option
+    /// ignores the call.
+    fn retune(&mut self, _opts: &Options) {}
+}
+
+/// The policy `opts.flush_policy` names, with no history, set up from
+/// `opts`.
+pub fn from_options(opts: &Options) -> Box<dyn FlushPolicy> {
+    match opts.flush_policy {
+        FlushPolicyName::Classic => Box::new(classic::Classic::new(
+            classic::ClassicConfig::from_options(opts),
+        )),
+        FlushPolicyName::Steady => Box::new(steady::Steady::new()),
+    }
 }

@@ -81,6 +81,9 @@ pub struct WriteBack {
     /// Microseconds a flush-list batch's first claim may wait for a latch
     /// (see `FlushTargets::oldest_latch_wait`).
     oldest_latch_wait_us: AtomicU64,
+    /// `flush_neighbors` now (starts as `cfg.flush_neighbors`; changed by
+    /// `Db::set_option`, read once per batch).
+    flush_neighbors: std::sync::atomic::AtomicU8,
     /// Cleaner failures so far, and the last one's message and whether it
     /// may pass (a full disk).
     failures: (AtomicU64, Mutex<(String, bool)>),
@@ -108,6 +111,7 @@ impl WriteBack {
             eager_lru: std::sync::atomic::AtomicBool::new(false),
             neighbors_in_batch_size: std::sync::atomic::AtomicBool::new(false),
             oldest_latch_wait_us: AtomicU64::new(0),
+            flush_neighbors: std::sync::atomic::AtomicU8::new(cfg.flush_neighbors),
             failures: Default::default(),
         }
     }
@@ -158,6 +162,17 @@ impl WriteBack {
             0 => (self.cfg.write_io_threads.min(self.space.n_files()), false),
             d => (d, true),
         }
+    }
+
+    /// The `flush_neighbors` option now: batches started from here on
+    /// follow `mode`, batches under way finish as they began.
+    pub(crate) fn set_flush_neighbors(&self, mode: u8) {
+        self.flush_neighbors.store(mode, Ordering::Relaxed);
+    }
+
+    /// The `flush_neighbors` option in effect.
+    pub(crate) fn flush_neighbors(&self) -> u8 {
+        self.flush_neighbors.load(Ordering::Relaxed)
     }
 
     /// Wake the page cleaners.

@@ -78,7 +78,7 @@ impl TrxSys {
     /// timeouts and deadlocks.
     pub(crate) fn lock(&self, e: &Engine, txn: u64, key: &LockKey, table: &str) -> Result<()> {
         let m = &e.metrics;
-        let timeout = Duration::from_secs_f64(e.opts.lock_wait_timeout);
+        let timeout = e.live.lock_wait_timeout();
         let count_wait = |w: Duration| {
             Metrics::add(&m.lock_row_lock_waits, 1);
             Metrics::add(&m.lock_row_lock_time_ms, w.as_millis() as u64);

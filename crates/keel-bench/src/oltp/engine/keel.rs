@@ -67,7 +67,7 @@ impl Database for KeelDatabase {
     }
 
     fn settings(&self) -> serde_json::Map<String, serde_json::Value> {
-        options_json(self.db.options())
+        options_json(&self.db.options())
     }
 
     fn flush(&self) -> Result<(), DbError> {

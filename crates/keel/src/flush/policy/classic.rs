@@ -23,7 +23,7 @@
 use std::time::Duration;
 
 use super::{Decision, FlushMode, FlushPolicy, FlushTargets, InstanceTarget, Snapshot};
-use crate::config::Options;
+use crate::config::{FlushPolicyName, Options};
 use crate::flush::batch::FlushKind;
 use crate::page::Lsn;
 
@@ -328,6 +328,17 @@ impl FlushPolicy for Classic {
         }
         t
     }
+
+    fn name(&self) -> FlushPolicyName {
+        FlushPolicyName::Classic
+    }
+
+    /// New knobs apply from the next round; the averages measured so far
+    /// are kept (as InnoDB keeps them across `SET GLOBAL`). A shorter
+    /// `flushing_avg_loops` refreshes them at the next round past it.
+    fn retune(&mut self, opts: &Options) {
+        self.cfg = ClassicConfig::from_options(opts);
+    }
 }
 
 impl Classic {
@@ -615,6 +626,28 @@ mod tests {
         let d = small.decide(&snap(1, 66_500_001, Some(1), 3000)).decision;
         assert_eq!(d.pct_for_lsn, 246.0);
         assert_eq!(d.n_by_age, 1000);
+        assert_eq!(d.n_requested, 400);
+        assert!(d.reason.contains("capped"), "{}", d.reason);
+    }
+
+    #[test]
+    fn retuning_applies_the_new_knobs_and_keeps_the_averages() {
+        let mut p = Classic::new(cfg());
+        p.lsn_avg_rate = 1 << 40;
+        p.decide(&snap(0, 1, Some(1), 3000));
+        let (avg_pages, avg_lsn) = (p.avg_page_rate, p.lsn_avg_rate);
+        let mut o = Options {
+            io_capacity: 200,
+            io_capacity_max: 400,
+            ..Options::default()
+        };
+        o.flush_policy = FlushPolicyName::Classic;
+        p.retune(&o);
+        assert_eq!((p.avg_page_rate, p.lsn_avg_rate), (avg_pages, avg_lsn));
+        assert_eq!(p.cfg, ClassicConfig::from_options(&o));
+        // The same round as in `n_is_capped_at_io_capacity_max`, now capped
+        // at the new io_capacity_max.
+        let d = p.decide(&snap(1, 66_500_001, Some(1), 3000)).decision;
         assert_eq!(d.n_requested, 400);
         assert!(d.reason.contains("capped"), "{}", d.reason);
     }

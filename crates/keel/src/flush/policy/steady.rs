@@ -74,6 +74,7 @@ use super::{
     Decision, FlushMode, FlushPolicy, FlushTargets, InstanceSnapshot, InstanceTarget, Snapshot,
     SteadyFigures, WriterLimit, LIST_BATCH,
 };
+use crate::config::FlushPolicyName;
 use crate::flush::batch::FlushKind;
 use crate::page::Lsn;
 
@@ -805,6 +806,10 @@ impl Steady {
 }
 
 impl FlushPolicy for Steady {
+    fn name(&self) -> FlushPolicyName {
+        FlushPolicyName::Steady
+    }
+
     fn decide(&mut self, s: &Snapshot) -> FlushTargets {
         self.estimate(s);
         let log_rate = self.log_rate.get().unwrap_or(0.0);
