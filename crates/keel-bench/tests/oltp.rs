@@ -539,6 +539,15 @@ document.body.setAttribute('data-check',r.join('|'));});</script>";
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// The texts of the x axis's tick labels of every chart of `page`.
+fn x_ticks(page: &str) -> Vec<f64> {
+    page.split("class=\"xtick\">")
+        .skip(1)
+        .filter_map(|t| t.split('<').next())
+        .map(|t| t.parse().unwrap())
+        .collect()
+}
+
 #[test]
 fn html_report_is_self_contained_and_every_chart_renders_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
@@ -547,8 +556,14 @@ fn html_report_is_self_contained_and_every_chart_renders_in_chromium() {
     params.time_s = 0.8;
     let mut p = plan(dir.path(), params, vary);
     p.options.set("device", "nvme").unwrap();
-    p.device_changes = vec!["0.4:sata-ssd".parse().unwrap()];
+    // Two changes close together: their labels must not overprint.
+    p.device_changes = vec![
+        "0.4:sata-ssd".parse().unwrap(),
+        "0.45:nvme".parse().unwrap(),
+    ];
     let report = oltp::run_plan(&p, &mut quiet).unwrap();
+    // Two runs: the checkpoint chart once per run.
+    let n_charts = oltp::CHART_TITLES.len() + 1;
     let page_path = oltp::write_html_report(&report, &dir.path().join("report")).unwrap();
     let page = std::fs::read_to_string(&page_path).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
@@ -559,61 +574,108 @@ fn html_report_is_self_contained_and_every_chart_renders_in_chromium() {
                 == page.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
     );
     assert!(!page.contains("https://"));
-    assert_eq!(page.matches("<svg xmlns").count(), oltp::CHART_TITLES.len());
+    assert_eq!(page.matches("<svg xmlns").count(), n_charts);
     for t in oltp::CHART_TITLES {
-        assert!(
-            page.contains(&format!("<title>{t}</title>")),
-            "chart `{t}` missing"
-        );
+        assert!(page.contains(&format!("<title>{t}")), "chart `{t}` missing");
+    }
+    for r in &report.runs {
+        let t = format!("<title>Checkpoint age and its marks: {}</title>", r.label);
+        assert!(page.contains(&t), "{t} missing");
     }
     assert!(page.contains("threads=2") && page.contains("threads=4"));
-    // Both runs had the same change: one marker per chart.
-    assert_eq!(
-        page.matches("<g class=\"marker\">").count(),
-        oltp::CHART_TITLES.len()
-    );
+    // Both runs had the same changes: two markers per chart.
+    assert_eq!(page.matches("<g class=\"marker\">").count(), 2 * n_charts);
     assert!(
         page.contains("time since the measurement started (s)") && page.contains("transactions/s")
     );
+    // The verdict comes first, a row per run; a sentence under each chart.
+    assert!(page.contains("</h1><table class=\"verdict\">"), "{page}");
+    let verdict = page.split("<table class=\"verdict\">").nth(1).unwrap();
+    let verdict = verdict.split("</table>").next().unwrap();
+    assert_eq!(verdict.matches("<tr>").count(), 1 + report.runs.len());
+    assert!(verdict.contains("class=\"best\""), "{verdict}");
+    assert_eq!(
+        page.matches("<figcaption class=\"look\">Look ").count(),
+        n_charts
+    );
+    // The time axis ends at the runs' length, not at a round number past it.
+    let length = report
+        .runs
+        .iter()
+        .flat_map(|r| r.intervals.iter().map(|i| i.t_s))
+        .chain(report.runs.iter().map(|r| r.summary.time_s))
+        .fold(0.0, f64::max);
+    let ticks = x_ticks(&page);
+    assert!(!ticks.is_empty());
+    assert!(
+        ticks.iter().all(|&t| t <= length),
+        "{ticks:?} past {length}"
+    );
 
-    for (title, v) in chromium_check(dir.path(), &page).unwrap_or_default() {
+    for (title, v) in chromium_check(dir.path(), &page, n_charts).unwrap_or_default() {
         assert!(v[2] >= 2, "chart `{title}` drew {} lines with extent", v[2]);
-        assert_eq!(v[3], 1, "chart `{title}`: device change marker not drawn");
+        assert_eq!(v[3], 2, "chart `{title}`: device change markers not drawn");
+    }
+    if let Some(l) = layout_check(dir.path(), &page, "two-runs") {
+        assert_eq!(l.groups, n_charts + 1);
+        assert!(l.labels > 20 * n_charts, "only {} labels", l.labels);
+    }
+
+    // The default report, one run: one checkpoint chart, nothing marked
+    // best.
+    let mut one = report.clone();
+    one.runs.truncate(1);
+    let page = oltp::render_html(&one);
+    assert_eq!(page.matches("<svg xmlns").count(), oltp::CHART_TITLES.len());
+    assert!(page.contains("<title>Checkpoint age and its marks</title>"));
+    assert!(page.contains("</h1><table class=\"verdict\">"));
+    assert!(!page.contains("class=\"best\""));
+    chromium_check(dir.path(), &page, oltp::CHART_TITLES.len());
+    if let Some(l) = layout_check(dir.path(), &page, "one-run") {
+        assert_eq!(l.groups, oltp::CHART_TITLES.len() + 1);
     }
 }
 
-/// Render `page` in headless Chromium with [`CHECK_SCRIPT`], check that
-/// every chart is there and rendered larger than 100 × 100 px, and return,
-/// for every chart, its title and [width, height, lines with extent,
-/// upright markers]; `None` (said on stderr) when Chromium is missing.
-fn chromium_check(dir: &Path, page: &str) -> Option<Vec<(String, Vec<u32>)>> {
-    if !Path::new(CHROMIUM).exists() {
-        eprintln!("SKIPPED: the Chromium rendering check of the oltp report ({CHROMIUM} is not installed; apt-get install chromium)");
-        return None;
+/// Whether Chromium is there to render the pages; says so on stderr when
+/// it is not.
+fn have_chromium(what: &str) -> bool {
+    if Path::new(CHROMIUM).exists() {
+        return true;
     }
-    let probe = dir.join("probe.html");
-    std::fs::write(
-        &probe,
-        page.replace("</body>", &format!("{CHECK_SCRIPT}</body>")),
-    )
-    .unwrap();
-    let out = std::process::Command::new("timeout")
+    eprintln!("SKIPPED: {what} ({CHROMIUM} is not installed; apt-get install chromium)");
+    false
+}
+
+/// Run headless Chromium on `page` with `args`, its profile in `dir`.
+fn run_chromium(dir: &Path, page: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("timeout")
         .arg("120")
         .arg(CHROMIUM)
         .args([
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
+            "--hide-scrollbars",
             "--virtual-time-budget=5000",
-            "--dump-dom",
         ])
-        .arg(format!("file://{}", probe.display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
         .env("HOME", dir)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Load `page` (with `script` injected) in headless Chromium with
+/// `--dump-dom` and return the value the script left in `attr` on the
+/// body.
+fn dom_check(dir: &Path, page: &str, script: &str, attr: &str, args: &[&str]) -> String {
+    let probe = dir.join(format!("probe-{attr}.html"));
+    std::fs::write(&probe, page.replace("</body>", &format!("{script}</body>"))).unwrap();
+    let mut all = vec!["--dump-dom"];
+    all.extend_from_slice(args);
+    let out = run_chromium(dir, &probe, &all);
     let dom = String::from_utf8_lossy(&out.stdout);
-    let check = dom
-        .split("data-check=\"")
+    dom.split(&format!("{attr}=\""))
         .nth(1)
         .and_then(|s| s.split('"').next())
         .unwrap_or_else(|| {
@@ -621,7 +683,20 @@ fn chromium_check(dir: &Path, page: &str) -> Option<Vec<(String, Vec<u32>)>> {
                 "Chromium did not run the check: {}",
                 String::from_utf8_lossy(&out.stderr)
             )
-        });
+        })
+        .to_string()
+}
+
+/// Render `page` in headless Chromium with [`CHECK_SCRIPT`], check that
+/// each of its `n_charts` charts is there and rendered larger than
+/// 100 × 100 px, and return, for every chart, its title and [width,
+/// height, lines with extent, upright markers]; `None` (said on stderr)
+/// when Chromium is missing.
+fn chromium_check(dir: &Path, page: &str, n_charts: usize) -> Option<Vec<(String, Vec<u32>)>> {
+    if !have_chromium("the Chromium rendering check of the oltp report") {
+        return None;
+    }
+    let check = dom_check(dir, page, CHECK_SCRIPT, "data-check", &[]);
     let charts: Vec<(String, Vec<u32>)> = check
         .split('|')
         .map(|c| {
@@ -630,7 +705,7 @@ fn chromium_check(dir: &Path, page: &str) -> Option<Vec<(String, Vec<u32>)>> {
             (title.to_string(), v)
         })
         .collect();
-    assert_eq!(charts.len(), oltp::CHART_TITLES.len(), "{check}");
+    assert_eq!(charts.len(), n_charts, "{check}");
     for (title, v) in &charts {
         assert!(
             v[0] > 100 && v[1] > 100,
@@ -638,6 +713,109 @@ fn chromium_check(dir: &Path, page: &str) -> Option<Vec<(String, Vec<u32>)>> {
         );
     }
     Some(charts)
+}
+
+/// Injected into a copy of the page for the layout check at 1280 px:
+/// gathers the boxes of every text label (each chart's SVG `<text>`s, its
+/// legend entries and caption; the verdict table's cells and caption) and
+/// records the window's width, the page's height, how many groups and
+/// labels it looked at, and every problem: two labels of one figure (or of
+/// the verdict) that overlap, an SVG label outside its SVG, a legend entry
+/// or caption over the chart, text spilling out of its legend entry,
+/// caption or cell, a verdict wider than the window, figures that
+/// overlap. HTML text is measured as its Range's box (its glyphs), not its
+/// element's.
+const LAYOUT_SCRIPT: &str = "<script>window.addEventListener('load',()=>{\
+const P=[];let groups=0,labels=0;\
+const box=r=>({l:r.left,t:r.top,r:r.right,b:r.bottom});\
+const R=e=>box(e.getBoundingClientRect());\
+const T=e=>{const g=document.createRange();g.selectNodeContents(e);return box(g.getBoundingClientRect());};\
+const N=e=>(e.textContent||'').trim().slice(0,48);\
+const ov=(a,b)=>Math.min(a.r,b.r)-Math.max(a.l,b.l)>1&&Math.min(a.b,b.b)-Math.max(a.t,b.t)>1;\
+const inside=(a,o)=>a.l>=o.l-1&&a.r<=o.r+1&&a.t>=o.t-1&&a.b<=o.b+1;\
+const S=b=>'['+[b.l,b.t,b.r,b.b].map(Math.round).join(',')+']';\
+const pairs=(g,items)=>{groups++;labels+=items.length;for(let i=0;i<items.length;i++)for(let j=0;j<i;j++)\
+if(ov(items[i].b,items[j].b))P.push(g+': '+items[i].n+S(items[i].b)+' overlaps '+items[j].n+S(items[j].b));};\
+const html=(g,items,e,what)=>{const b=T(e);items.push({n:what+' '+N(e),b});\
+if(!inside(b,R(e)))P.push(g+': '+what+' '+N(e)+S(b)+' spills out of its box'+S(R(e)));return b;};\
+for(const f of document.querySelectorAll('figure')){const svg=f.querySelector('svg.chart');\
+const g=svg.querySelector('title').textContent;const sb=R(svg);const items=[];\
+for(const t of svg.querySelectorAll('text')){const b=R(t);if(b.r-b.l<=0)continue;items.push({n:'text '+N(t),b});\
+if(!inside(b,sb))P.push(g+': text '+N(t)+S(b)+' outside its SVG'+S(sb));}\
+for(const e of f.querySelectorAll('.legend li, figcaption')){const b=html(g,items,e,e.tagName=='LI'?'legend':'caption');\
+if(ov(b,sb))P.push(g+': '+N(e)+S(b)+' over the chart'+S(sb));}\
+pairs(g,items);}\
+const figs=[...document.querySelectorAll('figure')];\
+for(let i=0;i<figs.length;i++)for(let j=0;j<i;j++)if(ov(R(figs[i]),R(figs[j])))P.push('figures '+i+' and '+j+' overlap');\
+const v=document.querySelector('table.verdict');if(!v){P.push('no verdict table');}else{const items=[];\
+for(const c of v.querySelectorAll('caption, th, td'))html('verdict',items,c,c.tagName.toLowerCase());\
+pairs('verdict',items);if(R(v).r>document.documentElement.clientWidth)P.push('the verdict is wider than the window');}\
+const clean=s=>s.replace(/[^A-Za-z0-9 .,:;=()\\[\\]\\/+%_-]/g,'?');\
+document.body.setAttribute('data-layout','width='+window.innerWidth+';height='+document.documentElement.scrollHeight+\
+';groups='+groups+';labels='+labels+';problems='+P.map(clean).join(' | '));});</script>";
+
+/// What [`layout_check`] found.
+struct Layout {
+    /// Figures (charts) and the verdict table checked.
+    groups: usize,
+    /// Labels checked.
+    labels: usize,
+}
+
+/// Load `page` in headless Chromium in a 1280 px wide window and check
+/// with [`LAYOUT_SCRIPT`] that no two labels of a chart or of the verdict
+/// overlap and none spills out of its SVG or box; then save a screenshot
+/// of the whole page as `NAME-1280.png` in `dir`. `None` (said on stderr)
+/// without Chromium.
+fn layout_check(dir: &Path, page: &str, name: &str) -> Option<Layout> {
+    if !have_chromium("the layout check of the oltp report at 1280 px") {
+        return None;
+    }
+    let found = dom_check(
+        dir,
+        page,
+        LAYOUT_SCRIPT,
+        "data-layout",
+        &["--window-size=1280,1000"],
+    );
+    let field = |k: &str| {
+        found
+            .split(';')
+            .find_map(|f| f.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in {found}"))
+            .to_string()
+    };
+    assert_eq!(field("width"), "1280", "{found}");
+    let problems = field("problems");
+    assert!(
+        problems.is_empty(),
+        "{name}: labels overlap or spill at 1280 px:\n{}",
+        problems.replace(" | ", "\n")
+    );
+    let height: u32 = field("height").parse().unwrap();
+    let shot = dir.join(format!("{name}-1280.png"));
+    let page_path = dir.join(format!("{name}.html"));
+    std::fs::write(&page_path, page).unwrap();
+    let out = run_chromium(
+        dir,
+        &page_path,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            &format!("--window-size=1280,{}", height.clamp(600, 16_000)),
+        ],
+    );
+    let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        size > 10_000,
+        "{name}: no screenshot at {} ({size} bytes): {}",
+        shot.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{name}: screenshot at 1280 px in {}", shot.display());
+    Some(Layout {
+        groups: field("groups").parse().unwrap(),
+        labels: field("labels").parse().unwrap(),
+    })
 }
 
 #[test]
@@ -656,7 +834,8 @@ fn runs_of_separate_invocations_and_engines_merge_into_one_report() {
         one.runs[0].label = "read_write".into();
         if name == "innodb" {
             one.runs[0].engine = "innodb".into();
-            one.runs[0].summary.not_measured = vec!["peak_rss_bytes".into()];
+            one.runs[0].summary.not_measured =
+                vec!["peak_rss_bytes".into(), "sync_flush_wait_ms".into()];
         }
         let path = dir.path().join(format!("{name}.json"));
         oltp::write_json(&one, &path).unwrap();
@@ -690,7 +869,25 @@ fn runs_of_separate_invocations_and_engines_merge_into_one_report() {
         assert!(page.contains(l), "{l} missing from the page");
     }
     assert!(page.contains("<td>innodb</td>") && page.contains("n/a"));
-    for (title, v) in chromium_check(dir.path(), &page).unwrap_or_default() {
+    // The verdict: InnoDB's writer pause is not measured, so n/a and
+    // never the best.
+    let verdict = page.split("<table class=\"verdict\">").nth(1).unwrap();
+    let verdict = verdict.split("</table>").next().unwrap();
+    let innodb_row = verdict.split("<tr>").nth(4).unwrap();
+    assert!(
+        innodb_row.starts_with("<td>innodb: read_write</td>"),
+        "{verdict}"
+    );
+    assert!(
+        innodb_row.ends_with("<td class=\"na\">n/a</td></tr>"),
+        "{verdict}"
+    );
+    // Three runs: three checkpoint charts instead of one.
+    let n_charts = oltp::CHART_TITLES.len() + 2;
+    for (title, v) in chromium_check(dir.path(), &page, n_charts).unwrap_or_default() {
         assert!(v[2] >= 3, "chart `{title}` drew {} lines with extent", v[2]);
+    }
+    if let Some(l) = layout_check(dir.path(), &page, "merged") {
+        assert_eq!(l.groups, n_charts + 1);
     }
 }

@@ -1,12 +1,16 @@
-//! The HTML report: the scenario preset (if any), every run's summary in
-//! one table, then charts that overlay the runs against time — throughput,
-//! p95 latency, checkpoint age against its marks (classic: async and sync;
-//! steady: F, S and H), the flushing mode, pages flushed by kind (against
-//! `io_capacity_max`), dirty and free pages, throttle delay, the writers'
-//! pauses (p99 and longest), and the device's write bandwidth as `steady`
-//! estimates it against what was written; each `--device-change` is a
-//! labelled vertical line on every chart. One self-contained page: inline
-//! SVG and CSS, no script.
+//! The HTML report: the verdict first (one row per run: stalls against the
+//! median tps, the longest and p99.9 latency, pages written per
+//! transaction and the writers' pauses, the best of each column marked),
+//! then the scenario preset (if any), every run's summary in one table,
+//! then full-width charts that overlay the runs against time, up to the
+//! runs' length — throughput, p95 latency, checkpoint age against its
+//! marks (classic: async and sync; steady: F, S and H; one chart per run
+//! when there are several), the flushing mode, pages flushed by kind
+//! (against `io_capacity_max`), dirty and free pages, throttle delay, the
+//! writers' pauses (p99 and longest), and the device's write bandwidth as
+//! `steady` estimates it against what was written — each with a sentence
+//! on what to look for; each `--device-change` is a labelled vertical line
+//! on every chart. One self-contained page: inline SVG and CSS, no script.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -14,6 +18,7 @@ use std::path::{Path, PathBuf};
 use crate::chart::{escape, legend_html, line_chart, LineChart, Marker, Series, DASHES, PALETTE};
 
 use super::merge::{below_average, measured};
+use super::summary::stalls;
 use super::{Engine, Interval, OltpError, OltpReport, PresetSettings, RunResult};
 
 /// Titles of the charts, in page order (the report check counts them).
@@ -27,6 +32,40 @@ pub const CHART_TITLES: [&str; 9] = [
     "Throttle delay",
     "Writer pauses per interval (steady)",
     "Write bandwidth: estimated and achieved (steady)",
+];
+
+/// What to look for in each chart of [`CHART_TITLES`], in the same order:
+/// one sentence under it.
+const LOOK_FOR: [&str; 9] = [
+    "Look for dips toward zero: a flat line is steady throughput; drops that line up with \
+     the checkpoint age reaching the sync mark (classic) or the hard level H (steady) on the \
+     checkpoint chart are flushing stalls.",
+    "Look for spikes: the scale is logarithmic, so each grid line up is ten times the \
+     latency, and spikes at the times of throughput dips are transactions that waited for \
+     flushing.",
+    "Look at the solid checkpoint age against its dashed marks: an age that stays below the \
+     async mark (classic) or settles at the setpoint S (steady) is healthy, while an age at \
+     the sync mark or at H means writers are stopped or throttled until pages are written \
+     (the log-capacity line is the ceiling).",
+    "Look for time at 3 (sync), where writers flush pages themselves and throughput \
+     stalls; 2 (async) is urgent flushing, 1 (adaptive) and 0 (idle) are normal.",
+    "Look at which kind of flushing does the work: adaptive and background flushing is the \
+     planned kind, while sync and single-page flushes mean writers ran out of log space or \
+     free pages; classic's flush-list flushing stays under its grey io_capacity_max line \
+     outside sync mode.",
+    "Look for free pages falling to zero, where writers must flush a page to get one, and \
+     for dirty pages that keep rising instead of levelling off, a sign that flushing is \
+     not keeping up.",
+    "Look at how hard writers are held back: the line is milliseconds of throttle delay per \
+     second, summed over the writer threads (1000 is one writer paused all the time), and \
+     classic never throttles, so it reads 0.",
+    "Look at the size of steady's writer pauses, the 99th percentile (solid) and the \
+     longest (dashed) of each interval as histogram bucket bounds up to 100 ms: short \
+     pauses keep latency smooth even when they are many (classic runs have no lines here).",
+    "Look at whether the pages actually written (solid) keep up with steady's estimate of \
+     the device (dashed) and the flusher's capacity (dotted): a gap while the checkpoint \
+     age climbs means the device is not being used, and the estimate should follow each \
+     device change.",
 ];
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -73,19 +112,59 @@ fn device_markers(runs: &[RunResult]) -> Vec<Marker> {
     out
 }
 
-fn chart(title: &str, y_label: &str, log_y: bool, series: &[Series], markers: &[Marker]) -> String {
+/// What every chart of a report shares: the x axis's end and the
+/// markers.
+struct Axis<'a> {
+    x_max: Option<f64>,
+    markers: &'a [Marker],
+}
+
+/// A chart as a `<figure>`: the SVG, its legend and, as its caption, what
+/// to look for.
+fn chart(
+    axis: &Axis<'_>,
+    title: &str,
+    y_label: &str,
+    log_y: bool,
+    series: &[Series],
+    look: &str,
+) -> String {
     format!(
-        r#"<figure>{}{}</figure>"#,
+        r#"<figure>{}{}<figcaption class="look">{}</figcaption></figure>"#,
         line_chart(&LineChart {
             title,
             x_label: "time since the measurement started (s)",
             y_label,
             log_y,
+            x_max: axis.x_max,
             series,
-            markers,
+            markers: axis.markers,
         }),
-        legend_html(series)
+        legend_html(series),
+        escape(look),
     )
+}
+
+/// The measured length of the longest run in seconds: its summary's
+/// measured time or its last interval's end, whichever is later (the
+/// configured duration when neither is known); `None` without any.
+fn run_length(runs: &[RunResult]) -> Option<f64> {
+    let len = runs
+        .iter()
+        .map(|r| {
+            let measured = r
+                .intervals
+                .iter()
+                .map(|i| i.t_s)
+                .fold(r.summary.time_s, f64::max);
+            if measured > 0.0 {
+                measured
+            } else {
+                r.workload.time_s
+            }
+        })
+        .fold(0.0, f64::max);
+    (len.is_finite() && len > 0.0).then_some(len)
 }
 
 /// Whether `run` ran `steady` (its levels are published).
@@ -228,56 +307,256 @@ fn charts_html(runs: &[RunResult]) -> String {
     let mut pages = per_run(runs, DASHES[0], ": dirty", |i| i.dirty_pages as f64);
     pages.extend(per_run(runs, DASHES[1], ": free", |i| i.free_pages as f64));
     let [t0, t1, t2, t3, t4, t5, t6, t7, t8] = CHART_TITLES;
-    let m = &device_markers(runs);
+    let [l0, l1, l2, l3, l4, l5, l6, l7, l8] = LOOK_FOR;
+    let markers = device_markers(runs);
+    let a = &Axis {
+        x_max: run_length(runs),
+        markers: &markers,
+    };
+    // Several runs' checkpoint ages and marks overlaid are unreadable:
+    // one chart per run then.
+    let checkpoint = if runs.len() > 1 {
+        runs.iter()
+            .map(|r| {
+                let title = format!("{t2}: {}", r.label);
+                chart(
+                    a,
+                    &title,
+                    "redo (MiB)",
+                    false,
+                    &checkpoint_series(std::slice::from_ref(r)),
+                    l2,
+                )
+            })
+            .collect()
+    } else {
+        chart(a, t2, "redo (MiB)", false, &checkpoint_series(runs), l2)
+    };
     [
         chart(
+            a,
             t0,
             "transactions/s",
             false,
             &per_run(runs, "", "", |i| i.tps),
-            m,
+            l0,
         ),
         chart(
+            a,
             t1,
             "latency (ms)",
             true,
             &per_run(runs, "", "", |i| i.lat_p95_ms),
-            m,
+            l1,
         ),
-        chart(t2, "redo (MiB)", false, &checkpoint_series(runs), m),
+        checkpoint,
         chart(
+            a,
             t3,
             "0 idle, 1 adaptive, 2 async, 3 sync",
             false,
             &per_run(runs, "", "", mode_level),
-            m,
+            l3,
         ),
-        chart(t4, "pages/s", false, &flushed_series(runs), m),
-        chart(t5, "buffer pool pages", false, &pages, m),
+        chart(a, t4, "pages/s", false, &flushed_series(runs), l4),
+        chart(a, t5, "buffer pool pages", false, &pages, l5),
         chart(
+            a,
             t6,
             "delay (ms per s)",
             false,
             &per_run(runs, "", "", |i| {
                 i.throttle_delay_ms / i.interval_s.max(1e-9)
             }),
-            m,
+            l6,
         ),
         chart(
+            a,
             t7,
             "pause (ms, bucket bound)",
             false,
             &pause_series(runs),
-            m,
+            l7,
         ),
-        chart(t8, "pages/s", false, &bandwidth_series(runs), m),
+        chart(a, t8, "pages/s", false, &bandwidth_series(runs), l8),
     ]
     .concat()
 }
 
+/// The tps under which an interval of `run` counts as a dip below `share`
+/// of its median tps, and whether that is the average's share instead:
+/// when the run stood still at least half the time its median is 0 and
+/// nothing would count.
+fn dip_limit(run: &RunResult, share: f64) -> (f64, bool) {
+    let median = run.summary.tps_median;
+    if median > 0.0 {
+        (median * share, false)
+    } else {
+        (run.summary.tps_avg * share, true)
+    }
+}
+
+/// Intervals of `run` whose tps is below `share` of its median tps (of
+/// its average when the median is 0, see [`dip_limit`]; every interval
+/// when the run committed nothing at all), and whether it fell back to
+/// the average.
+fn below_median(run: &RunResult, share: f64) -> (u64, bool) {
+    let (limit, fallback) = dip_limit(run, share);
+    if limit > 0.0 {
+        (stalls(&run.intervals, limit).0, fallback)
+    } else {
+        (run.intervals.len() as u64, fallback)
+    }
+}
+
+/// Whether the run's engine measures every one of `fields`.
+fn measures(run: &RunResult, fields: &[&str]) -> bool {
+    !run.summary
+        .not_measured
+        .iter()
+        .any(|f| fields.contains(&f.as_str()))
+}
+
+/// A verdict cell: the value compared (as shown, so that what reads the
+/// same ties) and its text; `None` where the engine does not measure it.
+type Cell = Option<(f64, String)>;
+
+/// `v` with `decimals` decimals, as text and as the value that text reads.
+fn figure(v: f64, decimals: usize) -> (f64, String) {
+    let text = format!("{v:.decimals$}");
+    (text.parse().unwrap_or(v), text)
+}
+
+/// The columns of the verdict: header and one cell per run. Lower is
+/// better in each.
+fn verdict_columns(runs: &[RunResult]) -> Vec<(&'static str, Vec<Cell>)> {
+    let stall = |share: f64| -> Vec<Cell> {
+        runs.iter()
+            .map(|r| {
+                let (n, fallback) = below_median(r, share);
+                let of = format!("{n} of {}", r.intervals.len());
+                Some((
+                    n as f64,
+                    if fallback {
+                        format!("{of} (vs avg)")
+                    } else {
+                        of
+                    },
+                ))
+            })
+            .collect()
+    };
+    let each = |f: &dyn Fn(&RunResult) -> Cell| -> Vec<Cell> { runs.iter().map(f).collect() };
+    vec![
+        ("stall intervals: tps &lt; 50 % of median", stall(0.5)),
+        ("tps &lt; 10 % of median", stall(0.1)),
+        (
+            "max latency (ms)",
+            each(&|r| Some(figure(r.summary.latency_ms.max, 1))),
+        ),
+        (
+            "p99.9 latency (ms)",
+            each(&|r| Some(figure(r.summary.latency_ms.p999, 1))),
+        ),
+        (
+            "pages written / txn",
+            each(&|r| {
+                measures(r, &["pages_written_per_txn"])
+                    .then(|| figure(r.summary.pages_written_per_txn, 2))
+            }),
+        ),
+        (
+            "writer pause (s)",
+            each(&|r| measures(r, WRITER_PAUSE_FIELDS).then(|| figure(writer_pause_s(r), 2))),
+        ),
+    ]
+}
+
+/// The figures the writer pause adds up; without any of them it is n/a.
+const WRITER_PAUSE_FIELDS: &[&str] = &[
+    "throttle_delay_ms_total",
+    "sync_flush_wait_ms_total",
+    "sync_flush_wait_ms",
+];
+
+/// Seconds the writer threads spent paused, summed over the threads: the
+/// throttle's pauses (`steady`) and the waits for sync flushes at the
+/// free-check limit (either policy). Not counted: waits for the redo
+/// log's fsync at commit, which any durable engine has.
+fn writer_pause_s(run: &RunResult) -> f64 {
+    (run.summary.throttle_delay_ms_total + run.summary.sync_flush_wait_ms_total) / 1000.0
+}
+
+/// The verdict: one row per run of the figures that tell a run's
+/// steadiness at a glance; with several runs, the lowest of each column
+/// (every one, if tied) is bold and ticked, `n/a` never.
+fn verdict_html(runs: &[RunResult]) -> String {
+    let columns = verdict_columns(runs);
+    let compare = runs.len() > 1;
+    let best: Vec<Option<f64>> = columns
+        .iter()
+        .map(|(_, cells)| {
+            let measured: Vec<f64> = cells.iter().flatten().map(|c| c.0).collect();
+            (compare && measured.len() > 1)
+                .then(|| measured.iter().copied().fold(f64::INFINITY, f64::min))
+        })
+        .collect();
+    let mut t = format!(
+        "<table class=\"verdict\"><caption>Verdict: lower is better in every column{}</caption><tr><th>run</th>",
+        if compare {
+            "; the best of each is bold and ticked (&#10003;)"
+        } else {
+            ""
+        }
+    );
+    for (head, _) in &columns {
+        let _ = write!(t, "<th>{head}</th>");
+    }
+    t.push_str("</tr>");
+    for (i, r) in runs.iter().enumerate() {
+        let _ = write!(t, "<tr><td>{}</td>", escape(&r.label));
+        for ((_, cells), best) in columns.iter().zip(&best) {
+            match &cells[i] {
+                Some((v, text)) if Some(*v) == *best => {
+                    let _ = write!(
+                        t,
+                        "<td class=\"best\"><b>{}</b> &#10003;</td>",
+                        escape(text)
+                    );
+                }
+                Some((_, text)) => {
+                    let _ = write!(t, "<td>{}</td>", escape(text));
+                }
+                None => t.push_str("<td class=\"na\">n/a</td>"),
+            }
+        }
+        t.push_str("</tr>");
+    }
+    t.push_str("</table>");
+    t.push_str(
+        "<p class=\"note\">Stall intervals are counted against each run's median tps. \
+         Writer pause: the seconds writer threads spent paused by the throttle plus waiting for \
+         sync flushes, summed over the threads (so it can exceed the run's length).",
+    );
+    if runs.iter().any(|r| !r.summary.not_measured.is_empty()) {
+        t.push_str(" n/a: the run's engine does not measure it.");
+    }
+    t.push_str("</p>");
+    for r in runs.iter().filter(|r| dip_limit(r, 0.5).1) {
+        let _ = write!(
+            t,
+            "<p class=\"note\">{}: its median tps is 0 (it stood still at least half the time), \
+             so its stalls are counted against its average tps ({:.1}) instead (vs avg).</p>",
+            escape(&r.label),
+            r.summary.tps_avg
+        );
+    }
+    t
+}
+
 fn summary_table(runs: &[RunResult]) -> String {
     let mut t = String::from(
-        "<table><tr><th>run</th><th>engine</th><th>tps avg</th><th>median</th><th>min</th><th>p01</th><th>cv</th>\
+        "<div class=\"wide\"><table><tr><th>run</th><th>engine</th><th>tps avg</th><th>median</th><th>min</th><th>p01</th><th>cv</th>\
          <th>stall intervals</th><th>longest stall (s)</th><th>s &lt;50% avg</th><th>s &lt;10% avg</th>\
          <th>lat avg (ms)</th><th>p95</th>\
          <th>p99</th><th>p99.9</th><th>max</th><th>transactions</th><th>errors</th>\
@@ -321,7 +600,7 @@ fn summary_table(runs: &[RunResult]) -> String {
             measured(r, "peak_rss_bytes", format!("{:.0}", s.peak_rss_bytes as f64 / MIB)),
         );
     }
-    t.push_str("</table>");
+    t.push_str("</table></div>");
     for r in runs.iter().filter(|r| !r.summary.not_measured.is_empty()) {
         let _ = write!(
             t,
@@ -352,12 +631,18 @@ fn settings_html(runs: &[RunResult]) -> String {
 
 /// The pages' style sheet (the showdown's summary page shares it).
 pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
-.charts{display:flex;flex-wrap:wrap;gap:1em}figure{margin:0}svg .grid{stroke:#ddd}\
+figure{margin:0 0 1.5em}svg.chart{display:block;width:100%;height:auto}svg .grid{stroke:#ddd}\
 svg text{font-size:12px;fill:#333}svg .title{font-size:14px;font-weight:bold;text-anchor:middle}\
 svg .ytick{text-anchor:end}svg .xtick,svg .axis{text-anchor:middle}svg text.marker{font-size:11px;fill:#444;paint-order:stroke;stroke:#fff;stroke-width:3px}\
-.legend{list-style:none;padding:0;margin:0;max-width:620px;columns:2;font-size:12px}\
+.legend{list-style:none;padding:0;margin:0.3em 0 0;columns:18em;column-gap:2em;font-size:12px}\
+.legend li{break-inside:avoid;overflow-wrap:anywhere}\
+.look{font-size:13px;color:#444;margin:0.4em 0 0;max-width:75em}\
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
-td:first-child{text-align:left}.preset{background:#f3f7fb;padding:0 1em;max-width:60em}pre{font-size:12px;background:#f6f6f6;padding:1em;overflow-x:auto}";
+td:first-child,th:first-child{text-align:left}.wide{overflow-x:auto}\
+table.verdict{font-size:14px;margin:0.5em 0}table.verdict caption{text-align:left;padding:2px 0;font-size:13px;color:#444}\
+table.verdict th{background:#f3f3f3;font-weight:normal}table.verdict td.best{background:#e6f4ea;color:#1a7f37}\
+table.verdict td.na{color:#888}\
+.preset{background:#f3f7fb;padding:0 1em;max-width:60em}pre{font-size:12px;background:#f6f6f6;padding:1em;overflow-x:auto}";
 
 /// The flushing policies the runs used, as the engine names them (another
 /// engine than Keel by its name: it has no flushing policy of Keel's).
@@ -458,7 +743,7 @@ pub fn render_html(report: &OltpReport) -> String {
     format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>keel bench oltp</title><style>{STYLE}</style></head><body>\
-         <h1>keel bench oltp: {} ({} run{}){title_preset}</h1>{preset}\
+         <h1>keel bench oltp: {} ({} run{}){title_preset}</h1>{}{preset}\
          <p>Each interval's counts are per second; gauges (checkpoint age, mode, pages) are read \
          at the interval's end. A stall interval has under 10 % of the run's median tps; \
          the seconds under 50 % and 10 % of the run's average tps are counted too (a run that \
@@ -469,6 +754,7 @@ pub fn render_html(report: &OltpReport) -> String {
         escape(&workload),
         report.runs.len(),
         if report.runs.len() == 1 { "" } else { "s" },
+        verdict_html(&report.runs),
         escape(&policy),
         if policy == "classic" {
             " (InnoDB 8.0's adaptive flushing; it never throttles writers, so the throttle \
@@ -492,4 +778,170 @@ pub fn write_html_report(report: &OltpReport, dir: &Path) -> Result<PathBuf, Olt
     std::fs::write(&path, render_html(report))
         .map_err(OltpError::io(format!("cannot write {}", path.display())))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oltp::{LatencyMs, OltpParams, Summary};
+
+    /// A run with one interval per tps value (1 s each).
+    fn run(label: &str, tps: &[f64], summary: Summary) -> RunResult {
+        RunResult {
+            label: label.into(),
+            engine: "keel".into(),
+            options: serde_json::Map::new(),
+            io_capacity_max: 0,
+            workload: OltpParams::default(),
+            summary,
+            intervals: tps
+                .iter()
+                .enumerate()
+                .map(|(i, &tps)| Interval {
+                    t_s: (i + 1) as f64,
+                    interval_s: 1.0,
+                    tps,
+                    ..Interval::default()
+                })
+                .collect(),
+            device_changes: Vec::new(),
+            status: String::new(),
+        }
+    }
+
+    fn summary(median: f64, avg: f64, max_ms: f64, pages: f64, throttle_ms: f64) -> Summary {
+        Summary {
+            tps_median: median,
+            tps_avg: avg,
+            latency_ms: LatencyMs {
+                max: max_ms,
+                p999: max_ms / 2.0,
+                ..LatencyMs::default()
+            },
+            pages_written_per_txn: pages,
+            throttle_delay_ms_total: throttle_ms,
+            sync_flush_wait_ms_total: 500.0,
+            ..Summary::default()
+        }
+    }
+
+    /// The verdict's rows after its header, as cell texts with `*` before
+    /// the cells marked best.
+    fn rows(html: &str) -> Vec<Vec<String>> {
+        let table = html.split("</table>").next().unwrap_or_default();
+        table
+            .split("<tr>")
+            .skip(2)
+            .map(|row| {
+                row.split("<td")
+                    .skip(1)
+                    .map(|c| {
+                        let best = c.starts_with(" class=\"best\"");
+                        let text = c.split_once('>').map_or("", |x| x.1);
+                        let text = text.split("</td>").next().unwrap_or_default();
+                        let text = text.replace("<b>", "").replace("</b> &#10003;", "");
+                        if best {
+                            format!("*{text}")
+                        } else {
+                            text
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_verdict_counts_stalls_against_the_median_and_marks_the_best_of_each_column() {
+        // a: median 100, 2 intervals under 50, 1 under 10.
+        let a = run(
+            "a",
+            &[100.0, 100.0, 40.0, 5.0, 100.0],
+            summary(100.0, 69.0, 80.0, 1.5, 1500.0),
+        );
+        // b: ties a's max latency, fewer pages; nothing under half.
+        let b = run(
+            "b",
+            &[100.0, 100.0, 90.0, 100.0],
+            summary(100.0, 97.5, 80.0, 1.25, 0.0),
+        );
+        // c: stands still most of the time: median 0, counted against its
+        // average (37.5): 3 intervals under 18.75 and under 3.75. Another engine
+        // that measures no writes.
+        let mut c = run(
+            "c",
+            &[0.0, 0.0, 0.0, 150.0],
+            summary(0.0, 37.5, 900.0, 0.0, 0.0),
+        );
+        c.summary.not_measured = vec!["pages_written_per_txn".into(), "sync_flush_wait_ms".into()];
+        let html = verdict_html(&[a.clone(), b.clone(), c]);
+        let r = rows(&html);
+        assert_eq!(
+            r[0],
+            ["a", "2 of 5", "1 of 5", "*80.0", "*40.0", "1.50", "2.00"],
+            "{html}"
+        );
+        assert_eq!(
+            r[1],
+            ["b", "*0 of 4", "*0 of 4", "*80.0", "*40.0", "*1.25", "*0.50"],
+            "{html}"
+        );
+        // n/a is never best, though 0 would be lowest.
+        assert_eq!(
+            r[2],
+            [
+                "c",
+                "3 of 4 (vs avg)",
+                "3 of 4 (vs avg)",
+                "900.0",
+                "450.0",
+                "n/a",
+                "n/a"
+            ],
+            "{html}"
+        );
+        assert!(html.contains("c: its median tps is 0"), "{html}");
+        assert!(html.contains("n/a: the run's engine does not measure it"));
+        // One run: nothing to compare, nothing marked.
+        let one = verdict_html(&[a]);
+        assert!(!one.contains("best") && !one.contains("&#10003;"), "{one}");
+        assert!(!one.contains("median tps is 0"));
+        // Every run alike: all tied, all marked.
+        let tied = rows(&verdict_html(&[b.clone(), b]));
+        for row in &tied {
+            assert!(row[1..].iter().all(|c| c.starts_with('*')), "{tied:?}");
+        }
+    }
+
+    #[test]
+    fn the_x_axis_ends_at_the_longest_run_and_each_run_gets_its_checkpoint_chart() {
+        let mut a = run("a<1>", &[10.0; 20], summary(10.0, 10.0, 1.0, 1.0, 0.0));
+        a.summary.time_s = 20.0;
+        let b = run("b", &[10.0; 12], Summary::default());
+        assert_eq!(run_length(&[a.clone(), b.clone()]), Some(20.0));
+        // An old file without the measured time: its last interval.
+        a.summary.time_s = 0.0;
+        assert_eq!(run_length(&[a.clone()]), Some(20.0));
+        // No interval either: the configured duration.
+        let mut none = run("n", &[], Summary::default());
+        none.workload.time_s = 7.0;
+        assert_eq!(run_length(&[none]), Some(7.0));
+
+        let html = charts_html(&[a.clone(), b]);
+        assert_eq!(html.matches("<figure>").count(), CHART_TITLES.len() + 1);
+        assert!(html.contains("<title>Checkpoint age and its marks: a&lt;1&gt;</title>"));
+        assert!(html.contains("<title>Checkpoint age and its marks: b</title>"));
+        assert_eq!(
+            html.matches("<figcaption class=\"look\">").count(),
+            CHART_TITLES.len() + 1
+        );
+        // The time axis ends at 20, the runs' length, not at 25.
+        assert!(html.contains(">20</text>") && !html.contains(">25</text>"));
+        let one = charts_html(&[a]);
+        assert_eq!(one.matches("<figure>").count(), CHART_TITLES.len());
+        assert!(one.contains("<title>Checkpoint age and its marks</title>"));
+        for look in LOOK_FOR {
+            assert!(one.contains(&escape(look)), "{look}");
+        }
+    }
 }
