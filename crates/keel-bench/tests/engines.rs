@@ -53,6 +53,7 @@ fn plan(e: Engine, dir: &Path, params: OltpParams) -> Plan {
         prepare_sets: vec![],
         preset: None,
         device_changes: vec![],
+        option_changes: vec![],
     }
 }
 

@@ -50,6 +50,7 @@ fn plan(dir: &Path, params: OltpParams, vary: Vec<VaryAxis>) -> Plan {
         prepare_sets: vec![],
         preset: None,
         device_changes: vec![],
+        option_changes: vec![],
     }
 }
 
@@ -436,6 +437,23 @@ fn bad_vary_keys_and_values_are_rejected_before_any_work() {
     }
 }
 
+/// Run `p`, collecting the lines the CLI prints: intervals and changes.
+fn run_with_lines(p: &Plan) -> (OltpReport, Vec<String>) {
+    let mut lines = Vec::new();
+    let report = oltp::run_plan(p, &mut |e| match e {
+        Event::Interval {
+            threads,
+            interval,
+            warmup,
+        } => lines.push(oltp::interval_line(threads, interval, warmup)),
+        Event::DeviceChanged { change } => lines.push(oltp::device_change_line(change)),
+        Event::OptionChanged { change } => lines.push(oltp::option_change_line(change)),
+        _ => {}
+    })
+    .unwrap();
+    (report, lines)
+}
+
 #[test]
 fn a_device_change_is_applied_on_time_and_recorded_in_the_json_lines_and_report() {
     let dir = tempfile::tempdir().unwrap();
@@ -445,17 +463,7 @@ fn a_device_change_is_applied_on_time_and_recorded_in_the_json_lines_and_report(
     let mut p = plan(dir.path(), params, vec![]);
     p.options.set("device", "nvme").unwrap();
     p.device_changes = vec!["1s:iops=300".parse().unwrap()];
-    let mut lines = Vec::new();
-    let report = oltp::run_plan(&p, &mut |e| match e {
-        Event::Interval {
-            threads,
-            interval,
-            warmup,
-        } => lines.push(oltp::interval_line(threads, interval, warmup)),
-        Event::DeviceChanged { change } => lines.push(oltp::device_change_line(change)),
-        _ => {}
-    })
-    .unwrap();
+    let (report, lines) = run_with_lines(&p);
     let run = &report.runs[0];
     assert_eq!(run.device_changes.len(), 1, "{:?}", run.device_changes);
     let c = &run.device_changes[0];
@@ -487,7 +495,7 @@ fn a_device_change_is_applied_on_time_and_recorded_in_the_json_lines_and_report(
         "one marker per chart"
     );
     assert!(page.contains(">device -&gt; iops=300</text>"));
-    assert!(page.contains("<b>Device changes</b>"));
+    assert!(page.contains("<b>Changes</b>"));
 
     // Without a change there is no marker and the JSON's list is empty.
     let mut p = plan(dir.path(), small_params(Workload::PointSelect), vec![]);
@@ -496,6 +504,91 @@ fn a_device_change_is_applied_on_time_and_recorded_in_the_json_lines_and_report(
     let report = oltp::run_plan(&p, &mut quiet).unwrap();
     assert!(report.runs[0].device_changes.is_empty());
     assert!(!oltp::render_html(&report).contains("class=\"marker\""));
+}
+
+/// `--set-at`: classic for the first second, steady from then on, under
+/// load; the switch shows in the intervals (steady publishes its levels),
+/// the lines, the JSON and the report, and the run loses nothing.
+#[test]
+fn a_policy_switch_at_run_time_shows_in_the_intervals_json_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut params = small_params(Workload::ReadWrite);
+    params.time_s = 2.5;
+    params.report_interval_s = 0.5;
+    let mut p = plan(dir.path(), params, vec![]);
+    p.options.set("flush_policy", "classic").unwrap();
+    p.option_changes = vec![
+        "1s:flush_policy=steady".parse().unwrap(),
+        "1s:io_capacity=300".parse().unwrap(),
+    ];
+    let (report, lines) = run_with_lines(&p);
+    let run = &report.runs[0];
+    // A failed transaction other than a deadlock or lock wait timeout
+    // (which are retried, as sysbench does) would have failed the run.
+    assert!(run.summary.transactions > 0);
+    assert_eq!(run.option_changes.len(), 2, "{:?}", run.option_changes);
+    for c in &run.option_changes {
+        let applied = c.applied_at_s.unwrap();
+        assert!((1.0..1.5).contains(&applied), "{c}: applied at {applied} s");
+    }
+    let note = lines
+        .iter()
+        .position(|l| l.contains("] set flush_policy = steady"))
+        .unwrap_or_else(|| panic!("no option change line: {lines:#?}"));
+    assert!(lines[note - 1].starts_with("[ 1s ]"), "{lines:#?}");
+    assert!(
+        lines[note + 1].contains("] set io_capacity = 300"),
+        "{lines:#?}"
+    );
+    // Classic publishes no steady levels; steady does, within an interval
+    // of the switch (the cleaners are woken for it).
+    let (before, after): (Vec<_>, Vec<_>) = run.intervals.iter().partition(|i| i.t_s < 1.01);
+    assert!(before.iter().all(|i| i.setpoint == 0), "{before:?}");
+    assert!(after.iter().skip(1).all(|i| i.setpoint > 0), "{after:?}");
+
+    let v = serde_json::to_value(&report).unwrap();
+    let changes = &v["runs"][0]["option_changes"];
+    assert_eq!(changes[0]["key"], "flush_policy");
+    assert_eq!(changes[0]["value"], "steady");
+    assert_eq!(changes[1]["at_s"], 1.0);
+
+    let page = oltp::render_html(&report);
+    assert!(page.contains(">flush_policy=steady; io_capacity=300</text>"));
+    assert!(page.contains("<code>flush_policy=steady; io_capacity=300</code>"));
+
+    // Every row the run wrote agrees with its index.
+    let db = Db::open(dir.path().join("db"), small_options()).unwrap();
+    assert_index_matches_rows(&db, 2);
+    db.close().unwrap();
+}
+
+#[test]
+fn bad_option_change_schedules_are_rejected_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    for (changes, needle) in [
+        (
+            &["0.6s:io_capacity=300"][..],
+            "`0.6s:io_capacity=300` is not before the end",
+        ),
+        (
+            &["0.5:io_capacity=300", "0.2:io_capacity=400"],
+            "give the changes in time order",
+        ),
+        (&["0.2:io_capacity=20"], "below InnoDB's minimum"),
+        (
+            &["0.2:flush_policy=fast"],
+            "`0.2s:flush_policy=fast` in run",
+        ),
+    ] {
+        let mut p = plan(dir.path(), small_params(Workload::ReadWrite), vec![]);
+        p.option_changes = changes.iter().map(|c| c.parse().unwrap()).collect();
+        let e = oltp::run_plan(&p, &mut quiet).unwrap_err().to_string();
+        assert!(
+            e.contains("--set-at") && e.contains(needle),
+            "{changes:?}: {e}"
+        );
+        assert!(!dir.path().join("db").exists(), "{changes:?}: work started");
+    }
 }
 
 #[test]

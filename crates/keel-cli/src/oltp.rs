@@ -15,7 +15,8 @@ use clap::Args;
 use keel::{FlushPolicyName, Options};
 use keel_bench::cgroup::Throttle;
 use keel_bench::oltp::{
-    self, DeviceChange, Engine, Event, OltpParams, OltpReport, Plan, RandType, RunResult, Workload,
+    self, DeviceChange, Engine, Event, OltpParams, OltpReport, OptionChange, Plan, RandType,
+    RunResult, Workload,
 };
 
 use crate::engine_args::EngineArgs;
@@ -126,6 +127,21 @@ pub struct OltpArgs {
     /// with dashed vertical lines.
     #[arg(long = "device-change", value_name = "AT:SPEC", value_parser = parse_device_change)]
     pub device_changes: Vec<DeviceChange>,
+    /// Change an engine option during the measurement, as SET GLOBAL does (repeatable): at AT
+    /// (time since the measurement started: 90, 60s, 1m30s, 500ms) KEY becomes VALUE, through
+    /// Db::set_option. KEY is one of the options that change at run time: flush_policy
+    /// (switch between classic and steady mid-run), io_capacity, io_capacity_max,
+    /// max_dirty_pages_pct, max_dirty_pages_pct_lwm, adaptive_flushing, adaptive_flushing_lwm,
+    /// flushing_avg_loops, lru_scan_depth, flush_neighbors, flush_sync,
+    /// flush_log_at_trx_commit, lock_wait_timeout (the device changes with --device-change).
+    /// E.g. --set flush_policy=classic --set-at 60s:flush_policy=steady, or
+    /// --set-at 1m:io_capacity=2000 --set-at 1m:io_capacity_max=4000 (changes due at the same
+    /// time are applied in the order given). Every value is checked against every run before
+    /// any work, each after the ones before it. Each change prints `[ 60s ] set KEY = VALUE`
+    /// between the interval lines; the JSON lists them per run (option_changes) and the
+    /// report's charts mark them with dashed vertical lines.
+    #[arg(long = "set-at", value_name = "AT:KEY=VALUE", value_parser = parse_option_change)]
+    pub option_changes: Vec<OptionChange>,
     /// Run once per value, on identical data, e.g. --vary buffer_pool_size=32MiB,64MiB
     /// or --vary threads=1,8 (repeatable: every combination runs).
     #[arg(long, value_name = "KEY=V1,V2,...")]
@@ -240,6 +256,10 @@ fn parse_device_change(s: &str) -> std::result::Result<DeviceChange, String> {
     s.parse()
 }
 
+fn parse_option_change(s: &str) -> std::result::Result<OptionChange, String> {
+    s.parse()
+}
+
 /// Run `keel bench oltp`.
 pub fn run(a: OltpArgs) -> Result<()> {
     check_engine_flags(&a)?;
@@ -306,6 +326,9 @@ fn check_engine_flags(a: &OltpArgs) -> Result<()> {
     if !a.device_changes.is_empty() {
         return Err(flag("--device-change"));
     }
+    if !a.option_changes.is_empty() {
+        return Err(flag("--set-at"));
+    }
     if !a.prepare_sets.is_empty() {
         return Err(flag("--prepare-set"));
     }
@@ -333,6 +356,7 @@ fn plan(a: &OltpArgs, datadir: PathBuf) -> Result<Plan> {
         prepare_sets,
         preset,
         device_changes,
+        option_changes,
     } = resolve(a)?;
     let plan = Plan {
         engine: a.engine_name.unwrap_or_default(),
@@ -344,6 +368,7 @@ fn plan(a: &OltpArgs, datadir: PathBuf) -> Result<Plan> {
         prepare_sets,
         preset,
         device_changes,
+        option_changes,
     };
     plan.runs()?;
     Ok(plan)
@@ -566,6 +591,7 @@ fn on_event(e: Event<'_>, progress: &mut Progress) {
             }
         ),
         Event::DeviceChanged { change } => println!("{}", oltp::device_change_line(change)),
+        Event::OptionChanged { change } => println!("{}", oltp::option_change_line(change)),
         Event::RunDone { result } => print_result(result),
         _ => {}
     }

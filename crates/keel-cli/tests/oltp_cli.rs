@@ -168,6 +168,74 @@ fn bad_device_changes_are_rejected_naming_the_flag_and_the_value_before_any_work
 }
 
 #[test]
+fn set_at_switches_the_policy_mid_run_and_refuses_what_cannot_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "bench",
+        "oltp",
+        "--json",
+        "out.json",
+        "--set",
+        "flush_policy=classic",
+        "--set-at",
+        "500ms:flush_policy=steady",
+        "--set-at",
+        "500ms:io_capacity=1000",
+    ];
+    args.extend(tiny_oltp_flags("2", "1"));
+    let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
+    assert!(ok, "{out}");
+    assert!(out.contains("] set flush_policy = steady"), "{out}");
+    assert!(out.contains("] set io_capacity = 1000"), "{out}");
+    let text = std::fs::read_to_string(dir.path().join("out.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let c = &v["runs"][0]["option_changes"];
+    assert_eq!(c[0]["value"], "steady");
+    assert_eq!(c[1]["key"], "io_capacity");
+    // The options recorded are the ones the run started with.
+    assert_eq!(v["runs"][0]["options"]["flush_policy"], "classic");
+
+    for (extra, needle) in [
+        (
+            &["--set-at", "1s:page_size=8192"][..],
+            "`page_size` needs a restart",
+        ),
+        (
+            &["--set-at", "1s:io_capactiy=300"],
+            "`io_capactiy` is not an option",
+        ),
+        (&["--set-at", "1s:device=nvme"], "--device-change"),
+        (&["--set-at", "5s:io_capacity=300"], "not before the end"),
+        (
+            &["--set-at", "0.5s:io_capacity=50"],
+            "below InnoDB's minimum",
+        ),
+        (
+            &["--engine", "sqlite", "--set-at", "0.5s:io_capacity=300"],
+            "--set-at applies to Keel only",
+        ),
+    ] {
+        let mut args = vec!["bench", "oltp"];
+        args.extend(tiny_oltp_flags("2", "1"));
+        args.extend(extra.iter());
+        let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
+        assert!(!ok, "{extra:?} accepted: {out}");
+        assert!(
+            out.contains("--set-at") && out.contains(needle),
+            "{extra:?}: {out}"
+        );
+        assert!(!out.contains("prepare"), "{extra:?}: work started: {out}");
+    }
+    let (ok, help) = keel_in(dir.path(), &["bench", "oltp", "--help"]).ok_and_text();
+    assert!(ok, "{help}");
+    assert!(
+        help.contains("--set-at <AT:KEY=VALUE>")
+            && help.contains("--set flush_policy=classic --set-at 60s:flush_policy=steady"),
+        "{help}"
+    );
+}
+
+#[test]
 fn a_device_change_prints_a_line_and_lands_in_the_json_and_report() {
     let dir = tempfile::tempdir().unwrap();
     let mut args = vec![

@@ -259,6 +259,7 @@ pub fn run_until(
             summary,
             intervals,
             device_changes: Vec::new(),
+            option_changes: Vec::new(),
             status: status_text,
         }],
     })

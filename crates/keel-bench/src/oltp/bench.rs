@@ -13,13 +13,14 @@ use serde::{Deserialize, Serialize};
 
 use super::device_change::check_schedule;
 use super::engine::{Database, Engine};
+use super::option_change::check_option_schedule;
 use super::params::{apply, same_data, CREATION_OPTIONS};
 use super::presets::{Preset, PresetSettings};
 use super::runner::Tick;
 use super::sample::val;
 use super::{
     has_tables, prepare, prewarm, run, status_report, DeviceChange, Interval, OltpError,
-    OltpParams, Summary, VaryAxis,
+    OltpParams, OptionChange, Summary, VaryAxis,
 };
 
 /// What to run.
@@ -54,6 +55,9 @@ pub struct Plan {
     /// Device changes during every run's measurement (`--device-change`),
     /// in time order; each run gets the same schedule.
     pub device_changes: Vec<DeviceChange>,
+    /// Option changes during every run's measurement (`--set-at`), in
+    /// time order; each run gets the same schedule.
+    pub option_changes: Vec<OptionChange>,
 }
 
 /// One run as it goes into the JSON file.
@@ -81,6 +85,10 @@ pub struct RunResult {
     /// (empty without `--device-change`).
     #[serde(default)]
     pub device_changes: Vec<DeviceChange>,
+    /// The option changes applied during the measurement, with when
+    /// (empty, and absent from the JSON, without `--set-at`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub option_changes: Vec<OptionChange>,
     /// Keel's status report at the end of the run (not in the JSON; empty
     /// for another engine).
     #[serde(skip)]
@@ -188,6 +196,11 @@ pub enum Event<'a> {
         /// The change, with when it was applied.
         change: &'a DeviceChange,
     },
+    /// An engine option changed (`--set-at`).
+    OptionChanged {
+        /// The change, with when it was applied.
+        change: &'a OptionChange,
+    },
     /// A run ended.
     RunDone {
         /// Its result, with the status report.
@@ -228,6 +241,7 @@ impl Plan {
                 *label = p.workload.to_string();
             }
             check_schedule(&self.device_changes, p, o, label)?;
+            check_option_schedule(&self.option_changes, p, o, label)?;
             self.engine.check_options(o)?;
         }
         Ok(runs)
@@ -250,6 +264,9 @@ impl Plan {
         }
         if !self.device_changes.is_empty() {
             return Err(keel_only("--device-change"));
+        }
+        if !self.option_changes.is_empty() {
+            return Err(keel_only("--set-at"));
         }
         if !self.prepare_sets.is_empty() {
             return Err(keel_only("--prepare-set"));
@@ -409,15 +426,21 @@ fn run_one(
     }
     let before = db.metrics();
     let t0 = Instant::now();
-    let (summary, intervals, device_changes) =
-        run(db, params, &plan.device_changes, &mut |tick| match tick {
+    let measured = run(
+        db,
+        params,
+        &plan.device_changes,
+        &plan.option_changes,
+        &mut |tick| match tick {
             Tick::Interval { interval, warmup } => on_event(Event::Interval {
                 threads: params.threads,
                 interval,
                 warmup,
             }),
             Tick::DeviceChanged(change) => on_event(Event::DeviceChanged { change }),
-        })?;
+            Tick::OptionChanged(change) => on_event(Event::OptionChanged { change }),
+        },
+    )?;
     let keel = db.keel();
     let status = keel.map_or_else(String::new, |k| {
         status_report(k, Some((&before, t0.elapsed().as_secs_f64())))
@@ -428,9 +451,10 @@ fn run_one(
         options: settings,
         io_capacity_max: keel.map_or(0, |k| k.options().effective_io_capacity_max()),
         workload: params.clone(),
-        summary,
-        intervals,
-        device_changes,
+        summary: measured.summary,
+        intervals: measured.intervals,
+        device_changes: measured.device_changes,
+        option_changes: measured.option_changes,
         status,
     };
     on_event(Event::RunDone { result: &result });

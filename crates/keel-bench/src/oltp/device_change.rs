@@ -69,7 +69,7 @@ impl std::fmt::Display for DeviceChange {
 /// A time since the measurement started: a number of seconds (`90`,
 /// `1.5`), or numbers each with a unit `ms`, `s`, `m` (or `min`) or `h`,
 /// added up (`60s`, `1.5m`, `500ms`, `1m30s`, `1h2m`).
-fn parse_at(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_at(text: &str) -> Result<f64, String> {
     let not_a_time = || {
         format!(
             "`{text}` is not a time (seconds, e.g. 90, or with units ms, s, m, h, e.g. 60s, \
@@ -120,6 +120,68 @@ fn parse_at(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A change scheduled during a run's measurement: a device change or an
+/// option change.
+pub(crate) trait Scheduled: Clone + std::fmt::Display {
+    /// Seconds since the measurement started at which it is due.
+    fn at_s(&self) -> f64;
+    /// The change as applied `at_s` seconds after the measurement started.
+    fn applied_at(&self, at_s: f64) -> Self;
+    /// Make the change on `db`.
+    fn apply(&self, db: &Db) -> Result<(), OltpError>;
+}
+
+impl Scheduled for DeviceChange {
+    fn at_s(&self) -> f64 {
+        self.at_s
+    }
+    fn applied_at(&self, at_s: f64) -> Self {
+        DeviceChange {
+            applied_at_s: Some(at_s),
+            ..self.clone()
+        }
+    }
+    fn apply(&self, db: &Db) -> Result<(), OltpError> {
+        Ok(db.set_device(&self.spec)?)
+    }
+}
+
+/// Check a schedule's times against one of its runs: in time order
+/// (`strict`: no two at the same time), the last before the end of the
+/// measurement. Errors name `flag` and the run.
+pub(crate) fn check_times<C: Scheduled>(
+    changes: &[C],
+    strict: bool,
+    params: &OltpParams,
+    label: &str,
+    flag: &'static str,
+) -> Result<(), OltpError> {
+    let bad = |why: String| Err(OltpError::param(flag, why));
+    for pair in changes.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if strict && b.at_s() == a.at_s() {
+            return bad(format!(
+                "`{a}` and `{b}` are due at the same time; give one change per time"
+            ));
+        }
+        if b.at_s() < a.at_s() {
+            return bad(format!(
+                "`{b}` is given after `{a}`; give the changes in time order"
+            ));
+        }
+    }
+    if let Some(last) = changes.last() {
+        if last.at_s() >= params.time_s {
+            return bad(format!(
+                "`{last}` is not before the end of run `{label}`'s measurement (--time {}): \
+                 a change at or after the end would never be applied",
+                params.time_s
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Check a plan's schedule against one of its runs: times in increasing
 /// order, each before the end of the measurement, on a device the engine
 /// models (the engine refuses to change `device = unlimited`, whose files
@@ -130,50 +192,32 @@ pub(crate) fn check_schedule(
     options: &Options,
     label: &str,
 ) -> Result<(), OltpError> {
-    let bad = |why: String| Err(OltpError::param(DEVICE_CHANGE_FLAG, why));
-    let Some(first) = changes.first() else {
+    if changes.is_empty() {
         return Ok(());
-    };
+    }
     if options.device_spec()?.is_unlimited() {
-        return bad(format!(
-            "run `{label}` uses device = unlimited, whose files the engine passes through \
-             unmodelled, so its device cannot change; give a throttled --device, e.g. --device nvme"
+        return Err(OltpError::param(
+            DEVICE_CHANGE_FLAG,
+            format!(
+                "run `{label}` uses device = unlimited, whose files the engine passes through \
+                 unmodelled, so its device cannot change; give a throttled --device, e.g. --device nvme"
+            ),
         ));
     }
-    for pair in changes.windows(2) {
-        let (a, b) = (&pair[0], &pair[1]);
-        if b.at_s == a.at_s {
-            return bad(format!(
-                "`{a}` and `{b}` are due at the same time; give one change per time"
-            ));
-        }
-        if b.at_s < a.at_s {
-            return bad(format!(
-                "`{b}` is given after `{a}`; give the changes in time order"
-            ));
-        }
-    }
-    let last = changes.last().unwrap_or(first);
-    if last.at_s >= params.time_s {
-        return bad(format!(
-            "`{last}` is not before the end of run `{label}`'s measurement (--time {}): \
-             a change at or after the end would never be applied",
-            params.time_s
-        ));
-    }
-    Ok(())
+    check_times(changes, true, params, label, DEVICE_CHANGE_FLAG)
 }
 
-/// A run's changes not yet applied, against the start of its measurement.
-pub(crate) struct Pending<'a> {
-    changes: &'a [DeviceChange],
+/// A run's changes of one kind not yet applied, against the start of its
+/// measurement.
+pub(crate) struct Pending<'a, C> {
+    changes: &'a [C],
     t0: Instant,
-    applied: Vec<DeviceChange>,
+    applied: Vec<C>,
 }
 
-impl<'a> Pending<'a> {
-    /// `changes` in time order (see [`check_schedule`]), measured from `t0`.
-    pub(crate) fn new(changes: &'a [DeviceChange], t0: Instant) -> Self {
+impl<'a, C: Scheduled> Pending<'a, C> {
+    /// `changes` in time order (see [`check_times`]), measured from `t0`.
+    pub(crate) fn new(changes: &'a [C], t0: Instant) -> Self {
         Pending {
             changes,
             t0,
@@ -182,7 +226,7 @@ impl<'a> Pending<'a> {
     }
 
     /// Nothing to apply: the warm-up, or a run without changes.
-    pub(crate) fn none() -> Pending<'static> {
+    pub(crate) fn none() -> Pending<'static, C> {
         Pending::new(&[], Instant::now())
     }
 
@@ -190,7 +234,7 @@ impl<'a> Pending<'a> {
     pub(crate) fn next_due(&self) -> Option<Instant> {
         self.changes
             .get(self.applied.len())
-            .map(|c| self.t0 + Duration::from_secs_f64(c.at_s))
+            .map(|c| self.t0 + Duration::from_secs_f64(c.at_s()))
     }
 
     /// Apply every change due by `now`, reporting each as applied.
@@ -198,15 +242,12 @@ impl<'a> Pending<'a> {
         &mut self,
         db: &Db,
         now: Instant,
-        on_applied: &mut dyn FnMut(&DeviceChange),
+        on_applied: &mut dyn FnMut(&C),
     ) -> Result<(), OltpError> {
         while self.next_due().is_some_and(|due| due <= now) {
             let change = &self.changes[self.applied.len()];
-            db.set_device(&change.spec)?;
-            let applied = DeviceChange {
-                applied_at_s: Some(self.t0.elapsed().as_secs_f64()),
-                ..change.clone()
-            };
+            change.apply(db)?;
+            let applied = change.applied_at(self.t0.elapsed().as_secs_f64());
             on_applied(&applied);
             self.applied.push(applied);
         }
@@ -214,7 +255,7 @@ impl<'a> Pending<'a> {
     }
 
     /// The changes applied so far.
-    pub(crate) fn into_applied(self) -> Vec<DeviceChange> {
+    pub(crate) fn into_applied(self) -> Vec<C> {
         self.applied
     }
 }

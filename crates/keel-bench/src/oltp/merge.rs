@@ -334,6 +334,7 @@ mod tests {
             },
             intervals,
             device_changes: Vec::new(),
+            option_changes: Vec::new(),
             status: String::new(),
         }
     }

@@ -18,6 +18,7 @@ pub mod engine;
 mod error;
 mod keys;
 mod merge;
+mod option_change;
 mod output;
 mod params;
 mod prepare;
@@ -40,7 +41,10 @@ pub use engine::{
 pub use error::OltpError;
 pub use keys::{KeyGen, RandType};
 pub use merge::{below_average, merge, read_report, repeats_text, summary_text};
-pub use output::{csv_text, device_change_line, interval_line, write_csv, write_json};
+pub use option_change::{OptionChange, SET_AT_FLAG};
+pub use output::{
+    csv_text, device_change_line, interval_line, option_change_line, write_csv, write_json,
+};
 pub use params::{options_json, parse_bool, OltpParams, VaryAxis, Workload, WORKLOAD_KEYS};
 pub use prepare::{has_tables, prepare, prewarm};
 pub use presets::{
@@ -49,7 +53,7 @@ pub use presets::{
 };
 pub use report::{render_html, write_html_report, CHART_TITLES};
 pub use rows::{index_key, index_name, table_name, Row, INDEX_SUFFIX};
-pub use runner::{run, Tick};
+pub use runner::{run, Measured, Tick};
 pub(crate) use sample::{Counts, Snapshot, PROCESS_WRITE_BYTES};
 pub use sample::{Interval, PagesFlushed, KEEL_METRIC_FIELDS};
 pub use showdown::{

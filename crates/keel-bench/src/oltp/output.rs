@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{DeviceChange, Interval, OltpError, OltpReport};
+use super::{DeviceChange, Interval, OltpError, OltpReport, OptionChange};
 
 fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -102,6 +102,14 @@ fn time_label(t_s: f64) -> String {
 pub fn device_change_line(change: &DeviceChange) -> String {
     let t = time_label(change.applied_at_s.unwrap_or(change.at_s));
     format!("[ {t} ] device -> {}", change.spec)
+}
+
+/// The line printed when an option change is applied, between the
+/// interval lines: `[ 60s ] set flush_policy = steady`, at the time it was
+/// applied (its scheduled time if it was not).
+pub fn option_change_line(change: &OptionChange) -> String {
+    let t = time_label(change.applied_at_s.unwrap_or(change.at_s));
+    format!("[ {t} ] set {} = {}", change.key, change.value)
 }
 
 /// Write the report as pretty JSON.
@@ -218,6 +226,19 @@ mod tests {
     }
 
     #[test]
+    fn option_change_line_shows_when_it_was_applied() {
+        let mut c: OptionChange = "1m:flush_policy=steady"
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(option_change_line(&c), "[ 60s ] set flush_policy = steady");
+        c.applied_at_s = Some(60.8);
+        assert_eq!(
+            option_change_line(&c),
+            "[ 60.8s ] set flush_policy = steady"
+        );
+    }
+
+    #[test]
     fn device_change_line_shows_when_it_was_applied() {
         let mut c: DeviceChange = "60s:iops=250".parse().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(device_change_line(&c), "[ 60s ] device -> iops=250");
@@ -255,6 +276,7 @@ mod tests {
                 summary: crate::oltp::Summary::default(),
                 intervals: vec![iv],
                 device_changes: Vec::new(),
+                option_changes: Vec::new(),
                 status: String::new(),
             }],
         };

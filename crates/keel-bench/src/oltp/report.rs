@@ -96,19 +96,30 @@ fn per_s(n: u64, iv: &Interval) -> f64 {
     n as f64 / iv.interval_s.max(1e-9)
 }
 
-/// The device changes of every run as chart markers, at their scheduled
-/// times: every run of a plan has the same schedule, so each shows once.
-fn device_markers(runs: &[RunResult]) -> Vec<Marker> {
+/// The device and option changes of every run as chart markers, at their
+/// scheduled times: every run of a plan has the same schedule, so each
+/// shows once; changes due at the same time share one marker.
+fn change_markers(runs: &[RunResult]) -> Vec<Marker> {
     let mut out: Vec<Marker> = Vec::new();
-    for c in runs.iter().flat_map(|r| &r.device_changes) {
-        let m = Marker {
-            x: c.at_s,
-            label: format!("device -> {}", c.spec),
-        };
-        if !out.contains(&m) {
-            out.push(m);
+    let devices = runs
+        .iter()
+        .flat_map(|r| &r.device_changes)
+        .map(|c| (c.at_s, format!("device -> {}", c.spec)));
+    let options = runs
+        .iter()
+        .flat_map(|r| &r.option_changes)
+        .map(|c| (c.at_s, format!("{}={}", c.key, c.value)));
+    for (x, label) in devices.chain(options) {
+        match out.iter_mut().find(|m| m.x == x) {
+            Some(m) if m.label.split("; ").any(|l| l == label) => {}
+            Some(m) => {
+                m.label.push_str("; ");
+                m.label.push_str(&label);
+            }
+            None => out.push(Marker { x, label }),
         }
     }
+    out.sort_by(|a, b| a.x.total_cmp(&b.x));
     out
 }
 
@@ -206,8 +217,16 @@ fn checkpoint_series(runs: &[RunResult]) -> Vec<Series> {
         s.push(series_of(r, run, DASHES[0], ": checkpoint age", |i| {
             i.checkpoint_age as f64 / MIB
         }));
-        let marks: &[Mark] = if is_steady(run) { &steady } else { &classic };
-        for (k, (name, value)) in marks.iter().enumerate() {
+        // A run that switched policies (`--set-at`) shows both sets: the
+        // async and sync marks are the engine's whatever the policy, and
+        // steady's levels read 0 while classic ran.
+        let switched = run.intervals.iter().any(|i| i.setpoint == 0);
+        let marks: Vec<&Mark> = match (is_steady(run), switched) {
+            (false, _) => classic.iter().collect(),
+            (true, false) => steady.iter().collect(),
+            (true, true) => classic.iter().chain(&steady).collect(),
+        };
+        for (k, (name, value)) in marks.into_iter().enumerate() {
             s.push(series_of(r, run, DASHES[1 + k % 2], name, *value));
         }
         s.push(series_of(r, run, DASHES[3], ": log capacity", |i| {
@@ -308,7 +327,7 @@ fn charts_html(runs: &[RunResult]) -> String {
     pages.extend(per_run(runs, DASHES[1], ": free", |i| i.free_pages as f64));
     let [t0, t1, t2, t3, t4, t5, t6, t7, t8] = CHART_TITLES;
     let [l0, l1, l2, l3, l4, l5, l6, l7, l8] = LOOK_FOR;
-    let markers = device_markers(runs);
+    let markers = change_markers(runs);
     let a = &Axis {
         x_max: run_length(runs),
         markers: &markers,
@@ -714,9 +733,9 @@ fn preset_html(p: &PresetSettings) -> String {
     out
 }
 
-/// The device changes, as a paragraph (empty without any).
-fn device_changes_html(runs: &[RunResult]) -> String {
-    let markers = device_markers(runs);
+/// The device and option changes, as a paragraph (empty without any).
+fn changes_html(runs: &[RunResult]) -> String {
+    let markers = change_markers(runs);
     if markers.is_empty() {
         return String::new();
     }
@@ -725,8 +744,8 @@ fn device_changes_html(runs: &[RunResult]) -> String {
         .map(|m| format!("at {} s: <code>{}</code>", m.x, escape(&m.label)))
         .collect();
     format!(
-        "<p><b>Device changes</b> during the measurement (dashed vertical lines on the \
-         charts): {}.</p>",
+        "<p><b>Changes</b> during the measurement (<code>--device-change</code>, \
+         <code>--set-at</code>; dashed vertical lines on the charts): {}.</p>",
         items.join("; ")
     )
 }
@@ -762,7 +781,7 @@ pub fn render_html(report: &OltpReport) -> String {
         } else {
             ""
         },
-        device_changes_html(&report.runs),
+        changes_html(&report.runs),
         summary_table(&report.runs),
         charts_html(&report.runs),
         settings_html(&report.runs),
@@ -805,6 +824,7 @@ mod tests {
                 })
                 .collect(),
             device_changes: Vec::new(),
+            option_changes: Vec::new(),
             status: String::new(),
         }
     }

@@ -22,7 +22,7 @@ use super::device_change::Pending;
 use super::engine::{Database, DbError};
 use super::sample::{Counts, Interval, Snapshot, PROCESS_WRITE_BYTES};
 use super::workload::{open_tables, queries_per_txn, Client, SbTable};
-use super::{status_report, DeviceChange, KeyGen, OltpError, OltpParams, Summary};
+use super::{status_report, DeviceChange, KeyGen, OltpError, OltpParams, OptionChange, Summary};
 
 /// Longest latency the histograms hold (µs); longer ones count as this.
 const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -122,29 +122,47 @@ pub enum Tick<'a> {
     },
     /// A device change was applied (`applied_at_s` says when).
     DeviceChanged(&'a DeviceChange),
+    /// An option change was applied (`applied_at_s` says when).
+    OptionChanged(&'a OptionChange),
 }
 
-/// What a run measured: the summary, every interval, the device changes
-/// applied.
-pub type Measured = (Summary, Vec<Interval>, Vec<DeviceChange>);
+/// What a run measured.
+#[derive(Debug)]
+pub struct Measured {
+    /// The run's figures.
+    pub summary: Summary,
+    /// Every interval of the measurement.
+    pub intervals: Vec<Interval>,
+    /// The device changes applied, with when.
+    pub device_changes: Vec<DeviceChange>,
+    /// The option changes applied, with when.
+    pub option_changes: Vec<OptionChange>,
+}
 
-/// Run the workload of `params` on the prepared tables of `db`: the warm-up, then `time_s` measured,
-/// with Keel's device changed as `changes` (in time order, checked by the
-/// plan) says. `on_tick` is called from this thread at the end of every
+/// Run the workload of `params` on the prepared tables of `db`: the
+/// warm-up, then `time_s` measured, with Keel's device changed as
+/// `devices` and its options as `options` say (each in time order, checked
+/// by the plan). `on_tick` is called from this thread at the end of every
 /// interval and after every change; on Keel SIGUSR1 prints the status
 /// report in between (see `StatusRequest`).
 pub fn run(
     db: &dyn Database,
     params: &OltpParams,
-    changes: &[DeviceChange],
+    devices: &[DeviceChange],
+    options: &[OptionChange],
     on_tick: &mut dyn FnMut(Tick<'_>),
 ) -> Result<Measured, OltpError> {
     params.validate()?;
-    if !changes.is_empty() && db.keel().is_none() {
-        return Err(OltpError::param(
-            "device_change",
-            format!("applies to Keel only, not to engine {}", db.engine()),
-        ));
+    for (given, key) in [
+        (!devices.is_empty(), "device_change"),
+        (!options.is_empty(), "set_at"),
+    ] {
+        if given && db.keel().is_none() {
+            return Err(OltpError::param(
+                key,
+                format!("applies to Keel only, not to engine {}", db.engine()),
+            ));
+        }
     }
     let tables = open_tables(db, params)?;
     let keys = KeyGen::new(params.rand_type, params.table_size);
@@ -167,7 +185,7 @@ pub fn run(
                 s.spawn(move || worker(db, params, tables, keys, shared, w))
             })
             .collect();
-        let r = sample_run(db, params, changes, &shared, &status, on_tick);
+        let r = sample_run(db, params, devices, options, &shared, &status, on_tick);
         shared.stop.store(true, Ordering::Relaxed);
         let panicked = hs.into_iter().any(|h| h.join().is_err());
         if panicked {
@@ -178,10 +196,11 @@ pub fn run(
     if let Some(e) = lock(&shared.fatal).take() {
         return Err(e.into());
     }
-    let (mut summary, intervals, changes) = result?;
+    let mut measured = result?;
+    let summary = &mut measured.summary;
     summary.peak_rss_bytes = crate::sys::peak_rss_bytes().unwrap_or(0);
     summary.not_measured = db.not_measured().iter().map(|f| f.to_string()).collect();
-    Ok((summary, intervals, changes))
+    Ok(measured)
 }
 
 fn worker(
@@ -257,18 +276,19 @@ fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
 }
 
 /// What the sampler looks after while it sleeps: status requests and (on
-/// Keel) device changes.
+/// Keel) device and option changes.
 struct Sampler<'a, 'b> {
     db: &'a dyn Database,
     stop: &'a AtomicBool,
     status: &'a StatusRequest,
-    pending: Pending<'b>,
+    devices: Pending<'b, DeviceChange>,
+    options: Pending<'b, OptionChange>,
 }
 
 impl Sampler<'_, '_> {
     /// Sleep like [`sleep_until`], printing the status report whenever
-    /// SIGUSR1 asked for it and applying each device change as it falls
-    /// due. A change due at `t` itself is applied on the next call, right
+    /// SIGUSR1 asked for it and applying each device or option change as
+    /// it falls due (a device change first when both are due). A change due at `t` itself is applied on the next call, right
     /// after the interval ending at `t` was sampled, so that the interval
     /// is wholly under the old device.
     fn sleep_until(
@@ -286,11 +306,17 @@ impl Sampler<'_, '_> {
                 return Ok(());
             }
             if let Some(db) = self.db.keel() {
-                self.pending.apply_due(db, now, &mut |c| {
+                self.devices.apply_due(db, now, &mut |c| {
                     on_tick(Tick::DeviceChanged(c));
                 })?;
+                self.options.apply_due(db, now, &mut |c| {
+                    on_tick(Tick::OptionChanged(c));
+                })?;
             }
-            let wake = self.pending.next_due().map_or(t, |due| due.min(t));
+            let wake = [self.devices.next_due(), self.options.next_due()]
+                .into_iter()
+                .flatten()
+                .fold(t, Instant::min);
             std::thread::sleep(wake.saturating_duration_since(now).min(POLL));
         }
     }
@@ -374,7 +400,8 @@ fn sample(
 fn sample_run(
     db: &dyn Database,
     params: &OltpParams,
-    changes: &[DeviceChange],
+    devices: &[DeviceChange],
+    options: &[OptionChange],
     shared: &Shared,
     status: &StatusRequest,
     on_tick: &mut dyn FnMut(Tick<'_>),
@@ -385,7 +412,8 @@ fn sample_run(
         db,
         stop: &shared.stop,
         status,
-        pending: Pending::none(),
+        devices: Pending::none(),
+        options: Pending::none(),
     };
     if params.warmup_s > 0.0 {
         let warm = Duration::from_secs_f64(params.warmup_s);
@@ -409,7 +437,8 @@ fn sample_run(
     }
     let (t0, first) = (prev.at, prev.metrics.clone());
     let mut sampler = Sampler {
-        pending: Pending::new(changes, t0),
+        devices: Pending::new(devices, t0),
+        options: Pending::new(options, t0),
         ..sampler
     };
     let measure = Duration::from_secs_f64(params.time_s);
@@ -429,5 +458,10 @@ fn sample_run(
     }
     let time_s = (prev.at - t0).as_secs_f64();
     let summary = Summary::new(&intervals, &total, time_s, &first, &prev.metrics);
-    Ok((summary, intervals, sampler.pending.into_applied()))
+    Ok(Measured {
+        summary,
+        intervals,
+        device_changes: sampler.devices.into_applied(),
+        option_changes: sampler.options.into_applied(),
+    })
 }

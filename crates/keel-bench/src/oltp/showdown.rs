@@ -721,6 +721,7 @@ mod tests {
             },
             intervals,
             device_changes: Vec::new(),
+            option_changes: Vec::new(),
             status: String::new(),
         }
     }

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use keel::Options;
-use keel_bench::oltp::{self, DeviceChange, OltpParams, Preset, VaryAxis};
+use keel_bench::oltp::{self, DeviceChange, OltpParams, OptionChange, Preset, VaryAxis};
 
 use super::OltpArgs;
 
@@ -133,6 +133,9 @@ pub(super) fn given_keys(a: &OltpArgs) -> Result<Vec<String>> {
     if !a.device_changes.is_empty() {
         keys.push("device_change".into());
     }
+    if !a.option_changes.is_empty() {
+        keys.push("set_at".into());
+    }
     keys.extend(
         a.vary
             .iter()
@@ -164,6 +167,8 @@ pub(crate) struct Resolved {
     pub preset: Option<(&'static Preset, Vec<String>)>,
     /// --device-change, in the order given (the plan checks it per run).
     pub device_changes: Vec<DeviceChange>,
+    /// --set-at, in the order given (the plan checks it per run).
+    pub option_changes: Vec<OptionChange>,
 }
 
 /// Combine the defaults, the preset and the command line (see the module doc).
@@ -190,6 +195,7 @@ pub(crate) fn resolve(a: &OltpArgs) -> Result<Resolved> {
         prepare_sets,
         preset,
         device_changes: a.device_changes.clone(),
+        option_changes: a.option_changes.clone(),
     })
 }
 
