@@ -14,7 +14,8 @@
 //!   row has as many cells as its header, so a slip in the Markdown cannot
 //!   hide a name;
 //! - the rows whose "Read by" cell says "classic only" name exactly
-//!   `keel::CLASSIC_ONLY`;
+//!   `keel::CLASSIC_ONLY`, and the ones whose "Db::set_option in Keel"
+//!   cell says "yes" name only `keel::RUNTIME_OPTIONS` (and "no" none);
 //! - at least 15 distinct options and 15 distinct metrics are named, so the
 //!   test cannot pass on an empty or unparsed guide;
 //! - and, on a small made-up document, that the checks catch made-up names
@@ -22,7 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use keel::{Metrics, Options, CLASSIC_ONLY};
+use keel::{Metrics, Options, CLASSIC_ONLY, RUNTIME_OPTIONS};
 
 const GUIDE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -32,6 +33,7 @@ const GUIDE: &str = concat!(
 const OPTION_COLUMN: &str = "Keel option";
 const METRIC_COLUMN: &str = "Keel metric";
 const POLICY_COLUMN: &str = "Read by";
+const RUNTIME_COLUMN: &str = "Db::set_option in Keel";
 /// How a cell says Keel has no such thing.
 const ABSENT: &str = "—";
 
@@ -254,6 +256,41 @@ fn the_options_said_to_be_classic_only_are_classic_only() {
         said, expected,
         "{GUIDE}: the options whose \"{POLICY_COLUMN}\" cell says \"classic only\" \
          differ from keel::CLASSIC_ONLY"
+    );
+}
+
+/// The column "Db::set_option in Keel" says "yes" exactly for the options
+/// in `keel::RUNTIME_OPTIONS`.
+#[test]
+fn the_options_said_to_change_at_run_time_do() {
+    let doc = guide();
+    let (rows, problems) = table_rows(&doc);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let mut seen = 0;
+    for row in &rows {
+        let (Some(option), Some(runtime)) =
+            (row.cells.get(OPTION_COLUMN), row.cells.get(RUNTIME_COLUMN))
+        else {
+            continue;
+        };
+        seen += 1;
+        let names = names_in_cell(option).unwrap();
+        let all_runtime = names.iter().all(|n| RUNTIME_OPTIONS.contains(&n.as_str()));
+        assert_eq!(
+            runtime == "yes",
+            all_runtime && !names.is_empty(),
+            "{GUIDE}:{}: `{option}` says \"{runtime}\" under \"{RUNTIME_COLUMN}\"",
+            row.line
+        );
+        assert!(
+            runtime == "yes" || runtime == "no",
+            "{GUIDE}:{}: \"{runtime}\" is neither yes nor no",
+            row.line
+        );
+    }
+    assert!(
+        seen >= 20,
+        "only {seen} rows have a \"{RUNTIME_COLUMN}\" cell"
     );
 }
 
