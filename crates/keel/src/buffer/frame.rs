@@ -45,9 +45,10 @@ pub(crate) struct Frame {
 }
 
 impl Frame {
-    pub fn new(page_size: usize) -> Frame {
+    /// A free frame over `buf` (zero-filled).
+    pub fn new(buf: AlignedBuf) -> Frame {
         Frame {
-            latch: RwLock::new(AlignedBuf::new(page_size)),
+            latch: RwLock::new(buf),
             page: AtomicU64::new(NO_PAGE),
             fix: AtomicU32::new(0),
             oldest_mod: AtomicU64::new(0),

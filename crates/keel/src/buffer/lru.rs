@@ -9,6 +9,10 @@
 
 const NIL: u32 = u32::MAX;
 
+/// Bytes of list links per frame (for the memory bound in `instance`).
+#[cfg(test)]
+pub(super) const LINK_BYTES: usize = std::mem::size_of::<Link>();
+
 #[derive(Clone, Copy)]
 struct Link {
     prev: u32,
