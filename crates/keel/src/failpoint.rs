@@ -18,6 +18,12 @@
 //! - `cleaner.tick`: in the page-cleaner coordinator's round, after the
 //!   policy decided and the round's batches were written, before the log
 //!   flush and the checkpoint (`CleanerHost::tick`).
+//! - `log.round.lead`: in the redo log's sync round (`redo::writer`), after
+//!   its leader took the round and gathered its followers, before it writes
+//!   out everything appended and reads the round's target. The leader holds
+//!   no log mutex there; threads that need the log durable join the round
+//!   and wait. The log keeps its own points (`Log::failpoints`), which
+//!   `Db::failpoint` arms for names starting with `log.`.
 
 #[cfg(any(test, feature = "test-util"))]
 pub use imp::*;

@@ -162,6 +162,11 @@ registry! {
     log_sync_waits,
     /// Microseconds those threads spent waiting (or syncing).
     log_sync_wait_us_total,
+    /// Sync rounds whose leader waited for the threads it expected to
+    /// join before writing out and syncing (group commit's gathering).
+    log_sync_gathers,
+    /// Microseconds those leaders spent waiting for them.
+    log_sync_gather_us_total,
     /// Checkpoints written.
     log_checkpoints,
     /// Times the records of commits in flight were copied to the end of the

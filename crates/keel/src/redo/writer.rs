@@ -12,6 +12,11 @@
 //! `written` has been handed to the OS (its `pwrite` returned). Threads
 //! queue on the mutex; whoever gets it writes everything appended so far,
 //! so those behind it usually find their bytes written and return at once.
+//! The buffer is taken by swapping it with a spare kept under the `write`
+//! mutex (empty, with the capacity of an earlier write), so `state` is held
+//! for a swap, and an append under `state` copies into room that is
+//! usually there already instead of growing a buffer from nothing: an
+//! appender waits on `state` for other appenders' copies, nothing longer.
 //!
 //! *Waiting for `write`*: the waiter holds at most what its caller holds: a
 //! committer its row locks, an appender nothing (it appended first), a page
@@ -26,72 +31,145 @@
 //! # Syncing: one round at a time
 //!
 //! A sync *round* makes the log durable up to its *target*: `written` read
-//! when the round begins. Every byte below the target was written before
-//! the round's first fdatasync started, so the round covers it; a byte
-//! written while the round runs is never counted by it, whatever the OS
-//! happened to do with it (the "covered by a sync that started after the
-//! write completed" rule of `space`). Rounds run one at a time, each from
-//! the previous round's target (`flushed`) to its own, and fdatasync only
-//! the files that hold LSNs in `[flushed, target)`: an LSN's file is a
-//! function of the LSN, and everything below `flushed` is durable already.
-//! A file written during a round receives bytes at or above that round's
-//! target, so the next round syncs it again.
+//! after the round's leader wrote out the buffer, just before its first
+//! fdatasync. Every byte below the target was written before that
+//! fdatasync started, so the round covers it; a byte written after the
+//! target was read is never counted by it, whatever the OS happened to do
+//! with it (the "covered by a sync that started after the write completed"
+//! rule of `space`). Rounds run one at a time, each from the previous
+//! round's target (`flushed`) to its own, and fdatasync only the files that
+//! hold LSNs in `[flushed, target)`: an LSN's file is a function of the
+//! LSN, and everything below `flushed` is durable already. A file written
+//! during a round receives bytes at or above that round's target, so the
+//! next round syncs it again.
 //!
 //! A thread that needs LSN `l` durable writes it first, then, under the
 //! `sync` mutex:
-//! - `flushed ≥ l`: it is done (group commit: a round started after its
-//!   write covered it);
-//! - no round is running: it runs the next one itself, marking it running
-//!   and then releasing the mutex for the fdatasyncs;
-//! - a round is running: it waits on `round_ended`. If that round covered
-//!   `l` it is done when it ends; if not (`l` was written after the round
-//!   began), one of the threads woken starts the next round, whose target
-//!   includes `l`. So a thread waits for the round in progress and at most
-//!   one more.
+//! - `flushed ≥ l`: it is done (group commit: a round covered it);
+//! - no round is running: it *leads* the next one, marking it running and
+//!   then releasing the mutex;
+//! - a round is running: it *joins* it (counted in `joined`) and waits on
+//!   `round_ended`. If that round covered `l` it is done when it ends; if
+//!   not (`l` was written after the target was read), one of the threads
+//!   woken leads the next round, whose target includes `l`. So a thread
+//!   waits for the round in progress and at most one more.
+//!
+//! # Group commit: the leader gathers, then writes out everything
+//!
+//! Left alone, the first committer back after a round would sync alone,
+//! and those arriving a few microseconds later would wait for it and then
+//! sync together: groups alternating between 1 and the rest, about twice
+//! the rounds needed. So a leader does two things before it reads its
+//! target:
+//!
+//! 1. *Gathering*. It expects as many threads to need a sync as did during
+//!    the last round (`demand`: that round's leader and every thread that
+//!    joined it, covered or not). If fewer have joined, it waits on
+//!    `gathered`, releasing the `sync` mutex, until they have or until its
+//!    window ends: a tenth of the moving average of a round's fdatasyncs,
+//!    at most [`MAX_GATHER`], none when that is under [`MIN_GATHER`] (so a
+//!    lone committer, with a demand of 1, never waits, nor does anyone on a
+//!    log whose syncs cost nothing). The thread whose joining makes the
+//!    count notifies it. A leader that waits
+//!    for nobody loses at most a tenth of a round (plus the timer's
+//!    slack, some tens of microseconds), once: the next demand counts only
+//!    who came. Threads that join while it gathers have
+//!    written their bytes before joining, so the round covers them.
+//! 2. *Writing out everything appended*, not only what its own caller
+//!    needed, under the `write` mutex like any write. A thread that
+//!    appended before this point but had not written yet (its commit was
+//!    between its append and its write, or queued for the `write` mutex)
+//!    is covered by this round instead of the next, and finds its bytes
+//!    written when it gets there.
 //!
 //! *Waiting for a round*: the waiter holds what its caller holds (row
 //! locks, a flush batch's claims, the checkpoint mutex; never the `write`
 //! or `state` mutex), and the `sync` mutex only while it looks at the
-//! state (the condvar releases it). The round's thread needs none of them:
-//! it holds no lock of the log while it syncs, and takes the `sync` mutex
-//! only to publish the round's end. That thread wakes every waiter when the
-//! round ends, whether it succeeded, failed or panicked (a guard ends an
-//! abandoned round), so the wait lasts as long as the fdatasyncs in
-//! progress and one more round; there is no timeout, because a commit at
+//! state (the condvar releases it). The leader needs none of them: it
+//! holds no lock of the log while it gathers (the condvar releases `sync`),
+//! takes only `write` and `state` to write out, holds no lock while it
+//! syncs, and takes `sync` to publish the round's end. It wakes every
+//! waiter when the round ends, whether it succeeded, failed or panicked (a
+//! guard ends an abandoned round), so the wait lasts as long as a bounded
+//! gathering, a write-out and the fdatasyncs in progress, and one more
+//! round; there is no timeout on the fdatasyncs, because a commit at
 //! `flush_log_at_trx_commit` 1 may not return before its bytes are durable,
-//! and a device that never answers an fdatasync holds the syncing thread
-//! too.
+//! and a device that never answers an fdatasync holds the leader too.
+//! *Waiting to gather*: the leader holds only its caller's locks; its
+//! waker is a joining thread, and the deadline bounds the wait if none
+//! comes.
 //!
-//! *What a failure leaves*: a failed fdatasync poisons the log before the
-//! round ends, and `flushed` stays where it was. Waiters wake, find their
+//! *What a failure leaves*: a failed write-out poisons the log (as every
+//! failed write does, above) and a failed fdatasync poisons it too, before
+//! the round ends; `flushed` stays where it was. Waiters wake, find their
 //! LSN not durable and the log poisoned, and return the error: no thread
 //! gets `Ok` for an LSN that round was meant to cover. The kernel may have
 //! dropped the failed pages (USENIX ATC '20), so nothing is retried; a
 //! restart recovers what the earlier rounds made durable.
+//!
+//! Failpoint `log.round.lead` (`crate::failpoint`) holds a leader after it
+//! gathered and before it writes out: what is appended meanwhile is covered
+//! by its round.
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::format::LOG_FILE_HDR;
-use super::Log;
+use super::{Log, BUFFER_WRITE_THRESHOLD};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::page::Lsn;
 
+/// A leader gathers for at most this fraction of a round's fdatasyncs
+/// (their moving average): a leader that waits for nobody costs at most
+/// that much more latency, once.
+const GATHER_FRACTION: u64 = 10;
+/// ... and never longer than this, whatever the device.
+const MAX_GATHER: Duration = Duration::from_millis(1);
+/// A window shorter than this is not worth a timed wait.
+const MIN_GATHER: Duration = Duration::from_micros(2);
+
 /// The sync rounds' state, under `Log::sync`.
 #[derive(Default)]
 pub(super) struct SyncState {
-    /// The target of the round in progress, if one is.
-    running: Option<Lsn>,
+    /// A round is in progress: its leader is gathering, writing out or
+    /// syncing.
+    running: bool,
+    /// The leader of the round in progress waits on `Log::gathered` until
+    /// `joined` reaches `expect` (or its window ends).
+    gathering: bool,
+    expect: usize,
+    /// Threads that began waiting since the round in progress started.
+    joined: usize,
     /// Threads waiting for the round in progress to end.
     waiting: usize,
+    /// `1 + joined` of the last round, counted when it ended: how many
+    /// threads needed the log durable during one round. The next leader
+    /// expects as many, itself included.
+    demand: usize,
+    /// Moving average of a round's fdatasyncs, in microseconds.
+    sync_us: u64,
+    /// Tests: the gathering window, instead of one derived from `sync_us`.
+    #[cfg(test)]
+    window_for_test: Option<Duration>,
+}
+
+impl SyncState {
+    /// How long the next leader may wait for its followers.
+    fn gather_window(&self) -> Duration {
+        #[cfg(test)]
+        if let Some(w) = self.window_for_test {
+            return w;
+        }
+        Duration::from_micros(self.sync_us / GATHER_FRACTION).min(MAX_GATHER)
+    }
 }
 
 impl Log {
     /// Make the log reach at least `lsn`: written to the OS, and durable if
     /// `sync` (see the module doc). A write never waits for a sync in
-    /// progress; a sync waits only for rounds that started after its bytes
-    /// were written, or for the one in progress to end.
+    /// progress; a sync waits only for the round in progress and the one
+    /// after it.
     pub fn write_up_to(&self, lsn: Lsn, sync: bool) -> Result<()> {
         self.write_out(lsn)?;
         if sync {
@@ -105,18 +183,31 @@ impl Log {
         if self.written.load(Ordering::Acquire) >= lsn {
             return Ok(());
         }
-        let _w = self.write.lock();
+        let mut taken = self.write.lock();
         if self.written.load(Ordering::Acquire) >= lsn {
             return Ok(());
         }
         self.poisoned.check()?;
-        let (data, start, end) = {
+        let (start, end) = {
             let mut st = self.state.lock();
-            let data = std::mem::take(&mut st.buf);
+            // The buffer goes out and the spare (empty, with the capacity
+            // of an earlier write) takes its place, so appends do not grow
+            // a buffer from nothing under the mutex.
+            std::mem::swap(&mut st.buf, &mut *taken);
             let start = st.buf_lsn;
             st.buf_lsn = st.lsn;
-            (data, start, st.lsn)
+            (start, st.lsn)
         };
+        let r = self.write_taken(start, end, &taken);
+        taken.clear();
+        if taken.capacity() > BUFFER_WRITE_THRESHOLD {
+            *taken = Vec::new();
+        }
+        r
+    }
+
+    /// Write `data`, just taken from the buffer, at `[start, end)`.
+    fn write_taken(&self, start: Lsn, end: Lsn, data: &[u8]) -> Result<()> {
         if data.is_empty() {
             return Ok(());
         }
@@ -133,7 +224,7 @@ impl Log {
             self.poisoned.set(e.to_string());
             return Err(e);
         }
-        if let Err(e) = self.write_at_lsn(start, &data) {
+        if let Err(e) = self.write_at_lsn(start, data) {
             self.poisoned.set(format!("a redo log write failed: {e}"));
             return Err(e);
         }
@@ -146,7 +237,7 @@ impl Log {
     }
 
     /// Make everything written so far up to `lsn` durable: return when a
-    /// round that began after `lsn` was written has ended (module doc).
+    /// round whose target covers `lsn` has ended (module doc).
     fn sync_up_to(&self, lsn: Lsn) -> Result<()> {
         if self.flushed_lsn() >= lsn {
             return Ok(());
@@ -162,36 +253,43 @@ impl Log {
     }
 
     /// The slow path of [`Log::sync_up_to`]: wait for the round in progress,
-    /// or run the next one.
+    /// or lead the next one.
     fn wait_or_run_round(&self, lsn: Lsn) -> Result<()> {
         let mut st = self.sync.lock();
-        while st.running.is_some() {
+        loop {
             if self.flushed_lsn() >= lsn {
                 return Ok(());
             }
             self.poisoned.check()?;
+            if !st.running {
+                break;
+            }
             st.waiting += 1;
+            st.joined += 1;
+            if st.gathering && st.joined >= st.expect {
+                self.gathered.notify_one();
+            }
             self.round_ended.wait(&mut st);
             st.waiting -= 1;
         }
+        // `flushed` changes only when a round ends, under this mutex: it
+        // stays `from` until this round ends.
         let from = self.flushed_lsn();
-        if from >= lsn {
-            return Ok(());
-        }
-        self.poisoned.check()?;
-        let target = self.written.load(Ordering::Acquire);
-        if target <= from {
-            // `lsn` lies beyond the end of the log: nothing more to sync.
-            return Ok(());
-        }
-        st.running = Some(target);
+        st.running = true;
+        st.joined = 0;
         drop(st);
         let round = Round {
             log: self,
-            target,
             ended: false,
         };
         round.run(from)
+    }
+
+    /// Tests: let every leader gather for `window` (module doc), instead of
+    /// a fraction of the measured fdatasync time.
+    #[cfg(test)]
+    pub(crate) fn set_gather_window_for_test(&self, window: Duration) {
+        self.sync.lock().window_for_test = Some(window);
     }
 
     /// Position of `lsn`: file, offset in it, bytes left in its data area.
@@ -222,44 +320,105 @@ impl Log {
     }
 }
 
-/// The round this thread runs; ending it, however that happens, wakes the
+/// The round this thread leads; ending it, however that happens, wakes the
 /// waiters (module doc).
 struct Round<'a> {
     log: &'a Log,
-    target: Lsn,
     ended: bool,
 }
 
 impl Round<'_> {
-    /// Sync the files holding `[from, target)`, then end the round.
+    /// Gather the followers, write out everything appended, sync the files
+    /// holding `[from, target)` and end the round.
     fn run(mut self, from: Lsn) -> Result<()> {
         let log = self.log;
-        for f in files_between(from, self.target, log.area, log.files.len()) {
+        self.gather();
+        log.failpoints.hit("log.round.lead");
+        // Everything appended until now, not only what its own caller
+        // needed: a thread that appended before this point but had not
+        // written yet is covered too, instead of waiting for the next round.
+        let r = log.write_out(log.lsn()).and_then(|()| log.poisoned.check());
+        if let Err(e) = r {
+            // Poisoned already (by the write-out, or by whoever poisoned the
+            // log while this round gathered).
+            self.end(None, None);
+            return Err(e);
+        }
+        // Every byte below `written` now was written before the first
+        // fdatasync below starts.
+        let target = log.written.load(Ordering::Acquire);
+        if target <= from {
+            // Nothing written since the last round: the caller's LSN lies
+            // beyond the end of the log.
+            self.end(None, None);
+            return Ok(());
+        }
+        let started = Instant::now();
+        for f in files_between(from, target, log.area, log.files.len()) {
             let (dev, path) = &log.files[f];
             if let Err(e) = dev.sync() {
                 let e = Error::io(path, "sync", e);
                 // Poisoned before the waiters wake: none of them may take
                 // the round's end for success.
                 log.poisoned.set(format!("a redo log sync failed: {e}"));
-                self.end(false);
+                self.end(None, None);
                 return Err(e);
             }
         }
         Metrics::add(&log.metrics.os_log_fsyncs, 1);
-        self.end(true);
+        self.end(Some(target), Some(started.elapsed()));
         Ok(())
     }
 
-    fn end(&mut self, synced: bool) {
+    /// Wait, within the window, until as many threads joined this round as
+    /// the demand of the last one says will come (module doc).
+    fn gather(&self) {
         let log = self.log;
         let mut st = log.sync.lock();
-        if synced {
-            // The target read when the round began, never `written` now:
-            // bytes written while the fdatasyncs ran are not covered.
-            log.flushed.store(self.target, Ordering::Release);
-            Metrics::set(&log.metrics.log_lsn_last_flush, self.target);
+        let expect = st.demand.saturating_sub(1);
+        let window = st.gather_window();
+        if st.joined >= expect || window < MIN_GATHER {
+            return;
         }
-        st.running = None;
+        let started = Instant::now();
+        let deadline = started + window;
+        st.gathering = true;
+        st.expect = expect;
+        while st.joined < expect && !log.poisoned.is_set() {
+            if log.gathered.wait_until(&mut st, deadline).timed_out() {
+                break;
+            }
+        }
+        st.gathering = false;
+        drop(st);
+        Metrics::add(&log.metrics.log_sync_gathers, 1);
+        Metrics::add(
+            &log.metrics.log_sync_gather_us_total,
+            started.elapsed().as_micros() as u64,
+        );
+    }
+
+    /// End the round: raise `flushed` to `synced` if it succeeded, note its
+    /// demand and fdatasync time, and wake every waiter.
+    fn end(&mut self, synced: Option<Lsn>, took: Option<Duration>) {
+        let log = self.log;
+        let mut st = log.sync.lock();
+        if let Some(target) = synced {
+            // The target read before the fdatasyncs began, never `written`
+            // now: bytes written while they ran are not covered.
+            log.flushed.store(target, Ordering::Release);
+            Metrics::set(&log.metrics.log_lsn_last_flush, target);
+        }
+        if let Some(took) = took {
+            let us = took.as_micros() as u64;
+            st.sync_us = if st.sync_us == 0 {
+                us
+            } else {
+                (st.sync_us * 7 + us) / 8
+            };
+        }
+        st.demand = 1 + st.joined;
+        st.running = false;
         self.ended = true;
         log.round_ended.notify_all();
     }
@@ -268,12 +427,13 @@ impl Round<'_> {
 impl Drop for Round<'_> {
     fn drop(&mut self) {
         if !self.ended {
-            // Only a panic inside a device's sync gets here: whether the
-            // files were synced is unknown, so nothing may count as durable.
+            // Only a panic gets here (inside a device's sync, say): whether
+            // the files were synced is unknown, so nothing may count as
+            // durable.
             self.log
                 .poisoned
                 .set("a redo log sync round was abandoned by a panic");
-            self.end(false);
+            self.end(None, None);
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Writes and sync rounds raced deterministically: a `hold` failpoint of
-//! the faulty device pauses a round inside its fdatasync while the test
-//! writes, syncs and looks.
+//! the faulty device pauses a round inside its fdatasync, and the log's
+//! `log.round.lead` point pauses a leader before its write-out, while the
+//! test appends, writes, syncs and looks. Gathering is tested with a window
+//! long enough that only the threads' arrivals can end it.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::files_between;
+use super::{files_between, SyncState, MAX_GATHER};
 use crate::error::Result;
 use crate::io::faulty::{CrashMode, FaultyFs};
 use crate::page::Lsn;
@@ -333,4 +335,233 @@ fn concurrent_syncs_lose_nothing_they_acknowledged() {
             g.start
         );
     }
+}
+
+fn gathers(log: &Log) -> u64 {
+    log.metrics
+        .log_sync_gathers
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn written(log: &Log) -> Lsn {
+    log.written.load(std::sync::atomic::Ordering::Acquire)
+}
+
+/// Wait until the leader of the round in progress gathers.
+fn wait_for_gathering(log: &Log) {
+    let deadline = Instant::now() + WAIT;
+    while !log.sync.lock().gathering {
+        assert!(Instant::now() < deadline, "no leader ever gathered");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Append a group and ask for it durable from another thread.
+fn spawn_commit(log: &Arc<Log>, fill: u8) -> (Group, JoinHandle<Result<()>>) {
+    let g = append(log, 100, fill);
+    let t = spawn_write(log, g.end, true);
+    (g, t)
+}
+
+/// The leader is held after it took the round: a group whose thread wrote
+/// it and joined the round, and one appended after it and not written by
+/// anyone, are both covered by that one round, and a crash after it keeps
+/// both.
+#[test]
+fn a_leader_writes_out_and_covers_everything_appended_before_its_target() {
+    let (fs, log) = faulty_log(2, 16 << 10);
+    let a = append(&log, 100, 0xa1);
+    let lead = log.failpoints.arm("log.round.lead");
+    let leader = spawn_write(&log, a.end, true);
+    assert!(
+        lead.wait_held(WAIT),
+        "the leader never reached its write-out"
+    );
+    // Written and joined.
+    let (c, joined) = spawn_commit(&log, 0xc3);
+    wait_for_waiters(&log, 1);
+    assert_eq!(written(&log), c.end, "C was written by its own thread");
+    // Appended only: its thread has not asked for anything yet.
+    let b = append(&log, 100, 0xb2);
+    assert_eq!(fsyncs(&log), 0);
+    lead.release();
+    join_within(leader, "the leader").unwrap();
+    join_within(joined, "the thread that joined").unwrap();
+    assert_eq!(
+        log.flushed_lsn(),
+        b.end,
+        "the round covers everything appended before the leader read its target"
+    );
+    assert_eq!(fsyncs(&log), 1, "one round for all three");
+    // B's thread finds its group durable and syncs nothing.
+    log.write_up_to(b.end, true).unwrap();
+    assert_eq!(fsyncs(&log), 1);
+    fs.crash(CrashMode::DropUnsynced);
+    for g in [&a, &b, &c] {
+        assert_eq!(durable(&fs, &log, g.start, g.end), g.bytes);
+    }
+}
+
+/// Threads that arrive while a round is inside its fdatasync are covered
+/// by exactly one more round, which one of them leads; none is lost or
+/// left waiting. The demand the next leader expects counts them.
+#[test]
+fn threads_arriving_during_a_sync_are_covered_by_exactly_one_more_round() {
+    let (fs, log) = faulty_log(2, 16 << 10);
+    let a = append(&log, 100, 0xa1);
+    let hold = fs.arm("/redo-.sync:hold", 0).unwrap();
+    let leader = spawn_write(&log, a.end, true);
+    hold.wait_held(WAIT).unwrap();
+    let arrivals: Vec<_> = (0..3).map(|i| spawn_commit(&log, 0xb0 + i)).collect();
+    wait_for_waiters(&log, 3);
+    hold.release();
+    join_within(leader, "the first round's leader").unwrap();
+    for (g, t) in arrivals {
+        join_within(t, "a thread that arrived during the sync").unwrap();
+        assert!(log.flushed_lsn() >= g.end);
+    }
+    assert_eq!(fsyncs(&log), 2, "one round for the three that arrived");
+    assert_eq!(log.sync_waiters(), 0);
+    assert!(!log.sync.lock().running);
+    fs.crash(CrashMode::DropUnsynced);
+    assert_eq!(log.flushed_lsn(), log.lsn());
+}
+
+/// The last round had three threads; the next leader waits for two more
+/// before it syncs, and the second's arrival, not the window, ends the
+/// wait: one round covers all three.
+#[test]
+fn a_leader_gathers_as_many_threads_as_the_last_round_had() {
+    let (fs, log) = faulty_log(2, 16 << 10);
+    log.set_gather_window_for_test(WAIT);
+    // A round with a leader and two threads that joined it.
+    let hold = fs.arm("/redo-.sync:hold", 0).unwrap();
+    let (_, first) = spawn_commit(&log, 1);
+    hold.wait_held(WAIT).unwrap();
+    let joined: Vec<_> = (0..2).map(|i| spawn_commit(&log, 2 + i)).collect();
+    wait_for_waiters(&log, 2);
+    // The joined threads need a round of their own: let its leader not
+    // gather (nobody else is coming), then look at the demand.
+    log.sync.lock().window_for_test = Some(Duration::ZERO);
+    hold.release();
+    join_within(first, "the first round").unwrap();
+    for (_, t) in joined {
+        join_within(t, "a joined thread").unwrap();
+    }
+    let rounds = fsyncs(&log);
+    assert_eq!(rounds, 2);
+    assert_eq!(gathers(&log), 0);
+    log.sync.lock().demand = 3;
+    log.set_gather_window_for_test(WAIT);
+
+    let (_, leader) = spawn_commit(&log, 0xa1);
+    wait_for_gathering(&log);
+    let (_, f1) = spawn_commit(&log, 0xb2);
+    wait_for_waiters(&log, 1);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(fsyncs(&log), rounds, "the leader synced before two joined");
+    assert!(log.sync.lock().gathering);
+    let arrived = Instant::now();
+    let (c, f2) = spawn_commit(&log, 0xc3);
+    for (t, what) in [(leader, "leader"), (f1, "first"), (f2, "second")] {
+        join_within(t, what).unwrap();
+    }
+    assert!(
+        arrived.elapsed() < WAIT / 2,
+        "the second arrival ended the gathering, not the window"
+    );
+    assert_eq!(fsyncs(&log), rounds + 1, "one round for the three");
+    assert_eq!(gathers(&log), 1);
+    assert_eq!(log.flushed_lsn(), c.end);
+    assert_eq!(log.sync.lock().demand, 3);
+    fs.crash(CrashMode::DropUnsynced);
+    assert_eq!(durable(&fs, &log, c.start, c.end), c.bytes);
+}
+
+/// A leader that expects threads which never come waits for its window
+/// and no longer, then syncs; the next demand counts only who came, so the
+/// next leader does not wait at all.
+#[test]
+fn a_leader_gathers_for_its_window_at_most_and_then_expects_only_who_came() {
+    let (_fs, log) = faulty_log(2, 16 << 10);
+    let window = Duration::from_millis(100);
+    log.set_gather_window_for_test(window);
+    log.sync.lock().demand = 8;
+    let a = append(&log, 100, 0xa1);
+    let started = Instant::now();
+    log.write_up_to(a.end, true).unwrap();
+    assert!(started.elapsed() >= window);
+    assert_eq!(gathers(&log), 1);
+    assert_eq!(fsyncs(&log), 1);
+    assert_eq!(log.sync.lock().demand, 1);
+    let b = append(&log, 100, 0xb2);
+    log.write_up_to(b.end, true).unwrap();
+    assert_eq!(gathers(&log), 1, "a lone thread does not gather");
+    assert_eq!(fsyncs(&log), 2);
+}
+
+#[test]
+fn the_gathering_window_is_a_tenth_of_the_sync_time_within_bounds() {
+    let window = |sync_us| {
+        SyncState {
+            sync_us,
+            ..Default::default()
+        }
+        .gather_window()
+    };
+    assert_eq!(window(0), Duration::ZERO);
+    assert_eq!(window(3_000), Duration::from_micros(300));
+    assert_eq!(window(50_000), MAX_GATHER);
+}
+
+/// Threads gathered by a leader whose round's fdatasync fails all fail;
+/// the log is poisoned and nothing is tried again.
+#[test]
+fn a_failed_sync_fails_the_leader_and_every_thread_it_gathered() {
+    let (fs, log) = faulty_log(2, 16 << 10);
+    log.set_gather_window_for_test(WAIT);
+    log.sync.lock().demand = 3;
+    let eio = fs.arm("/redo-.sync:eio", 0).unwrap();
+    let (_, leader) = spawn_commit(&log, 0xa1);
+    wait_for_gathering(&log);
+    let followers: Vec<_> = (0..2).map(|i| spawn_commit(&log, 0xb0 + i).1).collect();
+    let e = join_within(leader, "the leader").expect_err("leader");
+    assert!(e.to_string().contains("redo-0"), "{e}");
+    for t in followers {
+        let e = join_within(t, "a follower").expect_err("follower");
+        assert!(e.to_string().contains("redo-"), "{e}");
+    }
+    assert_eq!(eio.fired(), 1);
+    assert_eq!(eio.matched(), 1, "no round was tried after the failure");
+    assert_eq!(fsyncs(&log), 0);
+    assert_eq!(log.flushed_lsn(), START_LSN);
+    assert!(log.check_poisoned().is_err());
+}
+
+/// The leader's write-out of what others appended fails while a thread
+/// whose own bytes were written waits: that thread fails too (its bytes
+/// were never synced), no fdatasync runs, and the log is poisoned.
+#[test]
+fn a_failed_write_out_by_the_leader_fails_the_threads_waiting_for_its_round() {
+    let (fs, log) = faulty_log(2, 16 << 10);
+    let a = append(&log, 100, 0xa1);
+    let lead = log.failpoints.arm("log.round.lead");
+    let leader = spawn_write(&log, a.end, true);
+    assert!(lead.wait_held(WAIT));
+    let (b, waiter) = spawn_commit(&log, 0xb2);
+    wait_for_waiters(&log, 1);
+    assert_eq!(written(&log), b.end);
+    append(&log, 100, 0xc3);
+    let counted = fs.arm("/redo-.sync:eio", u64::MAX).unwrap();
+    let eio = fs.arm("/redo-.write:eio", 0).unwrap();
+    lead.release();
+    let e = join_within(leader, "the leader").expect_err("leader");
+    assert!(e.to_string().contains("redo-0"), "{e}");
+    let e = join_within(waiter, "the waiting thread").expect_err("waiter");
+    assert!(e.to_string().contains("redo log write failed"), "{e}");
+    assert_eq!(eio.fired(), 1);
+    assert_eq!(counted.matched(), 0, "nothing was synced");
+    assert_eq!(log.flushed_lsn(), START_LSN);
+    assert!(log.check_poisoned().is_err());
+    assert!(log.write_up_to(b.end, true).is_err());
 }
