@@ -91,6 +91,19 @@ impl<'a> PageWrite<'a> {
     pub(crate) fn frame(&self) -> &'a Frame {
         self.frame
     }
+
+    /// The page's bytes for a change that needs no redo of its own: redo
+    /// replaying a change the log already holds, or the page LSN that
+    /// `BufferPool::mark_dirty` sets once the change is logged. Unlike
+    /// the mutable deref it keeps no copy of the page as it was (a page
+    /// copy per replayed record was most of recovery's memory traffic), so
+    /// [`PageWrite::changes`] does not see what is changed through it.
+    pub(crate) fn unlogged_mut(&mut self) -> &mut [u8] {
+        match &mut self.guard {
+            Some(g) => g,
+            None => unreachable!("page guard used after release"),
+        }
+    }
 }
 
 impl Deref for PageRead<'_> {

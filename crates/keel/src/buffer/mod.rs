@@ -189,6 +189,35 @@ impl BufferPool {
         inst.make_young(fid);
     }
 
+    /// Whether `id` is in the pool now (it may leave or arrive at once).
+    pub(crate) fn contains(&self, id: PageId) -> bool {
+        self.instances[self.instance_of(id)]
+            .hash
+            .read()
+            .contains_key(&id)
+    }
+
+    /// Bring `id` into the pool if it is not there, latching nothing
+    /// afterwards: recovery's read-ahead (`redo::recovery`). Returns
+    /// whether this call read the page from disk. An error leaves the page
+    /// out of the pool, as a failed [`BufferPool::read`] does, for the
+    /// thread that needs the page to meet (and report) it again.
+    pub(crate) fn prefetch(&self, id: PageId) -> Result<bool> {
+        let inst_no = self.instance_of(id);
+        let inst = &self.instances[inst_no];
+        match self.lookup_or_load(inst_no, id, false)? {
+            Fetched::Hit(fid) => {
+                inst.frames[fid as usize].unfix();
+                Ok(false)
+            }
+            Fetched::Loaded(fid, g) => {
+                drop(g);
+                inst.frames[fid as usize].unfix();
+                Ok(true)
+            }
+        }
+    }
+
     /// Dirty a page changed under its exclusive latch by a mini-transaction
     /// whose redo occupies `[start, end)`: the page LSN becomes `end`, and on
     /// its first change the page enters the flush list at `start` — the
@@ -198,7 +227,8 @@ impl BufferPool {
         let inst = &self.instances[self.instance_of(id)];
         let fid = inst.frame_index(page.frame());
         let frame = page.frame();
-        crate::page::set_page_lsn(page, end);
+        // Not a change to log: the page's changes were diffed already.
+        crate::page::set_page_lsn(page.unlogged_mut(), end);
         frame.newest_mod.store(end, Ordering::Release);
         // Already dirty and not being written: nothing to record, and no
         // mutex (no flusher can claim the page while this thread holds it

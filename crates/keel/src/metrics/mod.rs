@@ -242,12 +242,19 @@ registry! {
     dblwr_writes,
     /// Pages written to doublewrite areas.
     dblwr_pages_written,
+    /// Gauge: bytes of redo the last recovery replayed (from the
+    /// checkpoint to the end of the valid log).
+    recovery_redo_bytes,
     /// Gauge: redo record groups applied by the last recovery.
     recovery_groups_applied,
     /// Gauge: page records applied by the last recovery.
     recovery_page_records_applied,
     /// Gauge: distinct pages touched by the last recovery.
     recovery_pages_touched,
+    /// Gauge: pages the last recovery's read-ahead threads read from disk
+    /// (the rest of the pages touched were read by the applying thread,
+    /// created, or already in the pool).
+    recovery_pages_read_ahead,
     /// Gauge: committed transactions whose write sets the last recovery
     /// re-applied.
     recovery_txns_reapplied,

@@ -309,7 +309,101 @@ pub fn encode_page_record(
     }
 }
 
-/// A decoded page record.
+/// A page record as it lies in the log: checked when split out of its
+/// group ([`split_page_records`]), its ranges read in place when applied
+/// ([`apply_page_record_ref`]). Recovery keeps these, one per record, with
+/// no allocation of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageRecordRef<'a> {
+    /// Space id.
+    pub space: u32,
+    /// Page number.
+    pub page_no: u32,
+    /// Zero the page first.
+    pub zeroed: bool,
+    /// Number of ranges in `body`.
+    n: u16,
+    /// `n × (offset u16, len u16, bytes)`, each range inside the page.
+    body: &'a [u8],
+}
+
+impl<'a> PageRecordRef<'a> {
+    /// The (offset, bytes) ranges to write, in order.
+    pub fn ranges(&self) -> impl Iterator<Item = (usize, &'a [u8])> {
+        let mut at = 0usize;
+        let body = self.body;
+        (0..self.n).map_while(move |_| {
+            let h = body.get(at..at + RANGE_HDR)?;
+            let off = usize::from(u16::from_le_bytes([h[0], h[1]]));
+            let len = usize::from(u16::from_le_bytes([h[2], h[3]]));
+            let bytes = body.get(at + RANGE_HDR..at + RANGE_HDR + len)?;
+            at += RANGE_HDR + len;
+            Some((off, bytes))
+        })
+    }
+}
+
+/// Split an MTR group payload into its page records, in order, handing
+/// each to `f`. Every range of a record handed out lies inside a
+/// `page_size`-byte page, so [`apply_page_record_ref`] on such a page stays
+/// in bounds; any malformation (truncation, unknown flags, a range too long
+/// or past the page end) is an error saying where, after the records
+/// before it were handed out.
+pub fn split_page_records<'a>(
+    p: &'a [u8],
+    page_size: usize,
+    mut f: impl FnMut(PageRecordRef<'a>),
+) -> Result<(), String> {
+    let mut r = Reader::new(p);
+    while !r.is_empty() {
+        let at = r.pos();
+        let space = r.u32("page record header")?;
+        let page_no = r.u32("page record header")?;
+        let flags = r.u8("page record header")?;
+        let n = r.u16("page record header")?;
+        if flags & !PAGE_ZEROED != 0 {
+            return Err(format!(
+                "page record at byte {at} ({space}:{page_no}) has unknown flags {flags:#04x}"
+            ));
+        }
+        let body_at = r.pos();
+        for _ in 0..n {
+            let off = usize::from(r.u16("range header")?);
+            let len = usize::from(r.u16("range header")?);
+            if len > MAX_RANGE || off + len > page_size {
+                return Err(format!(
+                    "range {off}+{len} of page {space}:{page_no} outside a {page_size}-byte page"
+                ));
+            }
+            r.take(len, "range bytes")?;
+        }
+        f(PageRecordRef {
+            space,
+            page_no,
+            zeroed: flags & PAGE_ZEROED != 0,
+            n,
+            body: &p[body_at..r.pos()],
+        });
+    }
+    Ok(())
+}
+
+/// Apply a page record split out by [`split_page_records`] to a page image.
+///
+/// # Panics
+/// If `page` is shorter than the page size the record was split for.
+pub fn apply_page_record_ref(page: &mut [u8], r: &PageRecordRef<'_>) {
+    if r.zeroed {
+        page.fill(0);
+    }
+    for (off, bytes) in r.ranges() {
+        page[off..off + bytes.len()].copy_from_slice(bytes);
+    }
+}
+
+/// A decoded page record (for tests and the fuzz targets: recovery uses
+/// [`PageRecordRef`]).
+#[cfg(any(test, feature = "fuzzing"))]
 #[derive(Debug, PartialEq, Eq)]
 pub struct PageRecord<'a> {
     /// Space id.
@@ -326,40 +420,19 @@ pub struct PageRecord<'a> {
 /// decoded record lies inside a `page_size`-byte page, so
 /// [`apply_page_record`] on such a page stays in bounds; any malformation
 /// (truncation, unknown flags, a range too long or past the page end) is an
-/// error saying where.
+/// error saying where. (The checks are [`split_page_records`]'.)
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn decode_page_records(p: &[u8], page_size: usize) -> Result<Vec<PageRecord<'_>>, String> {
-    let mut r = Reader::new(p);
     // Never trust a count for an allocation larger than the bytes can hold.
     let mut out = Vec::with_capacity(p.len() / PAGE_RECORD_HDR);
-    while !r.is_empty() {
-        let at = r.pos();
-        let space = r.u32("page record header")?;
-        let page_no = r.u32("page record header")?;
-        let flags = r.u8("page record header")?;
-        let n = r.u16("page record header")?;
-        if flags & !PAGE_ZEROED != 0 {
-            return Err(format!(
-                "page record at byte {at} ({space}:{page_no}) has unknown flags {flags:#04x}"
-            ));
-        }
-        let mut ranges = Vec::with_capacity(usize::from(n).min(r.remaining() / RANGE_HDR));
-        for _ in 0..n {
-            let off = usize::from(r.u16("range header")?);
-            let len = usize::from(r.u16("range header")?);
-            if len > MAX_RANGE || off + len > page_size {
-                return Err(format!(
-                    "range {off}+{len} of page {space}:{page_no} outside a {page_size}-byte page"
-                ));
-            }
-            ranges.push((off, r.take(len, "range bytes")?));
-        }
+    split_page_records(p, page_size, |r| {
         out.push(PageRecord {
-            space,
-            page_no,
-            zeroed: flags & PAGE_ZEROED != 0,
-            ranges,
-        });
-    }
+            space: r.space,
+            page_no: r.page_no,
+            zeroed: r.zeroed,
+            ranges: r.ranges().collect(),
+        })
+    })?;
     Ok(out)
 }
 
@@ -398,6 +471,7 @@ pub fn diff_ranges(before: &[u8], after: &[u8]) -> Vec<(usize, usize)> {
 ///
 /// # Panics
 /// If `page` is shorter than the page size the record was decoded for.
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn apply_page_record(page: &mut [u8], r: &PageRecord<'_>) {
     if r.zeroed {
         page.fill(0);

@@ -514,20 +514,26 @@ impl Log {
         (pages, st.in_flight.min_pin())
     }
 
-    /// Read `len` bytes of log starting at `lsn` (recovery).
-    pub(crate) fn read_at_lsn(&self, mut lsn: Lsn, len: usize) -> Result<Vec<u8>> {
-        let mut out = vec![0u8; len];
+    /// Fill `out` with the log bytes starting at `lsn` (recovery).
+    pub(crate) fn read_into(&self, mut lsn: Lsn, out: &mut [u8]) -> Result<()> {
         let mut done = 0;
-        while done < len {
+        while done < out.len() {
             let (f, off, room) = self.locate(lsn);
-            let n = (room as usize).min(len - done);
+            let n = (room as usize).min(out.len() - done);
             let (dev, path) = &self.files[f];
             dev.read_at(&mut out[done..done + n], off)
                 .map_err(|e| Error::io(path, "read", e))?;
             done += n;
             lsn += n as u64;
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// Path of the first log file (for errors about the log as a whole).
+    pub(crate) fn first_path(&self) -> &Path {
+        self.files
+            .first()
+            .map_or(Path::new(""), |(_, p)| p.as_path())
     }
 
     /// Record a checkpoint at `lsn`: the caller guarantees every change

@@ -337,6 +337,36 @@ proptest! {
     }
 
     #[test]
+    fn records_split_in_place_apply_as_the_decoded_ones(
+        edits in proptest::collection::vec((0usize..4096, 1usize..300, any::<u8>()), 1..4),
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+        seed in any::<u8>(),
+    ) {
+        let mut b = mtr_payload(&edits);
+        for (i, v) in flips {
+            let at = i.index(b.len());
+            b[at] = v;
+        }
+        let mut split = Vec::new();
+        let r = split_page_records(&b, 4096, |r| split.push(r));
+        match decode_page_records(&b, 4096) {
+            Ok(recs) => {
+                prop_assert!(r.is_ok());
+                prop_assert_eq!(split.len(), recs.len());
+                let mut want = vec![seed; 4096];
+                let mut got = vec![seed; 4096];
+                for (d, s) in recs.iter().zip(&split) {
+                    prop_assert_eq!((d.space, d.page_no, d.zeroed), (s.space, s.page_no, s.zeroed));
+                    apply_page_record(&mut want, d);
+                    apply_page_record_ref(&mut got, s);
+                }
+                prop_assert_eq!(want, got);
+            }
+            Err(e) => prop_assert_eq!(r, Err(e)),
+        }
+    }
+
+    #[test]
     fn mutated_page_records_apply_in_bounds_or_fail(
         edits in proptest::collection::vec((0usize..4096, 1usize..300, any::<u8>()), 1..4),
         flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
