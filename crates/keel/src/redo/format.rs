@@ -436,15 +436,32 @@ pub fn decode_page_records(p: &[u8], page_size: usize) -> Result<Vec<PageRecord<
     Ok(out)
 }
 
+/// Bytes [`diff_ranges`] skips at once while they are equal.
+const DIFF_CHUNK: usize = 64;
+
 /// Byte ranges where `after` differs from `before`, merging ranges closer
 /// than a record header, ignoring the checksum and page-LSN fields (the LSN
 /// is set from the group at replay).
+///
+/// Every mini-transaction commit diffs each page it changed, and most of a
+/// page is unchanged: past the header, equal stretches are skipped
+/// [`DIFF_CHUNK`] bytes at a time (a slice comparison the compiler
+/// vectorizes) before the byte-by-byte scan; the ranges found are the
+/// same as the scan alone would find.
 pub fn diff_ranges(before: &[u8], after: &[u8]) -> Vec<(usize, usize)> {
     const GAP: usize = 8;
     let mut out: Vec<(usize, usize)> = Vec::new();
     let n = before.len().min(after.len());
     let mut i = 0;
     while i < n {
+        if i >= 20 {
+            while i + DIFF_CHUNK <= n && before[i..i + DIFF_CHUNK] == after[i..i + DIFF_CHUNK] {
+                i += DIFF_CHUNK;
+            }
+            if i >= n {
+                break;
+            }
+        }
         if before[i] == after[i] || (0..4).contains(&i) || (12..20).contains(&i) {
             i += 1;
             continue;

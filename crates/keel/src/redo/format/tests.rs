@@ -228,7 +228,54 @@ fn mtr_payload(edits: &[(usize, usize, u8)]) -> Vec<u8> {
     out
 }
 
+/// `diff_ranges` as it was, one byte at a time: the chunked scan must
+/// find exactly the same ranges.
+fn diff_ranges_bytewise(before: &[u8], after: &[u8]) -> Vec<(usize, usize)> {
+    const GAP: usize = 8;
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    let n = before.len().min(after.len());
+    let mut i = 0;
+    while i < n {
+        if before[i] == after[i] || (0..4).contains(&i) || (12..20).contains(&i) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut end = i + 1;
+        let mut j = end;
+        while j < n && j < end + GAP {
+            if before[j] != after[j] && !(12..20).contains(&j) {
+                end = j + 1;
+            }
+            j += 1;
+        }
+        match out.last_mut() {
+            Some(last) if start <= last.1 + GAP => last.1 = end,
+            _ => out.push((start, end)),
+        }
+        i = end;
+    }
+    out
+}
+
 proptest! {
+        #[test]
+        fn chunked_diff_finds_the_same_ranges_as_the_bytewise_scan(
+            before in proptest::collection::vec(any::<u8>(), 0..4200),
+            edits in proptest::collection::vec((0usize..4200, 1usize..80, any::<u8>()), 0..24),
+            after_len_cut in 0usize..3,
+        ) {
+            let mut after = before.clone();
+            for (off, len, v) in edits {
+                let off = off.min(after.len());
+                let end = (off + len).min(after.len());
+                after[off..end].fill(v);
+            }
+            // Also pages of different lengths (the shorter one bounds).
+            after.truncate(after.len().saturating_sub(after_len_cut * 37));
+            prop_assert_eq!(diff_ranges(&before, &after), diff_ranges_bytewise(&before, &after));
+        }
+
         #[test]
         fn diff_apply_reproduces_every_byte_but_checksum_and_lsn(
             before in proptest::collection::vec(any::<u8>(), 4096),
