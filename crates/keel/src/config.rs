@@ -89,6 +89,10 @@ pub struct Options {
     pub flush_log_at_trx_commit: u8,
     /// Seconds a transaction waits for a row lock before `LockWaitTimeout`.
     pub lock_wait_timeout: f64,
+    /// Percent of each page a bulk load (`Table::bulk_load`) fills, as
+    /// InnoDB's `innodb_fill_factor` for sorted index builds: 10 to 100,
+    /// where 100 still leaves 1/16 of the page free for rows that grow.
+    pub fill_factor: u8,
     /// Write pages to a doublewrite area before writing them in place, so a
     /// torn page write can be repaired at recovery.
     pub doublewrite: bool,
@@ -127,6 +131,7 @@ impl Default for Options {
             log_files_in_group: 2,
             flush_log_at_trx_commit: 1,
             lock_wait_timeout: 50.0,
+            fill_factor: 100,
             doublewrite: true,
             doublewrite_files: 2,
             doublewrite_pages: 128,
@@ -325,6 +330,9 @@ impl Options {
                 "must be a positive number of seconds",
             ));
         }
+        if !(10..=100).contains(&self.fill_factor) {
+            return Err(Error::config("fill_factor", "must be between 10 and 100"));
+        }
         if !(1..=64).contains(&self.doublewrite_files) {
             return Err(Error::config(
                 "doublewrite_files",
@@ -417,6 +425,7 @@ pub const RUNTIME_OPTIONS: &[&str] = &[
     "flush_sync",
     "flush_log_at_trx_commit",
     "lock_wait_timeout",
+    "fill_factor",
     "device",
 ];
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::btree::bulk::{self, BulkLoad};
 use crate::btree::{BTree, Cursor, TreeStats};
 use crate::config::Options;
 use crate::engine::admission::Purpose;
@@ -94,7 +95,8 @@ impl Db {
         // Commits the crash interrupted are finished like any commit, with
         // the cleaners running (they may need log space), then a sharp
         // checkpoint leaves nothing for the next open to redo.
-        let finished = finish_recovery(&engine, unfinished);
+        let finished = finish_recovery(&engine, unfinished)
+            .and_then(|()| finish_bulk_loads(&engine, catalog, created));
         if let Err(e) = finished {
             cleaners.stop(&engine.wb);
             return Err(e);
@@ -455,6 +457,31 @@ fn finish_recovery(e: &Engine, unfinished: Vec<crate::redo::recovery::Unfinished
     e.flush_and_checkpoint()
 }
 
+/// Drop what bulk loads interrupted by a crash had built (see
+/// `btree::bulk`): every table whose root still carries a pending mark is
+/// left empty, and not a page leaks.
+fn finish_bulk_loads(e: &Engine, catalog: BTree, created: bool) -> Result<()> {
+    if created {
+        return Ok(());
+    }
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = catalog
+        .range(e, Bound::Unbounded, Bound::Unbounded, false)
+        .collect::<Result<_>>()?;
+    for (name, v) in entries {
+        let name = String::from_utf8_lossy(&name);
+        let root = decode_root(e.space_id(), &name, &v)?;
+        let pending = crate::btree::node::NodeRef::new(&e.pool.read(root)?).pending_bulk();
+        if let Some(hidden) = pending {
+            log::warn!(
+                "table `{name}`: a bulk load was interrupted by a crash; freeing what it \
+                 had written (the table stays empty)"
+            );
+            bulk::drop_hidden(e, root, PageId::new(e.space_id(), hidden))?;
+        }
+    }
+    Ok(())
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         if self.crashed.load(std::sync::atomic::Ordering::Acquire) {
@@ -514,6 +541,51 @@ impl Table {
         Ok(Range {
             cursor: self.tree.range(&self.inner.engine, lo, hi, reverse),
         })
+    }
+
+    /// Load `rows` into this table, which must be empty, building its
+    /// B+tree bottom-up: each leaf is filled in memory and written once, to
+    /// `fill_factor` percent of the page ([`Options::fill_factor`], as
+    /// InnoDB's `innodb_fill_factor`), with no descent, no split, no row
+    /// lock and no transaction. Returns the rows loaded.
+    ///
+    /// Keys must be strictly ascending: sort the rows first (a secondary
+    /// index is loaded the same way, from its entries sorted). Keys and
+    /// values have the limits of [`Table::put`].
+    ///
+    /// All or nothing: the rows become visible together when the load ends,
+    /// and the load is durable when this returns `Ok`, whatever
+    /// `flush_log_at_trx_commit` says. A crash before that leaves the table
+    /// empty (the next open frees the pages the load had written); so does
+    /// an error, which this returns after freeing them. Every page is
+    /// redo-logged; see `btree::bulk` for the protocol.
+    ///
+    /// Errors: [`Error::BulkLoad`] if the table is not empty, another bulk
+    /// load into it is under way, a key is not greater than the one before,
+    /// or rows were written into the table while it loaded (those rows
+    /// stay, the loaded ones are discarded); [`Error::KeyTooLarge`],
+    /// [`Error::ValueTooLarge`]; and the errors of any write ([`Error::Closed`],
+    /// I/O errors). Other tables can be read and written meanwhile; loading
+    /// several tables from several threads at once is how to use more than
+    /// one core.
+    pub fn bulk_load<I, K, V>(&self, rows: I) -> Result<u64>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let e = &*self.inner.engine;
+        e.adm.check_writable(Purpose::New)?;
+        let fill = e.live.current().fill_factor;
+        let mut load = BulkLoad::begin(e, self.tree, &self.name, fill)?;
+        for (k, v) in rows {
+            load.push(k.as_ref(), v.as_ref())?;
+        }
+        let (n, lsn) = load.finish()?;
+        if lsn > 0 {
+            e.log.write_up_to(lsn, true)?;
+        }
+        Ok(n)
     }
 
     /// Check this tree's invariants.

@@ -86,6 +86,17 @@ pub enum Error {
     /// A table of that name already exists.
     #[error("a table named `{0}` already exists")]
     TableExists(String),
+
+    /// A bulk load was refused or failed (`Table::bulk_load`): the table
+    /// is not empty, its keys are not strictly ascending, or rows were
+    /// written into the table while it loaded. Nothing was loaded.
+    #[error("bulk load into table `{table}`: {reason}")]
+    BulkLoad {
+        /// The table loaded into.
+        table: String,
+        /// Why.
+        reason: String,
+    },
     /// A table name is empty or too long.
     #[error("invalid table name `{name}`: {reason}")]
     InvalidTableName {

@@ -12,6 +12,9 @@
 //! `HOLD_TIMEOUT`, so that a failed test cannot hang.
 //!
 //! Points:
+//! - `bulk.leaf`: in a bulk load (`btree::bulk`), before the mini-transaction
+//!   that writes the next full leaf, holding no latch: the hidden tree is
+//!   complete up to the previous leaf and the table still looks empty.
 //! - `checkpoint.relocated`: in `Engine::checkpoint_locked`, after the
 //!   records of the commits in flight were relocated to the end of the log
 //!   and before that group is synced.

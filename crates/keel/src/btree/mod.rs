@@ -39,6 +39,7 @@
 
 mod apply;
 mod buf;
+pub(crate) mod bulk;
 mod check;
 mod cursor;
 mod delete;

@@ -8,8 +8,10 @@
 //! | 34     | 2    | start of the cell content area (0 encodes 65536)       |
 //! | 36     | 2    | fragmented free bytes inside the content area          |
 //! | 38     | 1    | level (0 = leaf)                                       |
-//! | 39     | 1    | reserved, zero                                         |
-//! | 40     | 4    | leftmost child page number (internal nodes)            |
+//! | 39     | 1    | flags: bit 0 = a bulk load is pending (empty root leaf)|
+//! | 40     | 4    | leftmost child page number (internal nodes); on a leaf |
+//! |        |      | with the pending flag, the root of the hidden tree the |
+//! |        |      | bulk load is building (see `btree::bulk`)              |
 //! | 44     | 2·n  | slot array: cell offsets, in key order                 |
 //!
 //! Cells are packed downward from the page end. A leaf cell is
@@ -38,7 +40,11 @@ const OFF_N_CELLS: usize = PAGE_HEADER_SIZE;
 const OFF_CONTENT: usize = PAGE_HEADER_SIZE + 2;
 const OFF_FRAG: usize = PAGE_HEADER_SIZE + 4;
 const OFF_LEVEL: usize = PAGE_HEADER_SIZE + 6;
+const OFF_FLAGS: usize = PAGE_HEADER_SIZE + 7;
 const OFF_LEFTMOST: usize = PAGE_HEADER_SIZE + 8;
+/// Flag bit: a bulk load into this (empty, root) leaf is building a hidden
+/// tree whose root is in the leftmost-child field.
+const FLAG_BULK_PENDING: u8 = 1;
 /// First byte of the slot array.
 pub const NODE_HEADER_END: usize = PAGE_HEADER_SIZE + 12;
 /// Bytes per slot.
@@ -236,6 +242,12 @@ impl<'a> NodeRef<'a> {
             cell_child(self.cell(pos - 1))
         }
     }
+    /// The root of the hidden tree a pending bulk load is building into
+    /// this leaf (see `btree::bulk`), if any.
+    pub fn pending_bulk(&self) -> Option<u32> {
+        (self.is_leaf() && self.b[OFF_FLAGS] & FLAG_BULK_PENDING != 0)
+            .then(|| get_u32(self.b, OFF_LEFTMOST))
+    }
     /// Binary search: `Ok(i)` if cell `i` has `key`, else `Err(insertion point)`.
     pub fn search(&self, key: &[u8]) -> std::result::Result<usize, usize> {
         let (mut lo, mut hi) = (0, self.n_cells());
@@ -323,6 +335,47 @@ impl<'a> NodeMut<'a> {
     /// Set the leftmost child.
     pub fn set_leftmost(&mut self, child: u32) {
         put_u32(self.b, OFF_LEFTMOST, child);
+    }
+
+    /// Mark this leaf as the target of a bulk load building the hidden tree
+    /// rooted at `hidden`, or (`None`) clear the mark.
+    pub fn set_pending_bulk(&mut self, hidden: Option<u32>) {
+        match hidden {
+            Some(h) => {
+                self.b[OFF_FLAGS] |= FLAG_BULK_PENDING;
+                self.set_leftmost(h);
+            }
+            None => {
+                self.b[OFF_FLAGS] &= !FLAG_BULK_PENDING;
+                self.set_leftmost(0);
+            }
+        }
+    }
+
+    /// Append a leaf entry after the last cell (the caller keeps keys in
+    /// order and the lengths within the limits); false (and nothing
+    /// changed) if it does not fit. The bulk load's way of filling a leaf:
+    /// no cell is built outside the page.
+    pub fn append_leaf(&mut self, key: &[u8], value: &[u8]) -> bool {
+        let r = self.as_ref();
+        let n = r.n_cells();
+        let len = LEAF_CELL_HEADER + key.len() + value.len();
+        if r.free_bytes() < len + SLOT_SIZE {
+            return false;
+        }
+        if r.content_start() - r.slot_end() < len + SLOT_SIZE {
+            self.compact();
+        }
+        let start = self.as_ref().content_start() - len;
+        put_u16(self.b, start, key.len() as u16);
+        put_u16(self.b, start + 2, value.len() as u16);
+        let k = start + LEAF_CELL_HEADER;
+        self.b[k..k + key.len()].copy_from_slice(key);
+        self.b[k + key.len()..start + len].copy_from_slice(value);
+        self.set_offset(n, start);
+        self.set_n_cells(n + 1);
+        self.set_content_start(start);
+        true
     }
 
     /// Insert `cell` as cell `i`; false (and nothing changed) if it does not fit.

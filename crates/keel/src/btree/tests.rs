@@ -431,3 +431,141 @@ fn allocation_failing_half_way_through_a_root_split_changes_nothing() {
     t.put(&e, &key_of(k), &value(1, 700)).unwrap();
     assert_eq!(t.check(&e).unwrap().height, 2);
 }
+
+// ---- bulk load ----
+
+/// Bulk-load `m` into a new tree at `fill` percent; the tree must then
+/// hold exactly `m`, pass the full check, and take random writes.
+fn bulk(e: &Engine, m: &Model, fill: u8) -> (BTree, super::TreeStats) {
+    let t = new_tree(e);
+    let mut load = super::bulk::BulkLoad::begin(e, t, "t", fill).unwrap();
+    for (k, v) in m {
+        load.push(k, v).unwrap();
+    }
+    let (n, _) = load.finish().unwrap();
+    assert_eq!(n as usize, m.len());
+    let stats = assert_matches(&t, e, m);
+    (t, stats)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn bulk_load_then_random_ops_match_the_model(
+        entries in proptest::collection::btree_map(key(), 0usize..400, 0..3000),
+        fill in 10u8..=100,
+        ops in proptest::collection::vec(op(), 0..400),
+    ) {
+        let e = engine(4096);
+        let m: Model = entries.into_iter().enumerate()
+            .map(|(i, (k, len))| (k, value(i as u64, len)))
+            .collect();
+        let (t, _) = bulk(&e, &m, fill);
+        let mut m = m;
+        for (seq, op) in ops.into_iter().enumerate() {
+            match op {
+                Op::Put(k, len) => {
+                    let v = value(seq as u64 + 1_000_000, len);
+                    let replaced = t.put(&e, &k, &v).unwrap();
+                    prop_assert_eq!(replaced, m.insert(k, v).is_some());
+                }
+                Op::Delete(k) => {
+                    prop_assert_eq!(t.delete(&e, &k).unwrap(), m.remove(&k).is_some());
+                }
+                Op::Get(k) => prop_assert_eq!(t.get(&e, &k).unwrap(), m.get(&k).cloned()),
+                Op::Range(lo, hi, rev) => {
+                    prop_assert_eq!(scan(&t, &e, lo.clone(), hi.clone(), rev), model_range(&m, &lo, &hi));
+                }
+            }
+        }
+        assert_matches(&t, &e, &m);
+    }
+}
+
+#[test]
+fn bulk_load_fills_leaves_to_the_fill_factor_and_builds_a_deep_tree() {
+    let e = engine(4096);
+    let m: Model = (0..60_000u32)
+        .map(|i| (key_of(i), value(u64::from(i), 40)))
+        .collect();
+    let (_, full) = bulk(&e, &m, 100);
+    assert!(full.height >= 3, "{full:?}");
+    assert!(
+        full.fill > 0.90 && full.fill <= 15.0 / 16.0 + 0.01,
+        "{full:?}"
+    );
+    let e = engine(4096);
+    let (_, half) = bulk(&e, &m, 50);
+    assert!(half.fill > 0.45 && half.fill < 0.55, "{half:?}");
+    assert!(
+        half.leaf_pages > full.leaf_pages * 17 / 10,
+        "{half:?} vs {full:?}"
+    );
+}
+
+#[test]
+fn a_failed_bulk_load_frees_every_page_and_leaves_the_table_empty() {
+    let e = engine(4096);
+    let t = new_tree(&e);
+    let before = pages_in_use(&e);
+    let mut load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    for i in 0..20_000u32 {
+        load.push(&key_of(i), &value(u64::from(i), 30)).unwrap();
+    }
+    let err = load.push(&key_of(5), b"late").unwrap_err();
+    assert!(
+        matches!(&err, Error::BulkLoad { table, reason } if table == "t" && reason.contains("ascending")),
+        "{err}"
+    );
+    drop(load);
+    assert_eq!(pages_in_use(&e), before);
+    assert_eq!(assert_matches(&t, &e, &Model::new()).entries, 0);
+    // The table takes a new bulk load afterwards, and refuses one once it
+    // holds rows.
+    let m: Model = (0..500u32).map(|i| (key_of(i), value(1, 9))).collect();
+    let mut load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    for (k, v) in &m {
+        load.push(k, v).unwrap();
+    }
+    load.finish().unwrap();
+    assert_matches(&t, &e, &m);
+    let err = super::bulk::BulkLoad::begin(&e, t, "t", 100).err().unwrap();
+    assert!(err.to_string().contains("not empty"), "{err}");
+}
+
+#[test]
+fn writes_during_a_bulk_load_win_and_the_load_is_discarded() {
+    let e = engine(4096);
+    let t = new_tree(&e);
+    let before = pages_in_use(&e);
+    let mut load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    for i in 0..5_000u32 {
+        load.push(&key_of(i), &value(2, 30)).unwrap();
+    }
+    // The table still looks empty, and takes a write.
+    assert_eq!(t.get(&e, &key_of(1)).unwrap(), None);
+    t.put(&e, b"other", b"row").unwrap();
+    let err = load.finish().unwrap_err();
+    assert!(err.to_string().contains("written into the table"), "{err}");
+    let m: Model = [(b"other".to_vec(), b"row".to_vec())].into_iter().collect();
+    assert_matches(&t, &e, &m);
+    assert_eq!(pages_in_use(&e), before);
+}
+
+#[test]
+fn an_empty_bulk_load_and_a_single_leaf_load() {
+    let e = engine(4096);
+    let t = new_tree(&e);
+    let before = pages_in_use(&e);
+    let load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    assert_eq!(load.finish().unwrap().0, 0);
+    assert_eq!(pages_in_use(&e), before);
+    let m: Model = (0..3u32).map(|i| (key_of(i), value(3, 5))).collect();
+    let mut load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    for (k, v) in &m {
+        load.push(k, v).unwrap();
+    }
+    load.finish().unwrap();
+    assert_eq!(assert_matches(&t, &e, &m).height, 1);
+    assert_eq!(pages_in_use(&e), before);
+}

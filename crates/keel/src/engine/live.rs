@@ -4,7 +4,8 @@
 //! # Who reads what
 //! [`Live::current`] holds the options in effect: the ones given at open,
 //! with every change since. Only callers that want the whole set read it
-//! (`Db::options`, the status report); the paths that run per commit, per
+//! (`Db::options`, the status report, a bulk load reading `fill_factor`
+//! once at its start); the paths that run per commit, per
 //! lock wait or per cleaner round read their option from an atomic copy
 //! (`flush_log_at_trx_commit`, `lock_wait_timeout`, the flush-list sample
 //! size here; `flush_neighbors` in `WriteBack`), so a change costs them
