@@ -1,10 +1,12 @@
 //! `prepare`: create `sbtest1..N` and their `k` indexes and load them, one
-//! loader thread per table (at most `threads`), in transactions of
-//! `BATCH_ROWS` rows, through any engine (the same seed gives the same rows
-//! in every engine). `prewarm`: read them all into the cache before a run,
-//! as sysbench's `prewarm` command does. A loader waits only inside the
-//! engine; a batch that the engine asks to retry (busy, lock timeout) is
-//! retried with the same rows.
+//! loader thread per table (at most `threads`) as sysbench does, through
+//! any engine (the same seed gives the same rows in every engine): the rows
+//! in id order, then the index from its entries sorted, as sysbench
+//! creates `k_1` after the rows, each by the engine's fastest way of
+//! loading sorted data (`Database::load_sorted`: Keel's bulk load, other
+//! engines' batched transactions). `prewarm`: read them all into the cache
+//! before a run, as sysbench's `prewarm` command does. A loader waits only
+//! inside the engine.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -17,10 +19,6 @@ use super::rows::{index_key, index_name, primary_key, table_name, Row};
 use super::workload::open_tables;
 use super::{OltpError, OltpParams};
 
-/// Rows per loading transaction: large enough that commits are not the
-/// bottleneck, small enough that a batch's redo (rows plus index entries,
-/// about 1 KB a row) fits easily in the smallest logs the tests use (2 MiB).
-const BATCH_ROWS: u64 = 100;
 /// How often progress is reported.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
@@ -111,25 +109,29 @@ fn load_tables(
         let ix = created(db, &index_name(n))?;
         let mut rng = table_rng(params.seed, n);
         let k_max = params.table_size.min(u32::MAX as u64) as u32;
-        let mut id = 1;
-        while id <= params.table_size {
-            let end = (id + BATCH_ROWS - 1).min(params.table_size);
-            let rows: Vec<Row> = (id..=end)
-                .map(|_| Row::random(rng.gen_range(1..=k_max), &mut rng))
-                .collect();
-            loop {
-                match load_batch(&mut *session, (t, ix), id, &rows) {
-                    Err(e) if e.is_retryable() && !failed.load(Ordering::Relaxed) => continue,
-                    r => r?,
-                }
-                break;
-            }
-            done.fetch_add(end - id + 1, Ordering::Relaxed);
-            id = end + 1;
-            if failed.load(Ordering::Relaxed) {
-                return Ok(());
-            }
+        // The rows in id order, their `k` entries collected for the index.
+        let mut entries: Vec<(u32, u64)> = Vec::with_capacity(params.table_size as usize);
+        let mut rows = (1..=params.table_size)
+            .take_while(|_| !failed.load(Ordering::Relaxed))
+            .map(|id| {
+                let row = Row::random(rng.gen_range(1..=k_max), &mut rng);
+                entries.push((row.k, id));
+                (primary_key(id).to_vec(), row.encode().to_vec())
+            });
+        let mut count = |k| {
+            done.fetch_add(k, Ordering::Relaxed);
+        };
+        db.load_sorted(&mut *session, t, &mut rows, &mut count)?;
+        if failed.load(Ordering::Relaxed) {
+            return Ok(());
         }
+        // The secondary index from its entries sorted, as sysbench creates
+        // `k_1` after loading the rows.
+        entries.sort_unstable();
+        let mut index = entries
+            .into_iter()
+            .map(|(k, id)| (index_key(k, id).to_vec(), Vec::new()));
+        db.load_sorted(&mut *session, ix, &mut index, &mut |_| {})?;
     }
 }
 
@@ -137,22 +139,6 @@ fn load_tables(
 fn created(db: &dyn Database, name: &str) -> Result<TreeId, DbError> {
     db.tree(name, true)?
         .ok_or_else(|| DbError::fatal(db.engine().name(), format!("create {name}"), "not created"))
-}
-
-/// One transaction putting `rows` (ids from `first` on) and their index
-/// entries.
-fn load_batch(
-    session: &mut dyn super::engine::Session,
-    (t, ix): (TreeId, TreeId),
-    first: u64,
-    rows: &[Row],
-) -> Result<(), DbError> {
-    let mut tx = session.begin(true)?;
-    for (i, row) in (first..).zip(rows) {
-        tx.put(t, &primary_key(i), &row.encode())?;
-        tx.put(ix, &index_key(row.k, i), &[])?;
-    }
-    tx.commit()
 }
 
 /// Read every row of every table and of its `k` index, one reader thread
