@@ -152,11 +152,20 @@ pub fn run_until(
     let socket = server.socket().display().to_string();
     let base = sysbench::args(p, &socket, DB);
     on_event(InnodbEvent::Step("sysbench prepare"));
+    let t0 = Instant::now();
     server::run_logged(
         Command::new(&tools.sysbench).args(&base).arg("prepare"),
         &server.root().join("prepare.log"),
         interrupt,
     )?;
+    // The figure `keel bench oltp` prints for its own prepare, to compare
+    // loading speeds (rows and their `k_1` index, loaded by `threads`).
+    let rows = p.tables as u64 * p.table_size;
+    let secs = t0.elapsed().as_secs_f64();
+    on_event(InnodbEvent::Step(&format!(
+        "sysbench prepare loaded {rows} rows in {secs:.1} s, {:.0} rows/s",
+        rows as f64 / secs.max(1e-9)
+    )));
     on_event(InnodbEvent::Step("writing every dirty page"));
     flush_dirty(&server, options.max_dirty_pages_pct, interrupt)?;
     let log_capacity = options.log_file_size * options.log_files_in_group as u64;
