@@ -70,8 +70,12 @@ use crate::error::{Error, Result};
 use crate::mtr::{mtr_bound, Mtr};
 use crate::page::{set_page_type, PageId, PageType, PAGE_HEADER_SIZE};
 
-/// Pages one drop mtr frees below a node of the right edge.
-const DROP_BATCH: usize = 64;
+/// Pages one drop mtr frees below a node of the right edge: a freed page's
+/// redo is about a page, so about 256 KiB of redo per mtr, which fits the
+/// smallest logs.
+fn drop_batch_pages(page_size: usize) -> usize {
+    ((256 << 10) / page_size).clamp(4, 64)
+}
 
 /// Bytes of cells and slots a built node may hold at `fill_factor` percent:
 /// InnoDB's `innodb_fill_factor`, where 100 still leaves 1/16 of the page
@@ -440,7 +444,7 @@ pub(crate) fn drop_hidden(e: &Engine, target: PageId, hidden: PageId) -> Result<
         if top == 0 {
             break;
         }
-        let pages = 2 * (usize::from(top) + 1) + DROP_BATCH + 1;
+        let pages = 2 * (usize::from(top) + 1) + drop_batch_pages(ps) + 1;
         budget.ensure(mtr_bound(pages, ps))?;
         let mut mtr = Mtr::new(e, &budget);
         drop_batch(e, &mut mtr, hidden)?;
@@ -450,19 +454,22 @@ pub(crate) fn drop_hidden(e: &Engine, target: PageId, hidden: PageId) -> Result<
     budget.ensure(mtr_bound(3, ps))?;
     let mut mtr = Mtr::new(e, &budget);
     let mut root = e.pool.write(target)?;
-    let ours = NodeRef::new(&root).pending_bulk() == Some(hidden.page_no);
-    if ours {
+    // The mark is gone if writes split the table's root meanwhile; the
+    // hidden root is freed either way (nothing else names it then).
+    if NodeRef::new(&root).pending_bulk() == Some(hidden.page_no) {
         NodeMut::new(&mut root).set_pending_bulk(None);
         mtr.keep(root);
-        let h = e.pool.write(hidden)?;
-        mtr.free_page(h)?;
+    } else {
+        drop(root);
     }
+    let h = e.pool.write(hidden)?;
+    mtr.free_page(h)?;
     mtr.commit()?;
     Ok(())
 }
 
 /// One drop step: latch the right edge from the hidden root down to the
-/// level above the leaves, free up to [`DROP_BATCH`] of its last children,
+/// level above the leaves, free up to [`drop_batch_pages`] of its last children,
 /// and unlink every node left without children.
 fn drop_batch<'a>(e: &'a Engine, mtr: &mut Mtr<'a>, hidden: PageId) -> Result<()> {
     let mut path: Vec<PageWrite<'a>> = vec![e.pool.write(hidden)?];
@@ -482,7 +489,8 @@ fn drop_batch<'a>(e: &'a Engine, mtr: &mut Mtr<'a>, hidden: PageId) -> Result<()
     let mut emptied = false;
     {
         let d = path.len() - 1;
-        while freed < DROP_BATCH && !emptied {
+        let batch = drop_batch_pages(e.page_size());
+        while freed < batch && !emptied {
             let n = NodeRef::new(&path[d]);
             let cells = n.n_cells();
             let child = PageId::new(hidden.space, n.child(cells));

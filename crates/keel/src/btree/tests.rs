@@ -569,3 +569,28 @@ fn an_empty_bulk_load_and_a_single_leaf_load() {
     assert_eq!(assert_matches(&t, &e, &m).height, 1);
     assert_eq!(pages_in_use(&e), before);
 }
+
+#[test]
+fn writes_that_split_the_root_during_a_bulk_load_leave_no_page_behind() {
+    let e = engine(4096);
+    let t = new_tree(&e);
+    let before = pages_in_use(&e).unwrap();
+    let mut load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    for i in 0..5_000u32 {
+        load.push(&key_of(i), &value(2, 30)).unwrap();
+    }
+    // Enough rows to split the table's root: the pending mark goes with
+    // the old root image.
+    let mut m = Model::new();
+    for i in 0..300u32 {
+        let k = format!("w{i:05}").into_bytes();
+        t.put(&e, &k, &value(3, 40)).unwrap();
+        m.insert(k, value(3, 40));
+    }
+    let err = load.finish().unwrap_err();
+    assert!(err.to_string().contains("written into the table"), "{err}");
+    let stats = assert_matches(&t, &e, &m);
+    assert!(stats.height > 1, "{stats:?}");
+    let tree_pages = stats.leaf_pages + stats.internal_pages;
+    assert_eq!(pages_in_use(&e).unwrap(), before - 1 + tree_pages);
+}
