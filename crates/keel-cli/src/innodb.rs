@@ -23,8 +23,8 @@ at the end, also on an error or Ctrl-C (SIGINT, SIGTERM, SIGHUP: exit status 130
 -> innodb_buffer_pool_size, log_file_size x log_files_in_group -> innodb_log_file_size, \
 flush_log_at_trx_commit, flush_method, io_capacity(_max), doublewrite, flush_neighbors, \
 lru_scan_depth, max_dirty_pages_pct(_lwm), adaptive_flushing(_lwm), flushing_avg_loops, \
-flush_sync, old_blocks_pct/time, write_io_threads, lock_wait_timeout, page_size -> the same \
-name with innodb_. Options with no InnoDB equivalent (flush_policy, device, data_files, \
+flush_sync, old_blocks_pct/time, write_io_threads, lock_wait_timeout, fill_factor, page_size -> \
+the same name with innodb_. Options with no InnoDB equivalent (flush_policy, device, data_files, \
 page_cleaners, buffer_pool_instances, doublewrite_files/pages) are refused. Keel's defaults \
 apply to what is not given, so both engines run with the same values.\n\nExample, both \
 engines on the disk throttled to 300 write IOPS (as root):\n  keel bench innodb --tables 8 \

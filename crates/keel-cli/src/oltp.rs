@@ -133,7 +133,8 @@ pub struct OltpArgs {
     /// (switch between classic and steady mid-run), io_capacity, io_capacity_max,
     /// max_dirty_pages_pct, max_dirty_pages_pct_lwm, adaptive_flushing, adaptive_flushing_lwm,
     /// flushing_avg_loops, lru_scan_depth, flush_neighbors, flush_sync,
-    /// flush_log_at_trx_commit, lock_wait_timeout (the device changes with --device-change).
+    /// flush_log_at_trx_commit, lock_wait_timeout (the device changes with --device-change;
+    /// fill_factor, read only when a bulk load starts, is refused: give it with --set).
     /// E.g. --set flush_policy=classic --set-at 60s:flush_policy=steady, or
     /// --set-at 1m:io_capacity=2000 --set-at 1m:io_capacity_max=4000 (changes due at the same
     /// time are applied in the order given). Every value is checked against every run before

@@ -102,6 +102,13 @@ fn a_short_innodb_run_writes_a_report_in_keels_format() {
             .and_then(|v| v.as_str()),
         Some("67108864")
     );
+    // Keel's default fill factor reached the server, which has the variable.
+    assert_eq!(
+        run.options
+            .get("innodb_fill_factor")
+            .and_then(|v| v.as_str()),
+        Some("100")
+    );
     assert!(dir.path().join("rep/index.html").exists());
     // The server's files are gone and no server is left running.
     let left: Vec<_> = std::fs::read_dir(dir.path())

@@ -205,6 +205,10 @@ fn set_at_switches_the_policy_mid_run_and_refuses_what_cannot_change() {
             "`io_capactiy` is not an option",
         ),
         (&["--set-at", "1s:device=nvme"], "--device-change"),
+        (
+            &["--set-at", "1s:fill_factor=70"],
+            "read only when a bulk load starts",
+        ),
         (&["--set-at", "5s:io_capacity=300"], "not before the end"),
         (
             &["--set-at", "0.5s:io_capacity=50"],

@@ -167,6 +167,8 @@ impl Db {
     /// - `flush_neighbors`: from the next batch written.
     /// - `flush_log_at_trx_commit`, `lock_wait_timeout`: from the next
     ///   commit, the next lock wait.
+    /// - `fill_factor`: from the next [`Table::bulk_load`], which reads it
+    ///   once when it starts (a load under way keeps the value it read).
     /// - `device`: as [`Db::set_device`].
     ///
     /// The value is checked as at open, against the other options too

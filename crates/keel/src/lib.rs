@@ -21,6 +21,53 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Loading data
+//!
+//! [`Table::bulk_load`] fills an empty table from rows in strictly
+//! ascending key order, building its B+tree bottom-up: each page is filled
+//! in memory to `fill_factor` percent ([`Options::fill_factor`], InnoDB's
+//! `innodb_fill_factor`) and written once. A secondary index is another
+//! table, loaded the same way from its entries, sorted first:
+//!
+//! ```
+//! use keel::{Db, Error, Options};
+//! # fn main() -> keel::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let mut opts = Options::default();
+//! # opts.set("buffer_pool_size", "16MiB")?;
+//! # opts.set("log_file_size", "4MiB")?;
+//! let db = Db::open(dir.path(), opts)?;
+//! // Users by id (big-endian, so in key order already) with their city.
+//! let users: Vec<(Vec<u8>, Vec<u8>)> = (1..=1000u32)
+//!     .map(|id| (id.to_be_bytes().to_vec(), format!("city-{}", id % 7).into_bytes()))
+//!     .collect();
+//! // The index on the city: (city, 0, id) -> empty, in its own key order.
+//! let mut by_city: Vec<(Vec<u8>, Vec<u8>)> = users
+//!     .iter()
+//!     .map(|(id, city)| ([&city[..], &[0u8][..], &id[..]].concat(), Vec::new()))
+//!     .collect();
+//! by_city.sort();
+//! let t = db.create_table("users")?;
+//! assert_eq!(t.bulk_load(users)?, 1000); // all rows, durable on return
+//! let index = db.create_table("users_by_city")?;
+//! assert_eq!(index.bulk_load(by_city)?, 1000);
+//! assert_eq!(t.get(&7u32.to_be_bytes())?.as_deref(), Some(&b"city-0"[..]));
+//! // Only an empty table takes a bulk load.
+//! let again = t.bulk_load([(b"x", b"y")]);
+//! assert!(matches!(again, Err(Error::BulkLoad { .. })));
+//! db.close()?;
+//! # Ok(()) }
+//! ```
+//!
+//! A bulk load is all or nothing: the rows become visible together when it
+//! ends, and it is durable when it returns `Ok`, whatever
+//! `flush_log_at_trx_commit` says; a crash or an error before that leaves
+//! none of them (the pages it had written are freed). It fails with
+//! [`Error::BulkLoad`] if the table is not empty, a key is not greater
+//! than the one before, or the table was written to while it loaded (those
+//! writes stay), and with the errors of any write otherwise (for example
+//! [`Error::KeyTooLarge`]). Every page is redo-logged like any change.
+//!
 //! Besides that: [`io`], the device layer `keel iobench` measures, and
 //! [`format`](mod@format), a read-only view of the files for tools such as `keel
 //! inspect` and `keel check`.

@@ -8,7 +8,8 @@
 //! has none and is skipped. This test parses those columns (tables inside
 //! fenced code blocks are not tables) and checks:
 //! - every option named is a key of the serialized `Options` and
-//!   `Options::set` accepts it with its own default value;
+//!   `Options::set` accepts it with its own default value, and every key of
+//!   `Options` is named, so a new option cannot be left out of the guide;
 //! - every metric named is in `Metrics::NAMES`;
 //! - every such cell names something or starts with "—", and every table
 //!   row has as many cells as its header, so a slip in the Markdown cannot
@@ -228,6 +229,26 @@ fn check_column(column: &str, what: &str, bad: fn(&[Found]) -> Vec<String>) {
 #[test]
 fn every_option_the_guide_names_exists() {
     check_column(OPTION_COLUMN, "options", bad_options);
+}
+
+/// Every option `Options` has is named in a "Keel option" column: the
+/// guide maps each one (to its InnoDB variable, or says it has none).
+#[test]
+fn the_guide_names_every_option() {
+    let doc = guide();
+    let (found, problems) = names_in_column(&doc, OPTION_COLUMN);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let named = distinct(&found);
+    let missing: Vec<String> = Options::default()
+        .entries()
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| !named.contains(k.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{GUIDE}: options named in no \"{OPTION_COLUMN}\" column: {missing:?}"
+    );
 }
 
 #[test]

@@ -56,6 +56,7 @@ fn every_runtime_option_changes_and_options_shows_it() {
         ("flush_sync", "false"),
         ("flush_log_at_trx_commit", "2"),
         ("lock_wait_timeout", "7.5"),
+        ("fill_factor", "70"),
         ("device", "sata-ssd"),
     ];
     let keys: Vec<&str> = changes.iter().map(|(k, _)| *k).collect();
@@ -140,6 +141,11 @@ fn refused_changes_name_the_problem_and_change_nothing() {
     assert!(e.contains("must be 0, 1 or 2"), "{e}");
     let e = refuse("lock_wait_timeout", "0");
     assert!(e.contains("option `lock_wait_timeout`"), "{e}");
+    let e = refuse("fill_factor", "5");
+    assert!(
+        e.contains("option `fill_factor`") && e.contains("between 10 and 100"),
+        "{e}"
+    );
     // device = unlimited at open: there is no model to change.
     assert!(matches!(
         db.set_option("device", "nvme"),
@@ -213,6 +219,28 @@ fn lock_wait_timeout_takes_effect_at_the_next_wait() {
     assert!(waited < Duration::from_secs(10), "waited {waited:?}");
     holder.commit().unwrap();
     drop(t);
+    db.close().unwrap();
+}
+
+#[test]
+fn fill_factor_takes_effect_at_the_next_bulk_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_opts(256)).unwrap();
+    let rows: Vec<([u8; 8], [u8; 40])> = (0..2000u64).map(|i| (i.to_be_bytes(), [7; 40])).collect();
+    let full = db.create_table("full").unwrap();
+    assert_eq!(full.bulk_load(rows.iter().copied()).unwrap(), 2000);
+    db.set_option("fill_factor", "50").unwrap();
+    let half = db.create_table("half").unwrap();
+    assert_eq!(half.bulk_load(rows.iter().copied()).unwrap(), 2000);
+    let (full, half) = (full.check().unwrap(), half.check().unwrap());
+    assert_eq!((full.entries, half.entries), (2000, 2000));
+    // 100 fills 15/16 of each leaf, 50 half of it: about 1.9 times the leaves.
+    assert!(
+        half.leaf_pages * 10 >= full.leaf_pages * 17,
+        "fill_factor 50 built {} leaves, 100 built {}",
+        half.leaf_pages,
+        full.leaf_pages
+    );
     db.close().unwrap();
 }
 

@@ -85,6 +85,7 @@ pub const MAPPINGS: &[(&str, Mapping)] = &[
         "lock_wait_timeout",
         Mapping::Same("innodb_lock_wait_timeout"),
     ),
+    ("fill_factor", Mapping::Same("innodb_fill_factor")),
     ("doublewrite", Mapping::Same("innodb_doublewrite")),
     (
         "doublewrite_files",
@@ -165,6 +166,7 @@ pub fn server_flags(o: &Options) -> Vec<String> {
             "--innodb-lock-wait-timeout={}",
             o.lock_wait_timeout.ceil().max(1.0) as u64
         ),
+        format!("--innodb-fill-factor={}", o.fill_factor),
         format!("--innodb-doublewrite={}", on(o.doublewrite)),
     ];
     if o.io_capacity_max > 0 {
@@ -214,6 +216,41 @@ mod tests {
             .any(|f| f.starts_with("--innodb-io-capacity-max")));
         let vars = reported_variables();
         assert!(vars.contains(&"innodb_log_file_size") && vars.contains(&"innodb_doublewrite"));
+        assert!(vars.contains(&"innodb_fill_factor"));
+        // Every mapped variable is passed to the server, so that InnoDB runs
+        // with Keel's value and not its own default; `io_capacity_max` 0
+        // (automatic) alone is left to InnoDB.
+        for name in vars {
+            let flag = format!("--{}=", name.replace('_', "-"));
+            assert!(
+                name == "innodb_io_capacity_max" || flags.iter().any(|f| f.starts_with(&flag)),
+                "no {flag}... among {flags:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn fill_factor_is_innodb_fill_factor_with_its_range() {
+        assert_eq!(
+            mapping("fill_factor"),
+            Some(Mapping::Same("innodb_fill_factor"))
+        );
+        let flags = server_flags(&options(&[]).unwrap());
+        assert!(
+            flags.contains(&"--innodb-fill-factor=100".to_string()),
+            "{flags:?}"
+        );
+        let o = options(&["fill_factor=70".into()]).unwrap();
+        assert_eq!(o.fill_factor, 70);
+        assert!(server_flags(&o).contains(&"--innodb-fill-factor=70".to_string()));
+        // MariaDB's range is Keel's: 10 to 100.
+        for bad in ["fill_factor=5", "fill_factor=101"] {
+            let e = options(&[bad.into()]).unwrap_err().to_string();
+            assert!(
+                e.contains("fill_factor") && e.contains("between 10 and 100"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -24,7 +24,8 @@ pub const SET_AT_FLAG: &str = "--set-at";
 pub struct OptionChange {
     /// Seconds since the measurement started at which the change is due.
     pub at_s: f64,
-    /// The option (one of `keel::RUNTIME_OPTIONS` but `device`).
+    /// The option (one of `keel::RUNTIME_OPTIONS` but `device` and
+    /// `fill_factor`).
     pub key: String,
     /// Its new value, as `--set` takes it.
     pub value: String,
@@ -34,14 +35,20 @@ pub struct OptionChange {
     pub applied_at_s: Option<f64>,
 }
 
+/// Run-time options nothing reads during a measurement: only a bulk load
+/// (`Table::bulk_load`) reads `fill_factor`, when it starts, and none runs
+/// while the clients do. `--set-at` refuses them, as the bench refuses any
+/// option that would be silently ignored.
+const NOT_READ_DURING_A_RUN: &[&str] = &["fill_factor"];
+
 /// The options `--set-at` changes: the run-time ones, `device` aside
 /// (`--device-change` changes it, and checks its schedule against the
-/// device model).
+/// device model), and those in [`NOT_READ_DURING_A_RUN`].
 fn settable() -> Vec<&'static str> {
     RUNTIME_OPTIONS
         .iter()
         .copied()
-        .filter(|k| *k != "device")
+        .filter(|k| *k != "device" && !NOT_READ_DURING_A_RUN.contains(k))
         .collect()
 }
 
@@ -66,6 +73,12 @@ impl FromStr for OptionChange {
             return Err(format!(
                 "`{s}`: the device changes with --device-change AT:SPEC, which checks that the \
                  run's device is modelled"
+            ));
+        }
+        if NOT_READ_DURING_A_RUN.contains(&key) {
+            return Err(format!(
+                "`{s}`: `{key}` is read only when a bulk load starts, and none runs during the \
+                 measurement, so the change would do nothing: give it with --set"
             ));
         }
         if !settable().contains(&key) {
@@ -158,6 +171,16 @@ mod tests {
     }
 
     #[test]
+    fn every_run_time_option_but_the_device_and_fill_factor_can_change_mid_run() {
+        let mut expected: Vec<&str> = RUNTIME_OPTIONS.to_vec();
+        expected.retain(|k| !matches!(*k, "device" | "fill_factor"));
+        assert_eq!(settable(), expected);
+        for k in settable() {
+            assert!(format!("1s:{k}=1").parse::<OptionChange>().is_ok(), "{k}");
+        }
+    }
+
+    #[test]
     fn bad_changes_name_what_is_wrong() {
         for (text, needle) in [
             ("io_capacity=5", "no `:`"),
@@ -171,6 +194,8 @@ mod tests {
                 "change during a run are flush_policy, io_capacity",
             ),
             ("60:device=nvme", "--device-change"),
+            ("60:fill_factor=70", "only when a bulk load starts"),
+            ("60:fill_factor=70", "give it with --set"),
             ("60:io_capacity=", "empty"),
         ] {
             let e = text.parse::<OptionChange>().unwrap_err();

@@ -575,3 +575,31 @@ pub(crate) fn settings_map(v: serde_json::Value) -> serde_json::Map<String, serd
 pub(crate) fn trees_of(params: &OltpParams) -> usize {
     params.tables * 2
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Options only Keel reads (its flushing knobs, `fill_factor` for its
+    /// bulk load) are refused by every other engine, built or not, whether
+    /// named on the command line or set in the options; Keel takes them.
+    #[test]
+    fn keel_only_options_are_refused_by_every_other_engine() {
+        let mut o = ::keel::Options::default();
+        o.set("fill_factor", "70").unwrap();
+        for e in Engine::ALL.into_iter().filter(|e| *e != Engine::Keel) {
+            for key in ["fill_factor", "fill-factor", "io_capacity", "flush_policy"] {
+                let err = e.check_key(key).unwrap_err().to_string();
+                assert!(
+                    err.contains(&key.replace('-', "_")) && err.contains("Keel only"),
+                    "{e}: {err}"
+                );
+            }
+            let err = e.check_options(&o).unwrap_err().to_string();
+            assert!(err.contains("fill_factor"), "{e}: {err}");
+        }
+        Engine::Keel.check_key("fill_factor").unwrap();
+        Engine::Keel.check_options(&o).unwrap();
+    }
+}
