@@ -152,6 +152,11 @@ pub(crate) const CREATION_OPTIONS: &[&str] = &[
     "log_files_in_group",
 ];
 
+/// Engine options prepare's load reads (`fill_factor`: how full the bulk
+/// load leaves the pages): runs that differ in them load their own data,
+/// though `--prepare-set` may change them for prepare alone.
+const LOAD_OPTIONS: &[&str] = &["fill_factor"];
+
 fn parse<T: FromStr>(key: &str, value: &str) -> Result<T, OltpError> {
     value
         .trim()
@@ -296,7 +301,11 @@ pub(crate) fn same_data(a: (&OltpParams, &Options), b: (&OltpParams, &Options)) 
     let (ea, eb) = (a.1.entries(), b.1.entries());
     let opt =
         |e: &[(String, String)], k: &str| e.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    data_equal && CREATION_OPTIONS.iter().all(|k| opt(&ea, k) == opt(&eb, k))
+    data_equal
+        && CREATION_OPTIONS
+            .iter()
+            .chain(LOAD_OPTIONS)
+            .all(|k| opt(&ea, k) == opt(&eb, k))
 }
 
 /// Every effective engine option as JSON (numbers and booleans typed),
@@ -313,6 +322,17 @@ pub fn options_json(opts: &Options) -> serde_json::Map<String, serde_json::Value
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_differing_in_fill_factor_load_their_own_data() {
+        let p = OltpParams::default();
+        let a = Options::default();
+        let mut b = a.clone();
+        b.set("io_capacity", "1000").unwrap();
+        assert!(same_data((&p, &a), (&p, &b)));
+        b.set("fill_factor", "70").unwrap();
+        assert!(!same_data((&p, &a), (&p, &b)));
+    }
 
     #[test]
     fn params_set_validate_and_name_bad_keys() {
