@@ -471,8 +471,22 @@ fn finish_bulk_loads(e: &Engine, catalog: BTree, created: bool) -> Result<()> {
         .collect::<Result<_>>()?;
     for (name, v) in entries {
         let name = String::from_utf8_lossy(&name);
-        let root = decode_root(e.space_id(), &name, &v)?;
-        let pending = crate::btree::node::NodeRef::new(&e.pool.read(root)?).pending_bulk();
+        // A table whose root cannot be read must not keep the database from
+        // opening (reading the table reports the error, as it always did);
+        // a load pending into it stays pending until an open can read it.
+        let pending = decode_root(e.space_id(), &name, &v)
+            .and_then(|root| Ok((root, e.pool.read(root)?)))
+            .map(|(root, page)| (root, crate::btree::node::NodeRef::new(&page).pending_bulk()));
+        let (root, pending) = match pending {
+            Ok(found) => found,
+            Err(err) => {
+                log::warn!(
+                    "table `{name}`: cannot read its root to look for an interrupted bulk \
+                     load: {err}"
+                );
+                continue;
+            }
+        };
         if let Some(hidden) = pending {
             log::warn!(
                 "table `{name}`: a bulk load was interrupted by a crash; freeing what it \

@@ -24,13 +24,13 @@
 //!
 //! 1. **Begin** (one mtr): the table's root, which must be an empty leaf,
 //!    is marked *pending* with the page number of a new *hidden root*
-//!    (node header flag, see `node`); the hidden root starts as an empty
-//!    leaf.
+//!    (in the root page's common header, where it survives any rewrite of
+//!    the node; see `node`); the hidden root starts as an empty leaf.
 //! 2. **Build**: the tree grows under the hidden root, one mtr per leaf.
 //!    After every mtr it is a complete, valid B+tree, reachable only from
 //!    the pending mark, so readers and writers of the table see it empty.
 //! 3. **Publish** (one mtr): the hidden root's content is copied into the
-//!    table's root page (which never moves), clearing the mark, and the
+//!    table's root page (which never moves), the mark is cleared, and the
 //!    hidden root page is freed. The loaded rows appear at once, all of
 //!    them. The log is then synced up to that mtr, so a bulk load that
 //!    returned `Ok` survives any crash whatever `flush_log_at_trx_commit`
@@ -54,8 +54,9 @@
 //! with their own short latches), so it cannot deadlock with readers or
 //! writers. Between mtrs it holds no latch and waits for log space and for
 //! the pacer like any writer. Writes to the table while it loads go into
-//! the empty root as usual; the publish then finds the root no longer
-//! empty (or no longer marked, if it split) and fails with
+//! the empty root as usual, and may split it (the mark stays, whatever the
+//! root's level, so a crash then still finds the hidden tree); the publish
+//! then finds the root no longer an empty leaf and fails with
 //! [`Error::BulkLoad`] (the hidden tree dropped, the table keeping the
 //! concurrent writes): a bulk load never overwrites rows it did not load.
 
@@ -219,7 +220,7 @@ impl<'e> BulkLoad<'e> {
         let mut mtr = Mtr::new(e, &budget);
         let mut root = e.pool.write(self.target)?;
         let r = NodeRef::new(&root);
-        if r.pending_bulk() != Some(self.hidden.page_no) || r.n_cells() > 0 {
+        if r.pending_bulk() != Some(self.hidden.page_no) || !r.is_leaf() || r.n_cells() > 0 {
             drop(root);
             drop(mtr);
             return Err(refused(
@@ -230,6 +231,8 @@ impl<'e> BulkLoad<'e> {
         let hidden = e.pool.write(self.hidden)?;
         super::descend::expect_node(&hidden, self.hidden, Some(self.top))?;
         copy_node(&mut root, &hidden);
+        // The mark is outside the node: copying did not clear it.
+        NodeMut::new(&mut root).set_pending_bulk(None);
         mtr.keep(root);
         mtr.free_page(hidden)?;
         let lsn = mtr.commit()?;

@@ -8,11 +8,17 @@
 //! | 34     | 2    | start of the cell content area (0 encodes 65536)       |
 //! | 36     | 2    | fragmented free bytes inside the content area          |
 //! | 38     | 1    | level (0 = leaf)                                       |
-//! | 39     | 1    | flags: bit 0 = a bulk load is pending (empty root leaf)|
-//! | 40     | 4    | leftmost child page number (internal nodes); on a leaf |
-//! |        |      | with the pending flag, the root of the hidden tree the |
-//! |        |      | bulk load is building (see `btree::bulk`)              |
+//! | 39     | 1    | reserved, zero                                         |
+//! | 40     | 4    | leftmost child page number (internal nodes)            |
 //! | 44     | 2·n  | slot array: cell offsets, in key order                 |
+//!
+//! A table's root page also uses bytes `[24, 28)` of the common header
+//! (reserved, zero, on every other page): the root of the hidden tree a
+//! pending bulk load is building into the table (see `btree::bulk`), 0 if
+//! none. Not in the node header: that is rewritten whenever the root
+//! changes shape (writes into the table while it loads may split it), and
+//! the mark must survive that; the common header's reserved bytes survive
+//! every node rewrite, and a root page never moves.
 //!
 //! Cells are packed downward from the page end. A leaf cell is
 //! `key_len u16, value_len u16, key, value`; an internal cell is
@@ -40,11 +46,11 @@ const OFF_N_CELLS: usize = PAGE_HEADER_SIZE;
 const OFF_CONTENT: usize = PAGE_HEADER_SIZE + 2;
 const OFF_FRAG: usize = PAGE_HEADER_SIZE + 4;
 const OFF_LEVEL: usize = PAGE_HEADER_SIZE + 6;
-const OFF_FLAGS: usize = PAGE_HEADER_SIZE + 7;
 const OFF_LEFTMOST: usize = PAGE_HEADER_SIZE + 8;
-/// Flag bit: a bulk load into this (empty, root) leaf is building a hidden
-/// tree whose root is in the leftmost-child field.
-const FLAG_BULK_PENDING: u8 = 1;
+/// On a table's root: the hidden root of a pending bulk load (0 = none), in
+/// the common header's reserved bytes (see the module doc).
+const OFF_BULK_PENDING: usize = 24;
+const _: () = assert!(OFF_BULK_PENDING >= 22 && OFF_BULK_PENDING + 4 <= PAGE_HEADER_SIZE);
 /// First byte of the slot array.
 pub const NODE_HEADER_END: usize = PAGE_HEADER_SIZE + 12;
 /// Bytes per slot.
@@ -243,10 +249,12 @@ impl<'a> NodeRef<'a> {
         }
     }
     /// The root of the hidden tree a pending bulk load is building into
-    /// this leaf (see `btree::bulk`), if any.
+    /// the table whose root this is (see `btree::bulk`), if any. Whatever
+    /// the node's level: writes into the table while it loads may have
+    /// split the root.
     pub fn pending_bulk(&self) -> Option<u32> {
-        (self.is_leaf() && self.b[OFF_FLAGS] & FLAG_BULK_PENDING != 0)
-            .then(|| get_u32(self.b, OFF_LEFTMOST))
+        let hidden = get_u32(self.b, OFF_BULK_PENDING);
+        (hidden != 0).then_some(hidden)
     }
     /// Binary search: `Ok(i)` if cell `i` has `key`, else `Err(insertion point)`.
     pub fn search(&self, key: &[u8]) -> std::result::Result<usize, usize> {
@@ -337,19 +345,11 @@ impl<'a> NodeMut<'a> {
         put_u32(self.b, OFF_LEFTMOST, child);
     }
 
-    /// Mark this leaf as the target of a bulk load building the hidden tree
-    /// rooted at `hidden`, or (`None`) clear the mark.
+    /// Mark this table root as the target of a bulk load building the
+    /// hidden tree rooted at `hidden` (never page 0, the space header), or
+    /// (`None`) clear the mark. The node itself is left as it is.
     pub fn set_pending_bulk(&mut self, hidden: Option<u32>) {
-        match hidden {
-            Some(h) => {
-                self.b[OFF_FLAGS] |= FLAG_BULK_PENDING;
-                self.set_leftmost(h);
-            }
-            None => {
-                self.b[OFF_FLAGS] &= !FLAG_BULK_PENDING;
-                self.set_leftmost(0);
-            }
-        }
+        put_u32(self.b, OFF_BULK_PENDING, hidden.unwrap_or(0));
     }
 
     /// Append a leaf entry after the last cell (the caller keeps keys in

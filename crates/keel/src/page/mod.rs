@@ -9,7 +9,10 @@
 //! | 8      | 4    | page number                                  |
 //! | 12     | 8    | page LSN (end LSN of the newest change)      |
 //! | 20     | 2    | page type ([`PageType`])                     |
-//! | 22     | 10   | reserved, zero                               |
+//! | 22     | 2    | reserved, zero                               |
+//! | 24     | 4    | on a table's root: the hidden root of a      |
+//! |        |      | pending bulk load (`btree::node`); else zero |
+//! | 28     | 4    | reserved, zero                               |
 //!
 //! The type-specific body starts at [`PAGE_HEADER_SIZE`].
 //!
