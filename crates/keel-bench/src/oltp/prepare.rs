@@ -112,13 +112,15 @@ fn load_tables(
         let ix = created(db, &index_name(n))?;
         let mut rng = table_rng(params.seed, n);
         let k_max = params.table_size.min(u32::MAX as u64) as u32;
-        // The rows in id order, their `k` entries collected for the index.
-        let mut entries: Vec<(u32, u64)> = Vec::with_capacity(params.table_size as usize);
+        // The rows in id order, their `k` entries collected for the index,
+        // each as `k << 32 | id` (ids fit in 32 bits, as `validate` checks:
+        // 8 bytes an entry, 64 MiB for 8 loaders of 1 M rows).
+        let mut entries: Vec<u64> = Vec::with_capacity(params.table_size as usize);
         let mut rows = (1..=params.table_size)
             .take_while(|_| !failed.load(Ordering::Relaxed))
             .map(|id| {
                 let row = Row::random(rng.gen_range(1..=k_max), &mut rng);
-                entries.push((row.k, id));
+                entries.push(u64::from(row.k) << 32 | id);
                 (primary_key(id).to_vec(), row.encode().to_vec())
             });
         let mut count = |k| {
@@ -131,9 +133,12 @@ fn load_tables(
         // The secondary index from its entries sorted, as sysbench creates
         // `k_1` after loading the rows.
         entries.sort_unstable();
-        let mut index = entries
-            .into_iter()
-            .map(|(k, id)| (index_key(k, id).to_vec(), Vec::new()));
+        let mut index = entries.into_iter().map(|e| {
+            (
+                index_key((e >> 32) as u32, e & 0xffff_ffff).to_vec(),
+                Vec::new(),
+            )
+        });
         db.load_sorted(&mut *session, ix, &mut index, &mut count)?;
     }
 }

@@ -47,13 +47,17 @@
 //!
 //! # Concurrency
 //!
-//! The builder latches only pages of the hidden tree (and the space header
-//! to allocate, after them, as every tree operation does), and the table's
-//! root at begin and publish, never both at once with another tree's page;
-//! nothing else can reach the hidden tree (the cleaners flush its pages
-//! with their own short latches), so it cannot deadlock with readers or
-//! writers. Between mtrs it holds no latch and waits for log space and for
-//! the pacer like any writer. Writes to the table while it loads go into
+//! The builder latches pages of the hidden tree, top-down along its right
+//! edge, then the space header to allocate (as every tree operation does:
+//! tree pages first, the header last); at begin and publish it latches the
+//! table's root first, then the hidden root, then the header. Nothing else
+//! latches a hidden-tree page while holding another (the cleaners flush
+//! its pages with their own short latches; readers and writers of the
+//! table cannot reach it), so no thread waits for the builder while the
+//! builder waits for it. Each mtr reserves its redo bound and passes the
+//! writers' pacer before it latches anything, so between mtrs the builder
+//! holds no latch and waits for log space like any writer; the bound is
+//! checked against the mtr's real size when it commits (`Mtr::commit`). Writes to the table while it loads go into
 //! the empty root as usual, and may split it (the mark stays, whatever the
 //! root's level, so a crash then still finds the hidden tree); the publish
 //! then finds the root no longer an empty leaf and fails with
