@@ -37,6 +37,21 @@ pub fn peak_rss_bytes_of(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// Give the memory the allocator holds free back to the kernel (glibc's
+/// `malloc_trim`; nothing elsewhere). Loading leaves megabytes free in
+/// each thread's malloc arena (the loaders' rows and index entries), which
+/// glibc keeps, and which would otherwise count in the next run's RSS as
+/// if the engine used it.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    // SAFETY: malloc_trim only returns free memory to the kernel; it has no
+    // preconditions and touches no memory in use.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Start this process's peak resident set size afresh (Linux: `5` to
 /// `/proc/self/clear_refs`), so that a run's peak is its own and not an
 /// earlier run's in the same process. False if the kernel refused.

@@ -177,6 +177,7 @@ pub fn run(
         fatal: Mutex::new(None),
     };
     let status = StatusRequest::register(db);
+    crate::sys::release_free_memory();
     crate::sys::reset_peak_rss();
     let result = std::thread::scope(|s| {
         let hs: Vec<_> = (0..params.threads)
