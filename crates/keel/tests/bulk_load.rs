@@ -620,6 +620,18 @@ fn a_row_written_during_the_load_makes_it_fail_and_stays() {
     bed.close_without_leak(db);
 }
 
+/// Put 40 rows of 500 bytes into `t`, enough to split its root; returns them.
+fn split_the_root(t: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..40u32)
+        .map(|i| (format!("c{i:03}").into_bytes(), vec![i as u8; 500]))
+        .collect();
+    for (k, v) in &rows {
+        t.put(k, v).unwrap();
+    }
+    assert!(t.check().unwrap().height > 1, "the root did not split");
+    rows
+}
+
 /// Rows written while the load is held that split the table's root (the
 /// root page that carries the pending mark becomes an internal node): the
 /// load fails, the rows stay, and the hidden tree, root included, is freed.
@@ -629,13 +641,7 @@ fn rows_that_split_the_root_during_the_load_make_it_fail_and_stay() {
     let db = bed.open();
     let t = db.create_table("t").unwrap();
     let load = HeldLoad::start(&db, &t, N, HOLD_AT);
-    let concurrent: Vec<(Vec<u8>, Vec<u8>)> = (0..40u32)
-        .map(|i| (format!("c{i:03}").into_bytes(), vec![i as u8; 500]))
-        .collect();
-    for (k, v) in &concurrent {
-        t.put(k, v).unwrap();
-    }
-    assert!(t.check().unwrap().height > 1, "the root did not split");
+    let concurrent = split_the_root(&t);
     let (_, reason) = bulk_error(load.finish());
     assert!(reason.contains("rows were written"), "{reason}");
     assert_eq!(all_rows(&t), concurrent);
@@ -651,13 +657,8 @@ fn a_crash_after_rows_split_the_root_during_a_load_leaks_nothing() {
     let db = bed.open();
     let t = db.create_table("t").unwrap();
     let load = HeldLoad::start(&db, &t, N, HOLD_AT);
-    let concurrent: Vec<(Vec<u8>, Vec<u8>)> = (0..40u32)
-        .map(|i| (format!("c{i:03}").into_bytes(), vec![i as u8; 500]))
-        .collect();
-    for (k, v) in &concurrent {
-        // flush_log_at_trx_commit 1: durable when it returns.
-        t.put(k, v).unwrap();
-    }
+    // flush_log_at_trx_commit 1: each put is durable when it returns.
+    let concurrent = split_the_root(&t);
     db.flush_log().unwrap();
     drop(t);
     bed.crash(db);
