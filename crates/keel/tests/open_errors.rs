@@ -206,3 +206,25 @@ fn a_missing_redo_log_file_is_refused_naming_it() {
         "{msg}"
     );
 }
+
+#[test]
+fn other_log_sizes_on_an_existing_database_keep_the_log_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    make_db(dir.path(), 4096);
+    let mut o = common::small_opts(64);
+    o.log_file_size = 4 << 20;
+    o.log_files_in_group = 3;
+    let db = Db::open(dir.path(), o).unwrap();
+    // The log was created with 2 files of 1 MiB: the options in effect say
+    // what the log is, not what was asked.
+    let in_effect = db.options();
+    assert_eq!(
+        (in_effect.log_file_size, in_effect.log_files_in_group),
+        (1 << 20, 2)
+    );
+    assert!(db.metrics().snapshot()["log_capacity"] < 2 << 20);
+    let t = db.table("t").unwrap();
+    assert_eq!(t.get(&7u32.to_be_bytes()).unwrap(), Some(vec![7u8; 100]));
+    drop(t);
+    db.close().unwrap();
+}

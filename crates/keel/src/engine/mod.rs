@@ -121,7 +121,7 @@ impl Engine {
     /// created.
     pub fn open(
         dir: &Path,
-        opts: Options,
+        mut opts: Options,
         fs: Option<Arc<dyn FileSystem>>,
         validate: fn(&[u8]) -> std::result::Result<(), String>,
     ) -> Result<(Engine, bool)> {
@@ -167,6 +167,22 @@ impl Engine {
                 metrics.clone(),
             )?;
             let (log, _) = Log::open(&*log_fs, dir, space.creation_id(), metrics.clone())?;
+            // The log keeps the size it was created with: say so rather
+            // than let the options claim another, and report the real one.
+            let (size, n) = log.geometry();
+            if (size, n) != (opts.log_file_size, opts.log_files_in_group) {
+                log::warn!(
+                    "{}: the redo log has {n} files of {size} bytes; the options ask for \
+                     log_file_size = {} and log_files_in_group = {}, which only a new database \
+                     takes (Keel does not resize an existing log): the log keeps its size, and \
+                     the options in effect say so",
+                    dir.display(),
+                    opts.log_file_size,
+                    opts.log_files_in_group
+                );
+                opts.log_file_size = size;
+                opts.log_files_in_group = n;
+            }
             (space, log)
         };
         let log = Arc::new(log);

@@ -347,6 +347,12 @@ impl Log {
         }
     }
 
+    /// The size of each log file and their number, as the files were
+    /// created (what `log_file_size` and `log_files_in_group` mean).
+    pub fn geometry(&self) -> (u64, usize) {
+        (self.area + LOG_FILE_HDR, self.files.len())
+    }
+
     /// Total bytes of the circular data areas.
     pub fn capacity(&self) -> u64 {
         self.capacity
