@@ -40,7 +40,11 @@
 //! (`Db::open`, after recovery) drops the hidden tree and clears the mark,
 //! so the table is empty and not a page leaks. A bulk load that fails (an
 //! unsorted key, an entry too large, an I/O error) does the same before it
-//! returns its error. Dropping is itself crash-safe: each of its mtrs
+//! returns its error. A leaf write that fails half-way (an allocation or a
+//! read after the root grew or a node split) first puts back every page it
+//! changed and frees, in the same mtr, the pages it took, so memory never
+//! holds a change the log does not; the drop's own steps read every page
+//! they free before changing any. Dropping is itself crash-safe: each of its mtrs
 //! unlinks a batch of pages from the right edge and frees them together,
 //! so the hidden tree stays valid and the drop resumes where it stopped.
 //! `tests/bulk_load.rs` crashes at each step and checks both outcomes.
@@ -169,6 +173,12 @@ impl<'e> BulkLoad<'e> {
         })
     }
 
+    /// Leaves written so far, and the hidden root (for tests).
+    #[cfg(test)]
+    pub(super) fn progress(&self) -> (u64, PageId) {
+        (self.leaves, self.hidden)
+    }
+
     /// Add the next row; its key must be greater than the previous one.
     pub fn push(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         node::check_entry(self.ps, key, value)?;
@@ -263,7 +273,24 @@ impl<'e> BulkLoad<'e> {
             copy_node(&mut root, &self.leaf);
             held.push(root);
         } else {
-            self.link_leaf(&mut mtr, &mut held)?;
+            // What the right edge was: an allocation that fails half-way
+            // (after the root grew, or a node split) puts it all back.
+            let existing = 1 + usize::from(self.top.saturating_sub(1));
+            let saved = (self.top, self.right.clone());
+            if let Err(err) = self.link_leaf(&mut mtr, &mut held) {
+                (self.top, self.right) = saved;
+                let new = held.split_off(existing.min(held.len()));
+                for mut p in held {
+                    p.undo_changes();
+                }
+                for p in new {
+                    if let Err(e) = mtr.free_page(p) {
+                        log::warn!("bulk load: a page allocated for an abandoned leaf leaks: {e}");
+                    }
+                }
+                mtr.commit()?;
+                return Err(err);
+            }
         }
         for p in held {
             mtr.keep(p);
@@ -461,15 +488,16 @@ pub(crate) fn drop_hidden(e: &Engine, target: PageId, hidden: PageId) -> Result<
     budget.ensure(mtr_bound(3, ps))?;
     let mut mtr = Mtr::new(e, &budget);
     let mut root = e.pool.write(target)?;
-    // The mark is gone if writes split the table's root meanwhile; the
-    // hidden root is freed either way (nothing else names it then).
+    let h = e.pool.write(hidden)?;
+    // The hidden root is freed, and the table's mark cleared if it names
+    // it, in one mtr (a mark naming a freed page would be followed by the
+    // next open).
     if NodeRef::new(&root).pending_bulk() == Some(hidden.page_no) {
         NodeMut::new(&mut root).set_pending_bulk(None);
         mtr.keep(root);
     } else {
         drop(root);
     }
-    let h = e.pool.write(hidden)?;
     mtr.free_page(h)?;
     mtr.commit()?;
     Ok(())
@@ -492,24 +520,29 @@ fn drop_batch<'a>(e: &'a Engine, mtr: &mut Mtr<'a>, hidden: PageId) -> Result<()
         super::descend::expect_node(&p, id, Some(level))?;
         path.push(p);
     }
-    let mut freed = 0;
-    let mut emptied = false;
-    {
-        let d = path.len() - 1;
-        let batch = drop_batch_pages(e.page_size());
-        while freed < batch && !emptied {
-            let n = NodeRef::new(&path[d]);
-            let cells = n.n_cells();
-            let child = PageId::new(hidden.space, n.child(cells));
-            let page = e.pool.write(child)?;
-            if cells > 0 {
-                NodeMut::new(&mut path[d]).remove_cell(cells - 1);
-            } else {
-                emptied = true;
-            }
-            mtr.free_page(page)?;
-            freed += 1;
+    // The children to free, from the last: latched (read if need be)
+    // before anything changes, so a failed read changes nothing.
+    let d = path.len() - 1;
+    let cells = NodeRef::new(&path[d]).n_cells();
+    let batch = drop_batch_pages(e.page_size()).min(cells + 1);
+    let mut emptied = batch == cells + 1;
+    let mut children = Vec::with_capacity(batch);
+    for pos in (cells + 1 - batch..=cells).rev() {
+        let id = PageId::new(hidden.space, NodeRef::new(&path[d]).child(pos));
+        if id.page_no == 0 || id == hidden {
+            return Err(Error::Corruption(format!(
+                "b-tree page {}: child {pos} names page {id}",
+                path[d].id()
+            )));
         }
+        children.push(e.pool.write(id)?);
+    }
+    for page in children {
+        let n = NodeRef::new(&path[d]).n_cells();
+        if n > 0 {
+            NodeMut::new(&mut path[d]).remove_cell(n - 1);
+        }
+        mtr.free_page(page)?;
     }
     // Unlink emptied nodes bottom-up: each was its parent's last child.
     let mut keep = Vec::new();

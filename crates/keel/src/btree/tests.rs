@@ -594,3 +594,79 @@ fn writes_that_split_the_root_during_a_bulk_load_leave_no_page_behind() {
     let tree_pages = stats.leaf_pages + stats.internal_pages;
     assert_eq!(pages_in_use(&e).unwrap(), before - 1 + tree_pages);
 }
+
+/// Set the space header's high-water mark; returns the old one.
+fn set_hwm(e: &Engine, hwm: u32) -> u32 {
+    use crate::engine::space_header as sh;
+    use crate::page::{get_u32, put_u32, PageId};
+    let budget = e.adm.budget(Purpose::New);
+    budget.ensure(mtr_bound(1, e.page_size())).unwrap();
+    let mut mtr = Mtr::new(e, &budget);
+    let mut hdr = e.pool.write(PageId::new(e.space_id(), 0)).unwrap();
+    let old = get_u32(&hdr, sh::HWM);
+    put_u32(&mut hdr, sh::HWM, hwm);
+    mtr.keep(hdr);
+    mtr.commit().unwrap();
+    old
+}
+
+/// The leaf write that grows the hidden root gets its first page (from the
+/// free list) and fails to allocate the second: everything it changed is
+/// put back, the page it took is freed again, and the same row then goes
+/// on as if nothing happened.
+#[test]
+fn an_allocation_failing_half_way_through_a_bulk_leaf_changes_nothing() {
+    let e = engine(4096);
+    let t = new_tree(&e);
+    let before = pages_in_use(&e).unwrap();
+    let m: Model = (0..2_000u32)
+        .map(|i| (key_of(i), value(u64::from(i), 60)))
+        .collect();
+    let rows: Vec<_> = m.iter().collect();
+    let mut load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    let mut i = 0;
+    while load.progress().0 < 1 {
+        load.push(rows[i].0, rows[i].1).unwrap();
+        i += 1;
+    }
+    // One page on the free list.
+    let spare = new_tree(&e);
+    {
+        let budget = e.adm.budget(Purpose::New);
+        budget.ensure(mtr_bound(2, 4096)).unwrap();
+        let mut mtr = Mtr::new(&e, &budget);
+        let p = e.pool.write(spare.root()).unwrap();
+        mtr.free_page(p).unwrap();
+        mtr.commit().unwrap();
+    }
+    // From here on only that page can be allocated.
+    let hwm = set_hwm(&e, u32::MAX);
+    let in_use = pages_in_use(&e);
+    let hidden = load.progress().1;
+    let image = e.pool.read(hidden).unwrap().to_vec();
+    let failed = loop {
+        match load.push(rows[i].0, rows[i].1) {
+            Ok(()) => i += 1,
+            Err(err) => break err,
+        }
+    };
+    assert!(matches!(failed, Error::SpaceFull(_)), "{failed}");
+    assert_eq!(load.progress().0, 1);
+    // The hidden root (the first leaf, which the failed write had moved
+    // down a level) is as it was, and the page it took is free again.
+    let now = e.pool.read(hidden).unwrap().to_vec();
+    assert_eq!(node::NodeRef::new(&now).level(), 0);
+    assert_eq!(now[32..], image[32..]);
+    assert_eq!(pages_in_use(&e), in_use);
+    set_hwm(&e, hwm);
+    // The same row again, and the rest.
+    for (k, v) in &rows[i..] {
+        load.push(k, v).unwrap();
+    }
+    load.finish().unwrap();
+    let stats = assert_matches(&t, &e, &m);
+    assert_eq!(
+        pages_in_use(&e).unwrap(),
+        before - 1 + stats.leaf_pages + stats.internal_pages
+    );
+}
