@@ -573,8 +573,11 @@ impl Table {
     /// and the load is durable when this returns `Ok`, whatever
     /// `flush_log_at_trx_commit` says. A crash before that leaves the table
     /// empty (the next open frees the pages the load had written); so does
-    /// an error, which this returns after freeing them. Every page is
-    /// redo-logged; see `btree::bulk` for the protocol.
+    /// an error, which this returns after freeing them. (One exception: if
+    /// the final log sync fails, the rows are already visible but may not
+    /// survive a crash; the log then refuses every write, as after any
+    /// failed sync, until a restart.) Every page is redo-logged; see
+    /// `btree::bulk` for the protocol.
     ///
     /// Errors: [`Error::BulkLoad`] if the table is not empty, another bulk
     /// load into it is under way, a key is not greater than the one before,
