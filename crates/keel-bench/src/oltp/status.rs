@@ -76,13 +76,16 @@ pub fn status_text(s: &StatusInput<'_>) -> String {
         out,
         "Buffer pool size    {total} pages\nDatabase pages      {}\nModified db pages   {} ({:.1}%)\n\
          Free buffers        {} ({:.1}%)\n\
-         Pending writes: LRU 0, flush list 0, single page 0 (writes are not queued by this engine yet)\n\
+         Pending writes: LRU {}, flush list {}, single page {}\n\
          Pages read {}, created {}, written {}\n",
         g("buffer_pool_pages_data"),
         g("buffer_pool_pages_dirty"),
         pct(g("buffer_pool_pages_dirty"), total),
         g("buffer_pool_pages_free"),
         pct(g("buffer_pool_pages_free"), total),
+        g("buffer_pending_writes_lru"),
+        g("buffer_pending_writes_flush_list"),
+        g("buffer_pending_writes_single_page"),
         g("buffer_pool_reads"),
         g("space_pages_allocated"),
         g("buffer_pages_written"),

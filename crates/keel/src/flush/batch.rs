@@ -79,6 +79,7 @@
 mod crew;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -169,6 +170,12 @@ impl WriteBack {
         }
         let (streams, shared) = self.streams();
         let crew = Crew::new(&self.space, streams.min(fids.len()), shared);
+        let m = &self.metrics;
+        let pending = match kind {
+            FlushKind::Lru => &m.buffer_pending_writes_lru,
+            FlushKind::Single => &m.buffer_pending_writes_single_page,
+            _ => &m.buffer_pending_writes_flush_list,
+        };
         let (done, groups, r) = std::thread::scope(|s| {
             let writers = crew.writers();
             if writers > 1 {
@@ -187,6 +194,8 @@ impl WriteBack {
                 done: Written::default(),
                 groups: 0,
                 err: None,
+                pending,
+                outstanding: 0,
             };
             self.gather(&mut p, inst, fids, kind);
             p.finish()
@@ -440,6 +449,13 @@ struct Pipeline<'w, 'a, 'c> {
     groups: u64,
     /// The first failure: nothing more is started after it.
     err: Option<Error>,
+    /// The pending-writes gauge of this call's kind: raised by the pages
+    /// of each group handed over, lowered as they are written or given
+    /// back, and by whatever is left when the call ends (pages a chunk
+    /// gave back on its own, e.g. for want of room), so it never drifts.
+    pending: &'w AtomicU64,
+    /// What this call has added to `pending` and not yet taken off.
+    outstanding: u64,
 }
 
 impl<'w, 'a> Pipeline<'w, 'a, '_> {
@@ -450,6 +466,9 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
         if items.is_empty() {
             return self.err.is_none();
         }
+        self.pending
+            .fetch_add(items.len() as u64, Ordering::Relaxed);
+        self.outstanding += items.len() as u64;
         self.groups += 1;
         items.sort_by_key(|i| (i.file, i.offset));
         let per = self
@@ -566,6 +585,7 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
             Ok(()) => {
                 // Written (not yet synced): released before the sync, so
                 // that nobody waits for it (step 6 of the module doc).
+                self.left(f.items.len());
                 for it in f.items {
                     self.done.pages += 1;
                     self.done.neighbors += usize::from(it.neighbor);
@@ -582,16 +602,25 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
         }
     }
 
-    fn release_unwritten(&self, items: Vec<Item<'a>>) {
+    fn release_unwritten(&mut self, items: Vec<Item<'a>>) {
+        self.left(items.len());
         items
             .into_iter()
             .for_each(|it| self.pool.release_unwritten(it.claim));
+    }
+
+    /// `n` pages of this call are no longer pending.
+    fn left(&mut self, n: usize) {
+        let n = (n as u64).min(self.outstanding);
+        self.pending.fetch_sub(n, Ordering::Relaxed);
+        self.outstanding -= n;
     }
 
     /// Retire the last chunk: what was written, the groups, the first
     /// failure.
     fn finish(mut self) -> (Written, u64, Result<()>) {
         self.retire();
+        self.left(usize::MAX);
         let r = match self.err.take() {
             Some(e) => Err(e),
             None => Ok(()),

@@ -129,6 +129,15 @@ registry! {
     buffer_flush_cleaner_rounds,
     /// Batches written by page cleaners and shutdown.
     buffer_flush_batches,
+    /// Gauge: pages LRU batches have claimed for writing and not yet
+    /// written or given back (InnoDB's "Pending writes: LRU").
+    buffer_pending_writes_lru,
+    /// Gauge: the same for flush-list batches: adaptive, background, sync,
+    /// checkpoint and shutdown flushing ("Pending writes: flush list").
+    buffer_pending_writes_flush_list,
+    /// Gauge: the same for single pages written by user threads to free a
+    /// frame ("Pending writes: single page").
+    buffer_pending_writes_single_page,
     /// Gauge: current LSN (end of the newest mini-transaction).
     log_lsn_current,
     /// Gauge: end of the log that is written and synced.
