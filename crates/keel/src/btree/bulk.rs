@@ -275,12 +275,17 @@ impl<'e> BulkLoad<'e> {
         } else {
             // What the right edge was: an allocation that fails half-way
             // (after the root grew, or a node split) puts it all back.
-            let existing = 1 + usize::from(self.top.saturating_sub(1));
             let saved = (self.top, self.right.clone());
             if let Err(err) = self.link_leaf(&mut mtr, &mut held) {
                 (self.top, self.right) = saved;
-                let new = held.split_off(existing.min(held.len()));
-                for mut p in held {
+                // The tree's pages (the hidden root and the right edge
+                // above the leaves) go back as they were; the rest were
+                // allocated by this write.
+                let edge = &self.right[1.min(self.right.len())..usize::from(self.top)];
+                let (old, new): (Vec<_>, Vec<_>) = held
+                    .into_iter()
+                    .partition(|p| p.id() == self.hidden || edge.contains(&p.id().page_no));
+                for mut p in old {
                     p.undo_changes();
                 }
                 for p in new {
