@@ -368,8 +368,11 @@ impl LogReader {
         Ok(out)
     }
 
-    /// Every valid group from `start` to the first invalid one.
-    fn scan(&self, start: Lsn) -> Result<LogScan> {
+    /// Every valid group from the checkpoint `cp` to the first invalid
+    /// one, or the first an earlier run left past where `cp`'s run began
+    /// (`Checkpoint::admits`), as recovery reads them.
+    fn scan(&self, cp: &Checkpoint) -> Result<LogScan> {
+        let start = cp.lsn;
         let cap = self.capacity();
         let mut s = LogScan {
             checkpoint_lsn: start,
@@ -408,7 +411,9 @@ impl LogReader {
                 buf.extend_from_slice(&more);
                 continue;
             }
-            let Some((h, payload)) = decode_group(&buf[off..], lsn) else {
+            let Some((h, payload)) =
+                decode_group(&buf[off..], lsn).filter(|(h, _)| cp.admits(lsn, h.epoch))
+            else {
                 break;
             };
             s.groups += 1;
@@ -489,7 +494,9 @@ fn redo(dir: &Path, creation_id: u64, warnings: &mut Vec<String>) -> Result<Redo
                 let b = hdr.get(o as usize..).unwrap_or_default();
                 checkpoints.push(CheckpointSlot {
                     offset: o,
-                    stored: Checkpoint::stored(b),
+                    // As recovery reads a valid slot (one of the earlier
+                    // layout as epoch 0), else the bytes as they lie.
+                    stored: Checkpoint::open(b).unwrap_or_else(|_| Checkpoint::stored(b)),
                     valid: Checkpoint::decode(b).is_some(),
                 });
             }
@@ -525,7 +532,7 @@ fn redo(dir: &Path, creation_id: u64, warnings: &mut Vec<String>) -> Result<Redo
         None => 0,
     };
     let scan = match winner {
-        Some(w) if capacity > 0 => Some(reader.scan(checkpoints[w].stored.lsn)?),
+        Some(w) if capacity > 0 => Some(reader.scan(&checkpoints[w].stored)?),
         _ => None,
     };
     if let Some(s) = &scan {

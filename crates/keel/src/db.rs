@@ -86,6 +86,8 @@ impl Db {
             if report.groups > 0 || report.torn_pages_repaired > 0 {
                 log::warn!("recovery of {}: {report}", dir.display());
             }
+            // Before this run's first append (see `Log::begin_epoch`).
+            engine.log.begin_epoch()?;
             unfinished
         };
         let n = engine.opts.effective_page_cleaners();

@@ -97,3 +97,25 @@ fn power_loss_at_a_random_instant() {
     t.assert_ran();
     t.assert_cleaners_flushed();
 }
+
+/// The process dies while commits are written to the log and not yet
+/// synced; the next open replays that tail, and the power fails while it
+/// writes (at any write or sync of the open, in a random mode). Recovery
+/// syncs the log before it replays anything, so no page the open made
+/// durable can be newer than the durable log: every transfer acknowledged
+/// before or after survives the next recovery, and the next cycle's.
+#[test]
+fn power_loss_during_the_open_after_a_process_crash() {
+    let modes = [Mode::DropUnsynced, Mode::Random, Mode::Torn];
+    let points = [".write", ".sync"];
+    let t = run(
+        "power_loss_during_the_open_after_a_process_crash",
+        cycles(25),
+        |rng| Crash::KillThenPowerLossInOpen {
+            point: points[rand::Rng::gen_range(rng, 0..2)],
+            after: 0..10,
+            mode: modes[rand::Rng::gen_range(rng, 0..3)],
+        },
+    );
+    t.assert_ran();
+}

@@ -74,10 +74,12 @@ pub fn render(ins: &Inspection) -> String {
     for (i, c) in r.checkpoints.iter().enumerate() {
         let _ = writeln!(
             o,
-            "  checkpoint slot {i} (byte {}): number {}, LSN {}, {}{}",
+            "  checkpoint slot {i} (byte {}): number {}, LSN {}, epoch {} from LSN {}, {}{}",
             c.offset,
             c.stored.no,
             c.stored.lsn,
+            c.stored.epoch,
+            c.stored.epoch_lsn,
             if c.valid { "valid" } else { "invalid" },
             if r.winner == Some(i) { " <- wins" } else { "" }
         );

@@ -15,7 +15,7 @@ use crate::page::{
 };
 use crate::redo::format::{
     apply_page_record, decode_group, decode_page_records, Checkpoint, LogFileHeader, PageRecord,
-    PAGE_ZEROED,
+    CHECKPOINT_LEN, PAGE_ZEROED,
 };
 use crate::space::header::FileHeader as DataFileHeader;
 use crate::txn::record;
@@ -161,10 +161,18 @@ fn headers_once(b: &[u8], max_count: usize) {
     }
     let stored = Checkpoint::stored(b);
     if let Ok(cp) = Checkpoint::open(b) {
-        assert_eq!(cp, stored);
-        let mut again = vec![0u8; 20];
-        cp.encode(&mut again);
-        assert_eq!(again, b[..20], "checkpoint does not encode back");
+        // A slot of the earlier 20-byte layout decodes as epoch 0 and is
+        // written back in the current one.
+        if cp.epoch_lsn != 0 || cp == stored {
+            assert_eq!(cp, stored);
+            let mut again = vec![0u8; CHECKPOINT_LEN];
+            cp.encode(&mut again);
+            assert_eq!(
+                again,
+                b[..CHECKPOINT_LEN],
+                "checkpoint does not encode back"
+            );
+        }
     }
     if let Ok(h) = DwFileHeader::decode(b) {
         assert!(h.file_index < h.n_files && h.areas_in_file <= h.n_areas);
@@ -236,7 +244,7 @@ mod tests {
         h.extend_from_slice(&block);
         headers(&h);
         let mut g = vec![0u8];
-        crate::redo::format::encode_group(1, 0, &record::encode(3, &[]), &mut g);
+        crate::redo::format::encode_group(1, 0, 1, &record::encode(3, &[]), &mut g);
         redo(&g);
     }
 }

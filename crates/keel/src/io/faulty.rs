@@ -3,9 +3,10 @@
 //! Every file has a *durable* image (what survives power loss) and a list of
 //! *pending* writes that are not yet durable. Reads see the volatile image:
 //! durable plus pending, in issue order. `sync` makes a file's pending writes
-//! durable. [`FaultyFs::crash`] simulates power loss: each file keeps its
-//! durable image and, depending on the [`CrashMode`], none, some or torn
-//! parts of its pending writes; every handle opened before the crash fails
+//! durable. [`FaultyFs::kill_process`] simulates the process dying: its
+//! handles fail, its unsynced writes stay pending. [`FaultyFs::crash`]
+//! simulates power loss: each file keeps its durable image and, depending
+//! on the [`CrashMode`], none, some or torn parts of its pending writes; every handle opened before the crash fails
 //! from then on with EIO ("device lost power"), and files reopened through the
 //! same `FaultyFs` see only what became durable. A crash takes every file at
 //! one instant: no call on any file runs while it happens. It returns (and
@@ -38,9 +39,10 @@
 //!   with that errno (once, or every time until [`FaultyFs::disarm`]). So
 //!   `data.write:enospc` fails the next write to a data file with ENOSPC, and
 //!   `dblwr.sync:eio:sticky` fails every sync of a doublewrite file.
-//! - `crash`, `crash-random[=SEED]`, `crash-torn[=SEED]` (seed 0 if omitted):
-//!   the whole file system loses power at that call, as [`FaultyFs::crash`]
-//!   with [`CrashMode::DropUnsynced`], `Random` or `Torn` would, and the call
+//! - `crash`, `crash-random[=SEED]`, `crash-torn[=SEED]` (seed 0 if omitted),
+//!   `crash-lose-oldest`: the whole file system loses power at that call, as
+//!   [`FaultyFs::crash`] with [`CrashMode::DropUnsynced`], `Random`, `Torn`
+//!   or `LoseOldest` would, and the call
 //!   fails with EIO. A *write* that hits it is added to the pending writes
 //!   first, under the same locks as the crash, so the crash mode decides its
 //!   fate like any other unsynced write's (`data.write:crash-torn` can tear
@@ -119,6 +121,11 @@ pub enum CrashMode {
         /// Seed of the choices.
         seed: u64,
     },
+    /// Each file loses its oldest pending write and keeps every later one
+    /// whole: a write-back cache that wrote the later writes first. The
+    /// deterministic case of `Random` that leaves a hole with valid data
+    /// after it (in a log: a lost group with later groups intact).
+    LoseOldest,
 }
 
 /// What one power loss did to the writes that were not synced.
@@ -146,6 +153,7 @@ struct FileState {
 
 impl FileState {
     fn crash(&mut self, mode: CrashMode, rng: &mut SplitMix64, report: &mut CrashReport) {
+        let mut lost_oldest = false;
         for (offset, data) in std::mem::take(&mut self.pending) {
             let (kept, of) = match mode {
                 CrashMode::DropUnsynced => (0, 1),
@@ -157,6 +165,13 @@ impl FileState {
                     (usize::from(keep), 1)
                 }
                 CrashMode::Torn { .. } => self.keep_sectors(offset, &data, rng),
+                CrashMode::LoseOldest => {
+                    let keep = std::mem::replace(&mut lost_oldest, true);
+                    if keep {
+                        apply(&mut self.durable, offset, &data);
+                    }
+                    (usize::from(keep), 1)
+                }
             };
             match kept {
                 0 => report.writes_lost += 1,
@@ -262,7 +277,7 @@ impl Shared {
     /// call locks only its own file and waits for nothing while it does.
     fn crash(&self, mode: CrashMode, last: Option<LastWrite<'_>>) -> CrashReport {
         let seed = match mode {
-            CrashMode::DropUnsynced => 0,
+            CrashMode::DropUnsynced | CrashMode::LoseOldest => 0,
             CrashMode::Random { seed } | CrashMode::Torn { seed } => seed,
         };
         let mut rng = SplitMix64(seed);
@@ -308,6 +323,19 @@ impl FaultyFs {
     /// Returns what became of the unsynced writes.
     pub fn crash(&self, mode: CrashMode) -> CrashReport {
         self.shared.crash(mode, None)
+    }
+
+    /// Simulate the process dying (kill -9, an OOM kill, a panic) while the
+    /// machine stays up: every handle opened before fails from then on, as
+    /// after [`FaultyFs::crash`], but nothing is lost. Unsynced writes stay
+    /// pending: a reopen reads them (from the OS's cache, as it were), and
+    /// only a sync makes them durable; a later [`FaultyFs::crash`] still
+    /// decides their fate. Not a crash: no [`CrashReport`] is recorded.
+    pub fn kill_process(&self) {
+        let files = self.shared.files.lock();
+        for file in files.values() {
+            file.lock().epoch += 1;
+        }
     }
 
     /// What every crash so far did, in order, including those fired by
@@ -405,6 +433,7 @@ fn describe(point: &FailPoint, kind: FailKind) -> String {
         FailKind::Crash(CrashMode::DropUnsynced) => "crash".to_owned(),
         FailKind::Crash(CrashMode::Random { seed }) => format!("crash-random={seed}"),
         FailKind::Crash(CrashMode::Torn { seed }) => format!("crash-torn={seed}"),
+        FailKind::Crash(CrashMode::LoseOldest) => "crash-lose-oldest".to_owned(),
         FailKind::Hold { timeout } => format!("hold ({timeout:?})"),
         FailKind::Delay(pause) => format!("delay={}us", pause.as_micros()),
     };

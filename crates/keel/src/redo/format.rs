@@ -27,7 +27,12 @@ pub const GROUP_HDR: usize = 20;
 /// Bytes of the log file header that carry meaning (CRC included).
 pub const LOG_HEADER_LEN: usize = 40;
 /// Bytes of a checkpoint slot that carry meaning (CRC included).
-pub const CHECKPOINT_LEN: usize = 20;
+pub const CHECKPOINT_LEN: usize = 32;
+/// Bytes of a checkpoint slot written before slots carried the epoch: `no
+/// u64, lsn u64, crc u32`. Still read (as epoch 0), never written.
+pub const CHECKPOINT_LEN_V1: usize = 20;
+/// The bits of an epoch a group header stores (its 3 bytes).
+pub const GROUP_EPOCH_MASK: u32 = 0x00ff_ffff;
 /// Smallest log file (the `log_file_size` option's limit).
 pub const MIN_LOG_FILE_SIZE: u64 = 1 << 20;
 /// Log files are a whole number of these (the `log_file_size` option's rule).
@@ -138,13 +143,29 @@ impl LogFileHeader {
     }
 }
 
-/// One checkpoint slot.
+/// One checkpoint slot: where recovery starts, and the *epoch* of the
+/// run that wrote it, which tells recovery where that run's groups begin.
+///
+/// Every open that may write takes a new epoch (one more than the slot's)
+/// and records it, with the LSN its appends start from, in a slot synced
+/// before its first append (`Log::begin_epoch`). Every group carries the
+/// low 24 bits of its run's epoch. So a group at or past `epoch_lsn` was
+/// written by this run only if its epoch is `epoch`: a valid group of an
+/// earlier run lying there (a later write of a crashed run survived while
+/// an earlier one was lost, and the log recovered to the hole) is the end
+/// of the log, never history. See [`Checkpoint::admits`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Checkpoint {
     /// Monotonic checkpoint number; the valid slot with the larger one wins.
     pub no: u64,
     /// Recovery starts reading the log here.
     pub lsn: Lsn,
+    /// The epoch of the run that wrote this slot (0 in a slot of the
+    /// earlier 20-byte layout, whose groups all carry 0).
+    pub epoch: u32,
+    /// Where that run's first group starts: groups at or past it carry
+    /// `epoch` (0 in the earlier layout: every group must carry 0).
+    pub epoch_lsn: Lsn,
 }
 
 impl Checkpoint {
@@ -153,7 +174,17 @@ impl Checkpoint {
         CHECKPOINT_SEAL.seal(b, CHECKPOINT_LEN - 4, |b| {
             put_u64(b, 0, self.no);
             put_u64(b, 8, self.lsn);
+            put_u64(b, 16, self.epoch_lsn);
+            put_u32(b, 24, self.epoch);
         });
+    }
+
+    /// Is a group that decoded at `lsn` with `epoch` (as stored: 24 bits)
+    /// part of the history this checkpoint continues? Below `epoch_lsn`
+    /// any epoch is (an earlier run wrote it, and the run that wrote this
+    /// slot replayed it); from `epoch_lsn` on only this run's epoch is.
+    pub fn admits(&self, lsn: Lsn, epoch: u32) -> bool {
+        lsn < self.epoch_lsn || epoch == self.epoch & GROUP_EPOCH_MASK
     }
 
     /// Decode; None when the slot is empty or invalid ([`Checkpoint::open`]
@@ -165,13 +196,24 @@ impl Checkpoint {
     /// Decode, saying why a slot is not valid: empty, short, bad checksum,
     /// number 0, or an LSN before the first LSN of every log.
     pub fn open(b: &[u8]) -> Result<Checkpoint, String> {
-        if b.get(..CHECKPOINT_LEN)
+        if b.get(..CHECKPOINT_LEN_V1)
             .is_some_and(|s| s.iter().all(|&x| x == 0))
         {
             return Err("checkpoint slot is empty (never written)".into());
         }
-        CHECKPOINT_SEAL.open(b, CHECKPOINT_LEN - 4)?;
-        let cp = Checkpoint::stored(b);
+        let cp = match CHECKPOINT_SEAL.open(b, CHECKPOINT_LEN - 4) {
+            Ok(()) => Checkpoint::stored(b),
+            // A slot of the earlier layout: no epoch, and its groups carry
+            // none (their 3 bytes were reserved, zero).
+            Err(e) => match CHECKPOINT_SEAL.open(b, CHECKPOINT_LEN_V1 - 4) {
+                Ok(()) => Checkpoint {
+                    epoch: 0,
+                    epoch_lsn: 0,
+                    ..Checkpoint::stored(b)
+                },
+                Err(_) => return Err(e),
+            },
+        };
         if cp.no == 0 {
             return Err("checkpoint number 0 (numbers start at 1)".into());
         }
@@ -191,12 +233,16 @@ impl Checkpoint {
         Checkpoint {
             no: field(0),
             lsn: field(8),
+            epoch_lsn: field(16),
+            epoch: b.get(24..28).map_or(0, |s| get_u32(s, 0)),
         }
     }
 }
 
-/// Header of a record group: `len u32, kind u8, 3 reserved, lsn u64, crc u32`
-/// where the CRC32C covers the first 16 header bytes and the payload.
+/// Header of a record group: `len u32, kind u8, epoch u24, lsn u64, crc
+/// u32` where the CRC32C covers the first 16 header bytes and the payload,
+/// and `epoch` is the low 24 bits of the writing run's epoch (see
+/// [`Checkpoint`]; zero in logs written before epochs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GroupHeader {
     /// Payload length.
@@ -205,14 +251,17 @@ pub struct GroupHeader {
     pub kind: u8,
     /// LSN of the group's first byte.
     pub lsn: Lsn,
+    /// The low 24 bits of the epoch of the run that wrote it.
+    pub epoch: u32,
 }
 
-/// Encode a whole group (header + payload) starting at `lsn`.
+/// Encode a whole group (header + payload) starting at `lsn`, written by
+/// the run of `epoch` (its low 24 bits are stored).
 ///
 /// # Panics
 /// If the payload does not fit the u32 length field (the log buffer
 /// refuses such a group long before).
-pub fn encode_group(kind: u8, lsn: Lsn, payload: &[u8], out: &mut Vec<u8>) {
+pub fn encode_group(kind: u8, lsn: Lsn, epoch: u32, payload: &[u8], out: &mut Vec<u8>) {
     let Ok(len) = u32::try_from(payload.len()) else {
         panic!(
             "a {}-byte group payload does not fit its length field",
@@ -224,6 +273,7 @@ pub fn encode_group(kind: u8, lsn: Lsn, payload: &[u8], out: &mut Vec<u8>) {
     let h = &mut out[start..];
     put_u32(h, 0, len);
     h[4] = kind;
+    h[5..8].copy_from_slice(&(epoch & GROUP_EPOCH_MASK).to_le_bytes()[..3]);
     put_u64(h, 8, lsn);
     let mut crc = crc32c::crc32c(&h[..16]);
     crc = crc32c::crc32c_append(crc, payload);
@@ -235,7 +285,9 @@ pub fn encode_group(kind: u8, lsn: Lsn, payload: &[u8], out: &mut Vec<u8>) {
 /// None when it is not a complete, valid group written at that LSN (the
 /// end of the log: garbage from an earlier lap, or a torn tail). The kind is
 /// not judged here: a valid group of an unknown kind is returned, for the
-/// caller to refuse rather than mistake for the end of the log.
+/// caller to refuse rather than mistake for the end of the log. Nor is the
+/// epoch: whether the group belongs to the history is the checkpoint's
+/// call ([`Checkpoint::admits`]).
 pub fn decode_group(b: &[u8], lsn: Lsn) -> Option<(GroupHeader, &[u8])> {
     let h = b.get(..GROUP_HDR)?;
     if get_u64(h, 8) != lsn {
@@ -253,6 +305,7 @@ pub fn decode_group(b: &[u8], lsn: Lsn) -> Option<(GroupHeader, &[u8])> {
             len,
             kind: h[4],
             lsn,
+            epoch: u32::from_le_bytes([h[5], h[6], h[7], 0]),
         },
         payload,
     ))

@@ -121,6 +121,15 @@ pub const START_LSN: Lsn = 8192;
 /// (after its append, holding no latch).
 pub(crate) const BUFFER_WRITE_THRESHOLD: usize = 4 << 20;
 
+/// The checkpoint of a new log: its first run has epoch 1 and appends
+/// from the first LSN.
+const FIRST_CHECKPOINT: Checkpoint = Checkpoint {
+    no: 1,
+    lsn: START_LSN,
+    epoch: 1,
+    epoch_lsn: START_LSN,
+};
+
 /// Name of redo log file `i`.
 pub fn log_file_name(i: usize) -> String {
     format!("redo-{i}.keel")
@@ -134,6 +143,9 @@ struct LogState {
     lsn: Lsn,
     /// Commits whose write sets are not yet applied.
     in_flight: InFlight,
+    /// This run's epoch, stamped into every group it appends (see
+    /// [`Log::begin_epoch`]).
+    epoch: u32,
 }
 
 /// The redo log.
@@ -162,6 +174,9 @@ pub struct Log {
     gathered: Condvar,
     checkpoint_lsn: AtomicU64,
     checkpoint_no: AtomicU64,
+    /// This run's epoch and the LSN its appends started from, written
+    /// into every checkpoint slot (under `checkpoint_mutex`).
+    epoch: Mutex<(u32, Lsn)>,
     checkpoint_mutex: Mutex<()>,
     metrics: Arc<Metrics>,
     /// Set after a failed write or sync: nothing is durable any more.
@@ -198,26 +213,14 @@ impl Log {
             }
             .encode(&mut hdr);
             if i == 0 {
-                Checkpoint {
-                    no: 1,
-                    lsn: START_LSN,
-                }
-                .encode(&mut hdr[CHECKPOINT_SLOTS[1] as usize..]);
+                FIRST_CHECKPOINT.encode(&mut hdr[CHECKPOINT_SLOTS[1] as usize..]);
             }
             dev.write_at(&hdr, 0)
                 .map_err(|e| Error::io(&path, "write", e))?;
             dev.sync().map_err(|e| Error::io(&path, "sync", e))?;
             files.push((dev, path));
         }
-        Ok(Self::new(
-            files,
-            file_size,
-            Checkpoint {
-                no: 1,
-                lsn: START_LSN,
-            },
-            metrics,
-        ))
+        Ok(Self::new(files, file_size, FIRST_CHECKPOINT, metrics))
     }
 
     /// Open the log files of an existing database; returns the log and the
@@ -330,6 +333,7 @@ impl Log {
                 buf_lsn: cp.lsn,
                 lsn: cp.lsn,
                 in_flight: InFlight::default(),
+                epoch: cp.epoch,
             }),
             end: AtomicU64::new(cp.lsn),
             write: Mutex::new(Vec::new()),
@@ -340,6 +344,7 @@ impl Log {
             gathered: Condvar::new(),
             checkpoint_lsn: AtomicU64::new(cp.lsn),
             checkpoint_no: AtomicU64::new(cp.no),
+            epoch: Mutex::new((cp.epoch, cp.epoch_lsn)),
             checkpoint_mutex: Mutex::new(()),
             metrics,
             poisoned: Poison::default(),
@@ -415,7 +420,7 @@ impl Log {
         then: impl FnOnce(Lsn, Lsn) -> R,
     ) -> (Lsn, Lsn, R) {
         let start = st.lsn;
-        format::encode_group(kind, start, payload, &mut st.buf);
+        format::encode_group(kind, start, st.epoch, payload, &mut st.buf);
         let end = start + (GROUP_HDR + payload.len()) as u64;
         st.lsn = end;
         let r = then(start, end);
@@ -550,19 +555,8 @@ impl Log {
             return Ok(false);
         }
         self.write_up_to(lsn, true)?;
-        let no = self.checkpoint_no.load(Ordering::Acquire) + 1;
-        let mut b = AlignedBuf::new(4096);
-        Checkpoint { no, lsn }.encode(&mut b);
-        let (dev, path) = &self.files[0];
-        let slot = CHECKPOINT_SLOTS[(no % 2) as usize];
-        let r = dev.write_at(&b, slot).and_then(|_| dev.sync());
-        if let Err(e) = r {
-            let e = Error::io(path, "write checkpoint to", e);
-            self.poisoned
-                .set(format!("writing a checkpoint failed: {e}"));
-            return Err(e);
-        }
-        self.checkpoint_no.store(no, Ordering::Release);
+        let (epoch, epoch_lsn) = *self.epoch.lock();
+        self.write_slot(lsn, epoch, epoch_lsn)?;
         self.checkpoint_lsn.store(lsn, Ordering::Release);
         Metrics::set(&self.metrics.log_lsn_last_checkpoint, lsn);
         // The age gauge is set at every append too; without this a
@@ -573,6 +567,81 @@ impl Log {
         );
         Metrics::add(&self.metrics.log_checkpoints, 1);
         Ok(true)
+    }
+
+    /// Write checkpoint slot number `checkpoint_no + 1` (into the slot the
+    /// newest one is not in) and sync it; on success it is the newest.
+    /// The caller holds `checkpoint_mutex`. A failure poisons the log: the
+    /// slot may be torn, and the other one is the newest again.
+    fn write_slot(&self, lsn: Lsn, epoch: u32, epoch_lsn: Lsn) -> Result<()> {
+        let no = self.checkpoint_no.load(Ordering::Acquire) + 1;
+        let mut b = AlignedBuf::new(4096);
+        Checkpoint {
+            no,
+            lsn,
+            epoch,
+            epoch_lsn,
+        }
+        .encode(&mut b);
+        let (dev, path) = &self.files[0];
+        let slot = CHECKPOINT_SLOTS[(no % 2) as usize];
+        let r = dev.write_at(&b, slot).and_then(|_| dev.sync());
+        if let Err(e) = r {
+            let e = Error::io(path, "write checkpoint to", e);
+            self.poisoned
+                .set(format!("writing a checkpoint failed: {e}"));
+            return Err(e);
+        }
+        self.checkpoint_no.store(no, Ordering::Release);
+        Ok(())
+    }
+
+    /// Make every byte the log files hold durable: what a crashed run
+    /// wrote and never synced is readable (from the OS's cache) but would
+    /// not survive a power loss. Recovery calls this before it reads, so
+    /// nothing it applies, and no LSN it declares flushed, rests on log
+    /// that is not on disk (see `recovery`, "What recovery trusts").
+    pub(crate) fn sync_files(&self) -> Result<()> {
+        for (dev, path) in &self.files {
+            dev.sync()
+                .map_err(|e| Error::io(path, "sync (before recovery)", e))?;
+        }
+        Ok(())
+    }
+
+    /// Start this run's epoch before its first append: one more than the
+    /// newest checkpoint's, recorded with the LSN appends continue from
+    /// (the end recovery found) in a new checkpoint slot at the same
+    /// checkpoint LSN, synced. From then on every group carries the new
+    /// epoch, and recovery takes a group at or past that LSN for history
+    /// only if it does (`Checkpoint::admits`): a valid group that an
+    /// earlier run left past the recovered end, which the new groups may
+    /// come to end exactly at, is the end of the log.
+    ///
+    /// Nothing may be appended before this returns `Ok`: a group of the new
+    /// epoch with no durable slot naming it could be taken for stale by
+    /// the next recovery, and the next run could reuse the epoch. If the
+    /// slot write fails the log is poisoned and the open fails, leaving
+    /// the older slot the newest, as if this run had never started.
+    pub(crate) fn begin_epoch(&self) -> Result<u32> {
+        let _c = self.checkpoint_mutex.lock();
+        let (old, _) = *self.epoch.lock();
+        // Groups store 24 bits, and 0 there marks logs written before
+        // epochs: skip the epochs that would store 0.
+        let mut epoch = old.wrapping_add(1);
+        if epoch & format::GROUP_EPOCH_MASK == 0 {
+            epoch = epoch.wrapping_add(1);
+        }
+        let start = self.lsn();
+        self.write_slot(self.checkpoint_lsn(), epoch, start)?;
+        *self.epoch.lock() = (epoch, start);
+        self.state.lock().epoch = epoch;
+        Ok(epoch)
+    }
+
+    /// This run's epoch and the LSN its appends started from.
+    pub fn epoch(&self) -> (u32, Lsn) {
+        *self.epoch.lock()
     }
 
     /// An error if the log refuses writes.

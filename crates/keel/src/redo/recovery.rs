@@ -121,6 +121,39 @@
 //! - A thread that cannot be started is done without: no read-ahead, or
 //!   the log read on the apply thread. Same result, only slower.
 //!
+//! # What recovery trusts
+//!
+//! Recovery reads the log through the OS, which after a process crash
+//! (kill -9, an OOM kill, a panic) still holds what the crashed run wrote
+//! and never synced: readable, but gone after a power loss. Replaying it
+//! and declaring it flushed (`Log::reset_end`) would let this open write
+//! data pages carrying those LSNs (read-ahead evictions, the cleaners, the
+//! sharp checkpoint) before any log file is synced; a power loss then
+//! leaves pages newer than the durable log, the next run reuses their
+//! LSNs, and its recovery skips those LSNs' records on such a page: an
+//! acknowledged commit lost. So the first step is to sync every log file
+//! ([`Log::sync_files`]); a failure fails the open before anything is
+//! applied. PostgreSQL syncs the whole data directory after a crash for
+//! the same reason.
+//!
+//! The end of the log is the first group that is not valid at its LSN, or
+//! that a run before the checkpoint's left past where the checkpoint's run
+//! began appending (its epoch says so: `format::Checkpoint::admits`). A
+//! power loss can keep a later write of the log and lose an earlier one;
+//! recovery stops at the hole, and the next run appends from there. If its
+//! groups came to end exactly where the surviving later ones begin
+//! (re-applying unfinished commits writes the same bytes at the same
+//! LSNs), an LSN check alone would take those for history at the next
+//! open, and a transaction absent in one run would appear in the next.
+//!
+//! What a restart after a *failed* fdatasync can promise: the failed round
+//! acknowledged nothing, and every commit acknowledged before it was
+//! durable then. But Linux may drop the failed pages from its cache or
+//! keep them there marked clean, so the sync at the next open can succeed
+//! on bytes the disk does not hold; replay then rests on them. Restart the
+//! machine, not only the process, after an fdatasync error (or a kernel
+//! that reports one) to take the cache out of the question.
+//!
 //! # A page that was never written
 //!
 //! A page read as all zeros, or past the end of its file, was never
@@ -276,6 +309,8 @@ struct LogReader<'a> {
     buf_lsn: Lsn,
     /// Nothing at or past this LSN is read: one lap of the log.
     limit: Lsn,
+    /// Which groups belong to the history (the checkpoint's epoch).
+    cp: format::Checkpoint,
     done: bool,
 }
 
@@ -287,6 +322,15 @@ impl<'a> LogReader<'a> {
             buf: Vec::new(),
             buf_lsn: start,
             limit: start.saturating_add(log.capacity()),
+            cp: {
+                let (epoch, epoch_lsn) = log.epoch();
+                format::Checkpoint {
+                    no: 0,
+                    lsn: start,
+                    epoch,
+                    epoch_lsn,
+                }
+            },
             done: false,
         }
     }
@@ -328,7 +372,11 @@ impl<'a> LogReader<'a> {
                 self.log.read_into(read_to, &mut self.buf[old..])?;
                 continue;
             }
-            let Some((h, _)) = format::decode_group(&self.buf[off..], lsn) else {
+            // A valid group of an earlier run past where this history
+            // continued is stale: the end (`Checkpoint::admits`).
+            let Some((h, _)) = format::decode_group(&self.buf[off..], lsn)
+                .filter(|(h, _)| self.cp.admits(lsn, h.epoch))
+            else {
                 self.done = true;
                 break;
             };
@@ -410,6 +458,9 @@ pub(crate) fn recover(
     torn_pages_repaired: u64,
 ) -> Result<(RecoveryReport, Vec<Unfinished>)> {
     let t0 = Instant::now();
+    // What a crashed run wrote and never synced is readable but not
+    // durable: make it durable before anything rests on it.
+    log.sync_files()?;
     let tuning = tuning(pool);
     let start = log.checkpoint_lsn();
     let mut st = State {
@@ -699,6 +750,10 @@ fn apply_page(pool: &BufferPool, id: PageId, recs: &[Rec<'_>], st: &mut State) -
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod trust_tests;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -123,7 +123,21 @@ pub enum Crash {
         after: Range<u64>,
         mode: Mode,
     },
+    /// The process dies (the machine stays up) while the writers' commits
+    /// are written to the log and their syncs are slowed, so the log has
+    /// a tail no sync covered; then the power fails during the next open,
+    /// at a failpoint of its I/O (`point`, after a random number of matching
+    /// calls in `after`), or, if that open ends first, right after it.
+    KillThenPowerLossInOpen {
+        point: &'static str,
+        after: Range<u64>,
+        mode: Mode,
+    },
 }
+
+/// How long redo syncs are slowed before a [`Crash::KillThenPowerLossInOpen`]
+/// kills the process: commits written and not synced pile up meanwhile.
+const KILL_SYNC_DELAY: &str = "/redo-.sync:delay=20ms";
 
 /// What a scenario's cycles did, summed.
 #[derive(Debug, Default)]
@@ -299,6 +313,17 @@ pub fn run_workload<W: Workload>(
         let crashes_before = bed.fs.crash_reports().len();
         let outcome = power_loss(&bed, &workload, &plan, slow, seed, cycle, &mut rng);
         totals.count_run(&before, &bed.db().metrics().snapshot());
+        let open_crash = match &plan {
+            Crash::KillThenPowerLossInOpen { point, after, mode } => {
+                Some((*point, rng.gen_range(after.clone()), *mode, rng.gen()))
+            }
+            _ => None,
+        };
+        if let Some((point, after, mode, crash_seed)) = open_crash {
+            let fired = power_loss_in_open(&mut bed, seed ^ cycle, point, after, mode, crash_seed);
+            totals.armed += 1;
+            totals.fired += u64::from(fired);
+        }
         for r in &bed.fs.crash_reports()[crashes_before..] {
             totals.writes_kept += r.writes_kept;
             totals.writes_lost += r.writes_lost;
@@ -349,7 +374,7 @@ fn power_loss<W: Workload>(
         std::thread::sleep(WARM_UP);
     }
     let trigger = match plan {
-        Crash::Unplug(_) => None,
+        Crash::Unplug(_) | Crash::KillThenPowerLossInOpen { .. } => None,
         Crash::At { point, after, mode } => {
             let spec = format!("{point}:{}", mode.action(crash_seed));
             Some(bed.fs.arm(&spec, rng.gen_range(after.clone())).unwrap())
@@ -359,6 +384,14 @@ fn power_loss<W: Workload>(
         (Crash::Unplug(mode), _) => {
             std::thread::sleep(Duration::from_millis(rng.gen_range(SPELL_MS)));
             bed.fs.crash(mode.crash_mode(crash_seed));
+            None
+        }
+        (Crash::KillThenPowerLossInOpen { .. }, _) => {
+            std::thread::sleep(Duration::from_millis(rng.gen_range(SPELL_MS)));
+            let _slowed = bed.fs.arm(KILL_SYNC_DELAY, 0).unwrap();
+            std::thread::sleep(Duration::from_millis(rng.gen_range(2..10)));
+            // The syncs in their delay fail once it ends: the handles died.
+            bed.fs.kill_process();
             None
         }
         (Crash::At { mode, .. }, Some(t)) => {
@@ -378,6 +411,36 @@ fn power_loss<W: Workload>(
     outcome
 }
 
+/// After a process crash: drop the dead engine and reopen, with the power
+/// failing at `point` (after `after` matching calls) during the open, or
+/// right after it if the open ends first. True if the failpoint fired. An
+/// engine the open returned is left for [`recover`] to drop as a crash.
+fn power_loss_in_open(
+    bed: &mut Bed,
+    seed: u64,
+    point: &str,
+    after: u64,
+    mode: Mode,
+    crash_seed: u64,
+) -> bool {
+    bed.db.take().unwrap().simulate_crash();
+    let spec = format!("{point}:{}", mode.action(crash_seed));
+    let trigger = bed.fs.arm(&spec, after).unwrap();
+    let opened = Db::open_with_fs(bed.dir.path(), opts(seed), Some(bed.fs.clone()));
+    let fired = trigger.fired() > 0;
+    bed.fs.disarm();
+    match opened {
+        Ok(db) => {
+            if !fired {
+                bed.fs.crash(mode.crash_mode(crash_seed));
+            }
+            bed.db = Some(db);
+        }
+        Err(e) => assert!(fired, "the open after a process crash failed: {e}"),
+    }
+    fired
+}
+
 /// Drop the crashed engine, reopen, and audit. Every page the crash left
 /// torn must have been repaired: it was being written in place, so its
 /// doublewrite copy was still there.
@@ -387,7 +450,9 @@ fn recover(
     seed: u64,
     totals: &mut Totals,
 ) -> Result<(), String> {
-    bed.db.take().unwrap().simulate_crash();
+    if let Some(db) = bed.db.take() {
+        db.simulate_crash();
+    }
     let torn = torn_pages(&bed.fs, bed.dir.path());
     let db = Db::open_with_fs(bed.dir.path(), opts(seed), Some(bed.fs.clone()))
         .map_err(|e| format!("reopen failed: {e}"))?;

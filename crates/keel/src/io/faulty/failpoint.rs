@@ -140,7 +140,7 @@ impl FailPoint {
             (Some(errno), Some("sticky")) => FailKind::Sticky(errno),
             (Some(_), Some(_)) => return Err(bad("only `sticky` may follow the errno")),
             (None, None) => parse_action(action).ok_or_else(|| {
-                bad("action must be eio, enospc, crash, crash-random[=SEED], crash-torn[=SEED], hold or delay={n}us|ms")
+                bad("action must be eio, enospc, crash, crash-random[=SEED], crash-torn[=SEED], crash-lose-oldest, hold or delay={n}us|ms")
             })?,
             (None, Some(_)) => return Err(bad("only eio and enospc may be `sticky`")),
         };
@@ -162,7 +162,7 @@ impl FailPoint {
 }
 
 /// `crash`, `crash-random[=SEED]`, `crash-torn[=SEED]` (seed 0 if omitted),
-/// `hold`, or `delay=Nus` / `delay=Nms`.
+/// `crash-lose-oldest`, `hold`, or `delay=Nus` / `delay=Nms`.
 fn parse_action(action: &str) -> Option<FailKind> {
     if action == "hold" {
         return Some(FailKind::Hold {
@@ -184,6 +184,7 @@ fn parse_action(action: &str) -> Option<FailKind> {
         "crash" if !action.contains('=') => CrashMode::DropUnsynced,
         "crash-random" => CrashMode::Random { seed },
         "crash-torn" => CrashMode::Torn { seed },
+        "crash-lose-oldest" if !action.contains('=') => CrashMode::LoseOldest,
         _ => return None,
     };
     Some(FailKind::Crash(mode))

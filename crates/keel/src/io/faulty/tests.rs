@@ -600,3 +600,51 @@ fn a_delay_slows_every_matching_call_until_disarmed() {
     dev.write_at(&[3], 3).unwrap();
     assert!(started.elapsed() < Duration::from_millis(30));
 }
+
+#[test]
+fn a_killed_process_leaves_its_unsynced_writes_readable_and_not_durable() {
+    let fs = FaultyFs::new();
+    let dev = create(&fs, "redo-0.keel");
+    dev.write_at(&[1; 10], 0).unwrap();
+    dev.sync().unwrap();
+    dev.write_at(&[2; 10], 10).unwrap();
+    fs.kill_process();
+    assert!(dev.read_at(&mut [0u8; 1], 0).is_err(), "the dead process's handle");
+    assert!(fs.crash_reports().is_empty(), "not a crash");
+    // The next process reads what was written, synced or not ...
+    let dev = reopen(&fs, "redo-0.keel");
+    let mut want = vec![1u8; 10];
+    want.extend([2u8; 10]);
+    assert_eq!(read_all(&*dev), want);
+    // ... but only a sync makes it durable; a power loss first loses it.
+    fs.crash(CrashMode::DropUnsynced);
+    assert_eq!(read_all(&*reopen(&fs, "redo-0.keel")), vec![1u8; 10]);
+    let dev = reopen(&fs, "redo-0.keel");
+    dev.write_at(&[3; 10], 10).unwrap();
+    fs.kill_process();
+    reopen(&fs, "redo-0.keel").sync().unwrap();
+    fs.crash(CrashMode::DropUnsynced);
+    assert_eq!(read_all(&*reopen(&fs, "redo-0.keel"))[10..], [3u8; 10]);
+}
+
+#[test]
+fn lose_oldest_keeps_every_pending_write_but_each_files_first() {
+    let fs = FaultyFs::new();
+    let a = create(&fs, "a");
+    let b = create(&fs, "b");
+    a.write_at(&[1; 4], 0).unwrap();
+    a.write_at(&[2; 4], 4).unwrap();
+    a.write_at(&[3; 4], 8).unwrap();
+    b.write_at(&[4; 4], 0).unwrap();
+    let report = fs.crash(CrashMode::LoseOldest);
+    assert_eq!((report.writes_lost, report.writes_kept), (2, 2));
+    let mut want = vec![0u8; 4];
+    want.extend([2u8; 4]);
+    want.extend([3u8; 4]);
+    assert_eq!(read_all(&*reopen(&fs, "a")), want, "a hole, then valid data");
+    assert_eq!(reopen(&fs, "b").len().unwrap(), 0);
+    assert!(matches!(
+        FailPoint::parse("/redo-.write:crash-lose-oldest"),
+        Ok((_, FailKind::Crash(CrashMode::LoseOldest)))
+    ));
+}

@@ -23,6 +23,8 @@ fn headers_round_trip_and_reject_corruption() {
     let cp = Checkpoint {
         no: 7,
         lsn: 123_456,
+        epoch: 9,
+        epoch_lsn: 200_000,
     };
     cp.encode(&mut b);
     assert_eq!(Checkpoint::decode(&b), Some(cp));
@@ -33,12 +35,22 @@ fn headers_round_trip_and_reject_corruption() {
 #[test]
 fn groups_round_trip_and_stop_at_garbage() {
     let mut out = Vec::new();
-    encode_group(kind::MTR, 1000, b"hello", &mut out);
-    encode_group(kind::TXN_COMMIT, 1000 + 25, b"world!", &mut out);
+    encode_group(kind::MTR, 1000, 7, b"hello", &mut out);
+    encode_group(
+        kind::TXN_COMMIT,
+        1000 + 25,
+        0x0123_4567,
+        b"world!",
+        &mut out,
+    );
     let (g, p) = decode_group(&out, 1000).unwrap();
-    assert_eq!((g.kind, p), (kind::MTR, &b"hello"[..]));
+    assert_eq!((g.kind, g.epoch, p), (kind::MTR, 7, &b"hello"[..]));
     let (g2, p2) = decode_group(&out[25..], 1025).unwrap();
-    assert_eq!((g2.kind, p2), (kind::TXN_COMMIT, &b"world!"[..]));
+    // The header keeps the epoch's low 24 bits.
+    assert_eq!(
+        (g2.kind, g2.epoch, p2),
+        (kind::TXN_COMMIT, 0x23_4567, &b"world!"[..])
+    );
     // Wrong expected LSN (an earlier lap), torn payload, short buffer.
     assert!(decode_group(&out, 1000 + (1 << 20)).is_none());
     let mut torn = out.clone();
@@ -109,11 +121,61 @@ fn log_header_bytes_are_the_documented_table() {
     assert_eq!((get_u64(&b, 20), get_u64(&b, 28)), (1 << 20, 99));
     assert_eq!(get_u32(&b, 36), crc32c::crc32c(&b[..36]));
     assert_eq!(&b[40..], &[0xee; 8]);
-    let mut c = vec![0xeeu8; 24];
-    Checkpoint { no: 3, lsn: 9000 }.encode(&mut c);
+    let mut c = vec![0xeeu8; 36];
+    Checkpoint {
+        no: 3,
+        lsn: 9000,
+        epoch: 5,
+        epoch_lsn: 8500,
+    }
+    .encode(&mut c);
     assert_eq!((get_u64(&c, 0), get_u64(&c, 8)), (3, 9000));
-    assert_eq!(get_u32(&c, 16), crc32c::crc32c(&c[..16]));
-    assert_eq!(&c[20..], &[0xee; 4]);
+    assert_eq!((get_u64(&c, 16), get_u32(&c, 24)), (8500, 5));
+    assert_eq!(get_u32(&c, 28), crc32c::crc32c(&c[..28]));
+    assert_eq!(&c[32..], &[0xee; 4]);
+    let mut g = Vec::new();
+    encode_group(kind::MTR, 9000, 0x0102_0304, b"x", &mut g);
+    assert_eq!((g[4], &g[5..8]), (kind::MTR, &[4u8, 3, 2][..]));
+}
+
+#[test]
+fn a_checkpoint_slot_of_the_earlier_layout_reads_as_epoch_0() {
+    // `no u64, lsn u64, crc u32`, as logs before epochs were written.
+    let mut b = [0u8; 4096];
+    put_u64(&mut b, 0, 4);
+    put_u64(&mut b, 8, 10_000);
+    let crc = crc32c::crc32c(&b[..16]);
+    put_u32(&mut b, 16, crc);
+    let cp = Checkpoint::open(&b).unwrap();
+    assert_eq!(
+        cp,
+        Checkpoint {
+            no: 4,
+            lsn: 10_000,
+            epoch: 0,
+            epoch_lsn: 0
+        }
+    );
+    // Its groups carry epoch 0 (the bytes were reserved, zero) and are
+    // history wherever they lie; a group with an epoch is not.
+    assert!(cp.admits(10_000, 0) && cp.admits(99_999, 0));
+    assert!(!cp.admits(10_000, 1));
+}
+
+#[test]
+fn groups_of_an_earlier_epoch_past_the_epoch_start_are_not_history() {
+    let cp = Checkpoint {
+        no: 9,
+        lsn: 10_000,
+        epoch: 0x0100_0005,
+        epoch_lsn: 20_000,
+    };
+    // Before the run began: written by earlier runs, replayed by it.
+    assert!(cp.admits(10_000, 3) && cp.admits(19_999, 4));
+    // From its start on: its own epoch (stored as 24 bits) only.
+    assert!(cp.admits(20_000, 5) && cp.admits(50_000, 5));
+    assert!(!cp.admits(20_000, 4));
+    assert!(!cp.admits(50_000, 0x0100_0005));
 }
 
 #[test]
@@ -141,21 +203,20 @@ fn impossible_log_geometry_is_rejected_despite_a_good_checksum() {
 
 #[test]
 fn checkpoint_slots_say_why_they_are_invalid() {
+    let cp = |no, lsn| Checkpoint {
+        no,
+        lsn,
+        epoch: 2,
+        epoch_lsn: lsn,
+    };
     let open = |cp: Checkpoint| {
-        let mut b = [0u8; 20];
+        let mut b = [0u8; CHECKPOINT_LEN];
         cp.encode(&mut b);
         Checkpoint::open(&b)
     };
-    assert!(open(Checkpoint { no: 0, lsn: 9000 })
-        .unwrap_err()
-        .contains("number 0"));
-    assert!(open(Checkpoint { no: 1, lsn: 8191 })
-        .unwrap_err()
-        .contains("before"));
-    assert_eq!(
-        open(Checkpoint { no: 1, lsn: 8192 }),
-        Ok(Checkpoint { no: 1, lsn: 8192 })
-    );
+    assert!(open(cp(0, 9000)).unwrap_err().contains("number 0"));
+    assert!(open(cp(1, 8191)).unwrap_err().contains("before"));
+    assert_eq!(open(cp(1, 8192)), Ok(cp(1, 8192)));
     assert!(Checkpoint::open(&[0u8; 20]).unwrap_err().contains("empty"));
     assert!(Checkpoint::open(&[1u8; 19])
         .unwrap_err()
@@ -164,7 +225,9 @@ fn checkpoint_slots_say_why_they_are_invalid() {
         Checkpoint::stored(&[1u8; 12]),
         Checkpoint {
             no: 0x0101_0101_0101_0101,
-            lsn: 0
+            lsn: 0,
+            epoch: 0,
+            epoch_lsn: 0,
         }
     );
 }
@@ -327,11 +390,17 @@ proptest! {
     }
 
     #[test]
-    fn resealed_checkpoints_round_trip_or_fail(no in any::<u64>(), lsn in any::<u64>()) {
-        let mut b = [0u8; 20];
-        Checkpoint { no, lsn }.encode(&mut b);
+    fn resealed_checkpoints_round_trip_or_fail(
+        no in any::<u64>(),
+        lsn in any::<u64>(),
+        epoch in any::<u32>(),
+        epoch_lsn in any::<u64>(),
+    ) {
+        let mut b = [0u8; CHECKPOINT_LEN];
+        let cp = Checkpoint { no, lsn, epoch, epoch_lsn };
+        cp.encode(&mut b);
         match Checkpoint::decode(&b) {
-            Some(cp) => prop_assert_eq!(cp, Checkpoint { no, lsn }),
+            Some(got) => prop_assert_eq!(got, cp),
             None => prop_assert!(no == 0 || lsn < START_LSN),
         }
     }
@@ -354,8 +423,8 @@ proptest! {
         lsn in 8192u64..1 << 40,
     ) {
         let mut g = Vec::new();
-        encode_group(kind::MTR, lsn, &payload, &mut g);
-        prop_assert_eq!(decode_group(&g, lsn), Some((GroupHeader { len: payload.len() as u32, kind: kind::MTR, lsn }, &payload[..])));
+        encode_group(kind::MTR, lsn, 3, &payload, &mut g);
+        prop_assert_eq!(decode_group(&g, lsn), Some((GroupHeader { len: payload.len() as u32, kind: kind::MTR, lsn, epoch: 3 }, &payload[..])));
         for (off, v) in edits {
             g[off] = v;
         }

@@ -52,7 +52,7 @@ fn append(log: &Log, payload_len: usize, fill: u8) -> Group {
     let payload = vec![fill; payload_len];
     let (end, start) = log.append(kind::MTR, &payload, |s, _| s).unwrap();
     let mut bytes = Vec::new();
-    encode_group(kind::MTR, start, &payload, &mut bytes);
+    encode_group(kind::MTR, start, log.epoch().0, &payload, &mut bytes);
     assert_eq!(start + bytes.len() as u64, end);
     Group { start, end, bytes }
 }
