@@ -5,18 +5,38 @@
 //! entry. Problems are collected, not fatal: each is one precise line, and
 //! any of them makes the command exit with status 1.
 //!
+//! Recovery writes, so the check opens the database as any process does,
+//! taking the directory's lock: if another process has it open, the check
+//! refuses (exit status 1, naming the holder's pid) and points to
+//! `--read-only`.
+//!
+//! `--read-only` opens no engine: it takes no lock, writes nothing and
+//! replays no log; it reads the data files as they stand through
+//! `keel::format::tree` and runs the same checks on them (page checksums,
+//! trees, the bench's indexes against their rows). It works beside a
+//! process that has the database open, and on a crashed directory without
+//! changing it. What it cannot see: changes that are in the redo log but
+//! not yet in the data files, and pages being written while it reads; so
+//! it says that the log was not replayed, and how much of it lay beyond
+//! the last checkpoint, and a problem it finds on such a database is no
+//! proof of corruption (as with innochecksum on a running InnoDB).
+//!
 //! `--json` prints one object instead of the lines:
-//! `{ "ok": bool, "recovered": bool, "tables": [ {"name", "rows", "pages"} ], "problems": [ "..." ] }`
-//! where an index is listed as its own entry, `sbtestN.k`.
+//! `{ "ok": bool, "recovered": bool, "replayed_log": bool, "tables": [ {"name", "rows", "pages"} ], "problems": [ "..." ] }`
+//! where an index is listed as its own entry, `sbtestN.k`; with
+//! `--read-only`, `replayed_log` is false, `recovered` too, and
+//! `redo_beyond_checkpoint` gives the bytes of log that were not replayed
+//! (when the log could be read).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Args;
 use keel::format::data::{self, FileHeader, HEADER_LEN};
+use keel::format::tree::OnDisk;
 use keel::{Db, Options, TreeStats};
-use keel_bench::oltp::{index_vs_rows, INDEX_SUFFIX};
+use keel_bench::oltp::{index_vs_rows, index_vs_rows_on_disk, INDEX_SUFFIX};
 
 use crate::engine_args::EngineArgs;
 
@@ -25,9 +45,15 @@ use crate::engine_args::EngineArgs;
 pub struct CheckArgs {
     /// The database directory.
     dir: PathBuf,
-    /// Print the result as one JSON object: ok, recovered, tables (name, rows, pages), problems.
+    /// Print the result as one JSON object: ok, recovered, replayed_log, tables (name, rows, pages), problems.
     #[arg(long)]
     json: bool,
+    /// Verify the data files as they stand, without opening the engine: take no lock, write
+    /// nothing, replay no redo. Works while another process has the database open (or on a
+    /// crashed one, left as it is); changes still only in the redo log are not seen, so a
+    /// problem found on such a database is not proof of corruption. Takes no engine options.
+    #[arg(long)]
+    read_only: bool,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -60,6 +86,9 @@ struct Entry {
 struct Outcome {
     recovered: bool,
     recovery: Option<String>,
+    /// `None` after recovery; with `--read-only`, the bytes of redo beyond
+    /// the last checkpoint, if the log could be read.
+    not_replayed: Option<Option<u64>>,
     entries: Vec<Entry>,
     problems: Vec<String>,
 }
@@ -68,13 +97,24 @@ struct Outcome {
 pub fn run(args: CheckArgs) -> Result<()> {
     let dir = &args.dir;
     if !dir.join(data::file_name(0)).exists() {
-        anyhow::bail!(
+        bail!(
             "{} holds no Keel database (no {})",
             dir.display(),
             data::file_name(0)
         );
     }
-    let out = check_dir(dir, &args.engine)?;
+    let e = &args.engine;
+    if args.read_only && (e.config.is_some() || !e.sets.is_empty() || e.device.is_some()) {
+        bail!(
+            "--read-only opens no engine, so --config, --set and --device do not apply \
+             (the page size and file count come from the files)"
+        );
+    }
+    let out = if args.read_only {
+        check_files(dir)
+    } else {
+        check_dir(dir, &args.engine)?
+    };
     // Written, not println!'d: a closed pipe (`| head`) is an error, not a panic.
     let mut stdout = std::io::stdout().lock();
     if args.json {
@@ -85,22 +125,34 @@ pub fn run(args: CheckArgs) -> Result<()> {
     }
     stdout.flush()?;
     if !out.problems.is_empty() {
-        anyhow::bail!(
-            "{} problem(s) found in {}",
+        bail!(
+            "{} problem(s) found in {}{}",
             out.problems.len(),
-            dir.display()
+            dir.display(),
+            if args.read_only {
+                " (read-only: the redo log was not replayed)"
+            } else {
+                ""
+            }
         );
     }
     Ok(())
 }
 
+impl Outcome {
+    fn new() -> Outcome {
+        Outcome {
+            recovered: false,
+            recovery: None,
+            not_replayed: None,
+            entries: Vec::new(),
+            problems: Vec::new(),
+        }
+    }
+}
+
 fn check_dir(dir: &Path, engine: &EngineArgs) -> Result<Outcome> {
-    let mut out = Outcome {
-        recovered: false,
-        recovery: None,
-        entries: Vec::new(),
-        problems: Vec::new(),
-    };
+    let mut out = Outcome::new();
     let header = match read_header(dir) {
         Ok(h) => Some(h),
         Err(p) => {
@@ -115,6 +167,15 @@ fn check_dir(dir: &Path, engine: &EngineArgs) -> Result<Outcome> {
     }
     let db = match Db::open(dir, opts) {
         Ok(db) => db,
+        Err(keel::Error::Locked { pid, .. }) => bail!(
+            "{} is open in {}: keel check recovers a database before checking it, which \
+             writes to it, and Keel allows one process per database. Close it there first, or \
+             run `keel check --read-only {}` to verify the files as they stand (without \
+             replaying the redo log)",
+            dir.display(),
+            keel::io::lock::holder(pid),
+            dir.display()
+        ),
         Err(e) => {
             out.problems
                 .push(format!("cannot open (or recover) the database: {e}"));
@@ -144,6 +205,91 @@ fn check_dir(dir: &Path, engine: &EngineArgs) -> Result<Outcome> {
     Ok(out)
 }
 
+/// `--read-only`: the files as they stand, with no engine, lock or write.
+fn check_files(dir: &Path) -> Outcome {
+    let mut out = Outcome::new();
+    // How much log lies beyond the checkpoint, as `keel inspect` reads it:
+    // what recovery would replay, and so what this check cannot see.
+    out.not_replayed = Some(
+        crate::inspect::inspect(dir)
+            .ok()
+            .and_then(|i| i.redo.scan)
+            .map(|s| s.bytes_beyond_checkpoint),
+    );
+    if let Err(p) = read_header(dir) {
+        out.problems.push(p);
+        return out;
+    }
+    let disk = match OnDisk::open(dir) {
+        Ok(d) => d,
+        Err(e) => {
+            out.problems
+                .push(format!("cannot read the data files: {e}"));
+            return out;
+        }
+    };
+    let checked = check_trees(&disk, &mut out.problems);
+    out.entries = pair_up(&disk, checked, &mut out.problems);
+    out
+}
+
+/// Where the check reads the trees: the engine after recovery, or the data
+/// files as they stand (`--read-only`). Errors are the lines reported.
+trait Trees {
+    /// The catalog's check and every table's, in name order; fails at the
+    /// first tree that fails.
+    fn check_all(&self) -> std::result::Result<Vec<(String, TreeStats)>, String>;
+    /// The tables, in name order.
+    fn table_names(&self) -> std::result::Result<Vec<String>, String>;
+    /// One table's check.
+    fn check_table(&self, name: &str) -> std::result::Result<TreeStats, String>;
+    /// `keel_bench::oltp::index_vs_rows` of a bench table and its index.
+    fn index_vs_rows(&self, table: &str, index: &str) -> std::result::Result<Vec<String>, String>;
+}
+
+impl Trees for Db {
+    fn check_all(&self) -> std::result::Result<Vec<(String, TreeStats)>, String> {
+        self.check().map_err(|e| e.to_string())
+    }
+    fn table_names(&self) -> std::result::Result<Vec<String>, String> {
+        Db::table_names(self).map_err(|e| e.to_string())
+    }
+    fn check_table(&self, name: &str) -> std::result::Result<TreeStats, String> {
+        self.table(name)
+            .and_then(|t| t.check())
+            .map_err(|e| e.to_string())
+    }
+    fn index_vs_rows(&self, table: &str, index: &str) -> std::result::Result<Vec<String>, String> {
+        index_vs_rows(self, table, index).map_err(|e| e.to_string())
+    }
+}
+
+impl Trees for OnDisk {
+    fn check_all(&self) -> std::result::Result<Vec<(String, TreeStats)>, String> {
+        let catalog = self.check(self.catalog_root());
+        let mut all = vec![("<catalog>".to_string(), catalog.map_err(|e| e.to_string())?)];
+        for (name, root) in self.tables().map_err(|e| e.to_string())? {
+            let stats = self.check(root).map_err(|e| e.to_string())?;
+            all.push((name, stats));
+        }
+        Ok(all)
+    }
+    fn table_names(&self) -> std::result::Result<Vec<String>, String> {
+        let tables = self.tables().map_err(|e| e.to_string())?;
+        Ok(tables.into_iter().map(|(n, _)| n).collect())
+    }
+    fn check_table(&self, name: &str) -> std::result::Result<TreeStats, String> {
+        let tables = self.tables().map_err(|e| e.to_string())?;
+        match tables.into_iter().find(|(n, _)| n == name) {
+            Some((_, root)) => self.check(root).map_err(|e| e.to_string()),
+            None => Err(keel::Error::TableNotFound(name.to_string()).to_string()),
+        }
+    }
+    fn index_vs_rows(&self, table: &str, index: &str) -> std::result::Result<Vec<String>, String> {
+        index_vs_rows_on_disk(self, table, index).map_err(|e| e.to_string())
+    }
+}
+
 /// The header of `data-0.keel`, or the problem with it.
 fn read_header(dir: &Path) -> std::result::Result<FileHeader, String> {
     let path = dir.join(data::file_name(0));
@@ -157,8 +303,8 @@ fn read_header(dir: &Path) -> std::result::Result<FileHeader, String> {
 /// Check every tree. The whole-database check first (it also covers the
 /// catalog); if it fails, each table alone, so that every failing table is
 /// named and the others are still listed.
-fn check_trees(db: &Db, problems: &mut Vec<String>) -> Vec<(String, Option<TreeStats>)> {
-    let whole = match db.check() {
+fn check_trees(db: &dyn Trees, problems: &mut Vec<String>) -> Vec<(String, Option<TreeStats>)> {
+    let whole = match db.check_all() {
         // The first tree is the catalog, which is not a table.
         Ok(trees) => {
             return trees
@@ -179,7 +325,7 @@ fn check_trees(db: &Db, problems: &mut Vec<String>) -> Vec<(String, Option<TreeS
     let mut trees = Vec::with_capacity(names.len());
     let mut table_failed = false;
     for name in names {
-        match db.table(&name).and_then(|t| t.check()) {
+        match db.check_table(&name) {
             Ok(s) => trees.push((name, Some(s))),
             Err(e) => {
                 problems.push(format!("{name}: {e}"));
@@ -197,7 +343,7 @@ fn check_trees(db: &Db, problems: &mut Vec<String>) -> Vec<(String, Option<TreeS
 /// Order the trees for listing (each bench table followed by its index,
 /// listed as `sbtestN.k`) and check every bench table against its index.
 fn pair_up(
-    db: &Db,
+    db: &dyn Trees,
     trees: Vec<(String, Option<TreeStats>)>,
     problems: &mut Vec<String>,
 ) -> Vec<Entry> {
@@ -234,7 +380,7 @@ fn pair_up(
         };
         // A tree that failed its own check is not scanned again.
         if stats.is_some() && ix_stats.is_some() {
-            let found = match index_vs_rows(db, name, ix_name) {
+            let found = match db.index_vs_rows(name, ix_name) {
                 Ok(found) => found,
                 Err(e) => vec![format!("{name}: comparing with index {ix_name}: {e}")],
             };
@@ -257,6 +403,10 @@ fn pages(s: &TreeStats) -> usize {
 struct JsonOut<'a> {
     ok: bool,
     recovered: bool,
+    replayed_log: bool,
+    /// `--read-only` only: the redo that was not replayed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redo_beyond_checkpoint: Option<u64>,
     tables: Vec<JsonTable<'a>>,
     problems: &'a [String],
 }
@@ -274,6 +424,8 @@ fn to_json(out: &Outcome) -> JsonOut<'_> {
     JsonOut {
         ok: out.problems.is_empty(),
         recovered: out.recovered,
+        replayed_log: out.not_replayed.is_none(),
+        redo_beyond_checkpoint: out.not_replayed.flatten(),
         tables: out
             .entries
             .iter()
@@ -294,6 +446,19 @@ fn print_human(w: &mut impl Write, out: &Outcome) -> std::io::Result<()> {
     if let Some(r) = &out.recovery {
         writeln!(w, "recovered: {r}")?;
     }
+    if let Some(redo) = out.not_replayed {
+        let beyond = match redo {
+            Some(0) => "nothing lay beyond its last checkpoint when it was read".to_string(),
+            Some(n) => format!("{n} bytes lay beyond its last checkpoint when it was read"),
+            None => "it could not be read".to_string(),
+        };
+        writeln!(
+            w,
+            "read-only: the redo log was not replayed ({beyond}); the data files are checked as \
+             they stand, so pages older than the log, or being written, may show problems that \
+             are no proof of corruption"
+        )?;
+    }
     let width = out.entries.iter().map(|e| e.name.len()).max().unwrap_or(0);
     for e in &out.entries {
         match &e.stats {
@@ -313,12 +478,17 @@ fn print_human(w: &mut impl Write, out: &Outcome) -> std::io::Result<()> {
             None => writeln!(w, "{:<width$}  FAILED (see problems)", e.name)?,
         }
     }
+    let how = if out.not_replayed.is_some() {
+        " (read-only, redo log not replayed)"
+    } else {
+        ""
+    };
     if out.problems.is_empty() {
-        return writeln!(w, "check passed");
+        return writeln!(w, "check passed{how}");
     }
     writeln!(w, "problems:")?;
     for p in &out.problems {
         writeln!(w, "  {p}")?;
     }
-    writeln!(w, "check FAILED")
+    writeln!(w, "check FAILED{how}")
 }

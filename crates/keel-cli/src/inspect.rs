@@ -1,6 +1,8 @@
-//! `keel inspect DIR`: what can be read from a closed (or crashed) database
-//! directory without opening the engine — nothing is written, no recovery
-//! runs. The file headers, the checkpoint slots, the end of the redo log
+//! `keel inspect DIR`: what can be read from a database directory without
+//! opening the engine — nothing is written, no lock is taken, no recovery
+//! runs, so it works on a closed or crashed directory and beside a process
+//! that has the database open (whose files then change as they are read:
+//! the report is a moment's, and may mix two). The file headers, the checkpoint slots, the end of the redo log
 //! (how much recovery would replay), the doublewrite files and the space
 //! header, as text or as one JSON object.
 //!
@@ -29,8 +31,8 @@ use serde::Serialize;
 mod render;
 pub use render::render;
 
-/// Print the file headers, checkpoints, log end and page counts of a closed or
-/// crashed database directory, without opening it (nothing is written).
+/// Print the file headers, checkpoints, log end and page counts of a database
+/// directory, without opening it (nothing is written, no lock is taken).
 #[derive(Args, Debug, Clone)]
 pub struct InspectArgs {
     /// The database directory.

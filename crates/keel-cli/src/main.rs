@@ -46,12 +46,15 @@ enum Command {
     /// The crash loop's child process (internal).
     #[command(hide = true)]
     CrashtestChild(crashtest::ChildArgs),
-    /// Print what a closed or crashed database directory holds without opening it:
-    /// file headers, checkpoints, the log's end (redo recovery would replay), page counts.
+    /// Print what a database directory holds without opening it (closed, crashed, or open
+    /// in another process): file headers, checkpoints, the log's end (redo recovery would
+    /// replay), page counts. Reads only; takes no lock.
     Inspect(inspect::InspectArgs),
     /// Recover a database if a crash left it so, then verify every page
     /// checksum, every B+tree, and that the bench tables' `k` indexes agree
     /// with their rows; exits 1 on any problem (--json: one JSON object).
+    /// Refuses a database another process has open (recovery writes):
+    /// --read-only then checks the files as they stand, replaying no log.
     Check(check::CheckArgs),
     /// Merge the JSON files of several benchmark invocations (Keel's runs and other
     /// engines') into one HTML report, one JSON file and one summary table.

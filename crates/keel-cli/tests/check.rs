@@ -2,19 +2,32 @@
 //! `keel check` end to end: a clean bench database passes (page size read
 //! from the file header), a row missing from under its index entry, a
 //! flipped byte in a page, and a crashed directory (recovered, then clean).
+//! With two processes: a database another process has open is refused
+//! (recovery would write to it) and checked `--read-only` as it stands,
+//! writing nothing; a process killed with SIGKILL leaves a lock file that
+//! does not block the next open.
 
 mod common;
 
 use std::path::Path;
 
-use common::{keel_in, set_flags, small_options, SMALL_SETS};
-use keel::Db;
+use common::{
+    keel_cmd, keel_in, set_flags, signal_after, small_options, tiny_oltp_flags, SMALL_SETS,
+};
+use keel::{Db, Error};
 use keel_bench::oltp::{index_key, index_name, table_name, Row};
 
 /// `keel check DIR --json`, parsed; no engine option is given, so the page
 /// size (4096, not the default) must come from the data file's header.
 fn check_json(db: &Path, cwd: &Path) -> (bool, serde_json::Value) {
-    let r = keel_in(cwd, &["check", db.to_str().unwrap(), "--json"]);
+    check_json_with(db, cwd, &[])
+}
+
+/// [`check_json`] with more flags.
+fn check_json_with(db: &Path, cwd: &Path, flags: &[&str]) -> (bool, serde_json::Value) {
+    let mut args = vec!["check", db.to_str().unwrap(), "--json"];
+    args.extend(flags);
+    let r = keel_in(cwd, &args);
     let v: serde_json::Value = serde_json::from_str(&r.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", r.stdout, r.stderr));
     assert_eq!(v["ok"].as_bool().unwrap(), r.ok(), "{v:#}\n{}", r.stderr);
@@ -169,11 +182,10 @@ fn flipped_byte_in_a_page_fails_naming_page_and_file() {
     );
 }
 
-#[test]
-fn crashed_directory_is_recovered_then_passes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("db");
-    let d = Db::open(&dir, small_options(&[])).unwrap();
+/// A bench table `sbtest1` of 300 rows and its index, in a database left
+/// open in this process.
+fn open_with_rows(dir: &Path) -> Db {
+    let d = Db::open(dir, small_options(&[])).unwrap();
     let t = d.create_table("sbtest1").unwrap();
     let ix = d.create_table("sbtest1_k").unwrap();
     let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(5);
@@ -184,7 +196,14 @@ fn crashed_directory_is_recovered_then_passes() {
         tx.put(&ix, &index_key(row.k, id), &[]).unwrap();
         tx.commit().unwrap();
     }
-    d.simulate_crash();
+    d
+}
+
+#[test]
+fn crashed_directory_is_recovered_then_passes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    open_with_rows(&dir).simulate_crash();
 
     let r = keel_in(tmp.path(), &["check", dir.to_str().unwrap()]);
     assert!(r.ok(), "{r}");
@@ -204,4 +223,147 @@ fn crashed_directory_is_recovered_then_passes() {
     assert_eq!(v["recovered"], false, "{v:#}");
     assert_eq!(table_rows(&v, "sbtest1"), 300);
     assert_eq!(table_rows(&v, "sbtest1.k"), 300);
+}
+
+/// Every file of `dir` and its bytes.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_database_open_in_another_process_is_refused_and_checked_read_only_as_it_stands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let d = open_with_rows(&dir);
+    d.flush().unwrap();
+    let d_str = dir.to_str().unwrap();
+
+    // This (test) process holds the database: recovery must not run.
+    for json in [false, true] {
+        let mut args = vec!["check", d_str];
+        if json {
+            args.push("--json");
+        }
+        let r = keel_in(tmp.path(), &args);
+        assert!(!r.ok(), "{r}");
+        assert!(r.stdout.is_empty(), "{r}");
+        assert!(
+            r.stderr.contains(&format!(
+                "{d_str} is open in process {}",
+                std::process::id()
+            )) && r
+                .stderr
+                .contains(&format!("keel check --read-only {d_str}")),
+            "{}",
+            r.stderr
+        );
+    }
+
+    let (ok, v) = check_json_with(&dir, tmp.path(), &["--read-only"]);
+    assert!(ok, "{v:#}");
+    assert_eq!(v["replayed_log"], false, "{v:#}");
+    assert_eq!(v["recovered"], false, "{v:#}");
+    assert!(v["redo_beyond_checkpoint"].is_u64(), "{v:#}");
+    assert_eq!(table_rows(&v, "sbtest1"), 300);
+    assert_eq!(table_rows(&v, "sbtest1.k"), 300);
+    let r = keel_in(tmp.path(), &["check", "--read-only", d_str]);
+    assert!(r.ok(), "{r}");
+    assert!(
+        r.stdout
+            .starts_with("read-only: the redo log was not replayed")
+            && r.stdout.contains("no proof of corruption")
+            && r.stdout.contains("sbtest1.k")
+            && r.stdout
+                .contains("check passed (read-only, redo log not replayed)"),
+        "{}",
+        r.stdout
+    );
+    // Engine options make no sense without an engine.
+    let r = keel_in(
+        tmp.path(),
+        &["check", "--read-only", d_str, "--set", "page_size=4096"],
+    );
+    assert!(
+        !r.ok() && r.stderr.contains("--read-only opens no engine"),
+        "{r}"
+    );
+
+    // The holder never noticed, and still writes.
+    d.create_table("other")
+        .unwrap()
+        .put(b"after", b"x")
+        .unwrap();
+    d.close().unwrap();
+
+    // A read-only check writes nothing, not even the lock file.
+    let before = snapshot(&dir);
+    let (ok, v) = check_json_with(&dir, tmp.path(), &["--read-only"]);
+    assert!(ok, "{v:#}");
+    assert_eq!(v["redo_beyond_checkpoint"], 0, "{v:#}");
+    assert!(
+        snapshot(&dir) == before,
+        "keel check --read-only changed a file"
+    );
+
+    assert_eq!(table_rows(&v, "other"), 1);
+
+    // Closed, the database is the plain check's again.
+    let (ok, v) = check_json(&dir, tmp.path());
+    assert!(ok, "{v:#}");
+    assert_eq!(v["replayed_log"], true, "{v:#}");
+}
+
+#[test]
+fn a_process_killed_with_sigkill_leaves_a_lock_file_that_does_not_block_the_next_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let mut args = vec!["bench", "oltp", "--datadir", "db", "--report", "rep"];
+    args.extend(tiny_oltp_flags("2", "20"));
+    let run = signal_after(
+        keel_cmd().args(&args).current_dir(tmp.path()),
+        "] thds: ",
+        Some(libc::SIGKILL),
+        |_| {
+            // The bench holds the database; the lock file names it.
+            let lock = std::fs::read_to_string(dir.join("keel.lock")).unwrap();
+            let holder: u32 = lock.trim().parse().unwrap();
+            assert_ne!(holder, std::process::id());
+            let r = keel_in(tmp.path(), &["check", "db"]);
+            assert!(
+                !r.ok()
+                    && r.stderr
+                        .contains(&format!("db is open in process {holder}")),
+                "{r}"
+            );
+            // Beside it, the read-only check runs and says what it could
+            // not see (its verdict on pages being written is not asserted).
+            let r = keel_in(tmp.path(), &["check", "--read-only", "db"]);
+            assert!(
+                r.stdout
+                    .starts_with("read-only: the redo log was not replayed"),
+                "{r}"
+            );
+            match Db::open(&dir, small_options(&[])) {
+                Err(Error::Locked { pid, .. }) => assert_eq!(pid, Some(holder)),
+                Err(e) => panic!("expected Error::Locked, got {e}"),
+                Ok(_) => panic!("opened a database another process holds"),
+            }
+        },
+    );
+    assert!(!run.status.success(), "{}\n{}", run.stdout, run.stderr);
+    // The dead process's lock file is still there; it blocks nothing.
+    assert!(dir.join("keel.lock").exists());
+    let (ok, v) = check_json(&dir, tmp.path());
+    assert!(ok, "{v:#}");
+    assert_eq!(v["replayed_log"], true, "{v:#}");
+    Db::open(&dir, small_options(&[])).unwrap().close().unwrap();
 }

@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
 //! `keel inspect`: reads a closed or crashed database directory without
-//! opening the engine.
+//! opening the engine, and one another process has open (and is writing
+//! to) without disturbing it.
 
 mod common;
 
@@ -179,4 +180,36 @@ fn missing_directory_and_foreign_files_are_clear_errors() {
         "{}",
         r.stderr
     );
+}
+
+#[test]
+fn a_database_another_process_has_open_and_writes_is_inspected_beside_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = populate(&dir, 2000);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let t = db.table("t").unwrap();
+            let mut i = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                t.put(format!("live{i:06}").as_bytes(), &[9u8; 100])
+                    .unwrap();
+                i += 1;
+            }
+            i
+        })
+    };
+    // This process holds the lock and writes; inspect takes neither.
+    for _ in 0..3 {
+        let j = inspect_json(&dir);
+        assert_eq!(j["data_files"].as_array().unwrap().len(), 2, "{j:#}");
+        assert!(j["redo"]["scan"]["end_lsn"].is_u64(), "{j:#}");
+    }
+    assert!(inspect_text(&dir).contains("data-0.keel: version 1"));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(written > 0);
+    db.close().unwrap();
 }

@@ -58,12 +58,24 @@ impl Db {
 
     /// Open the database in `dir`, creating it (and the directory) if it
     /// does not exist. Options are validated first; an error names the key.
+    ///
+    /// One process per database: the open locks the directory (its file
+    /// `keel.lock`, with `flock`) before it touches any other file, and
+    /// holds the lock until [`Db::close`] has written its last page, the
+    /// last handle is dropped, or the process ends. A directory that is
+    /// open already, in another process or in this one, fails at once with
+    /// [`Error::Locked`], naming the holder's pid where known; a lock file
+    /// left behind by a process that died does not block. To look at a
+    /// database another process has open, read its files without the
+    /// engine ([`format`](mod@crate::format): `keel inspect`, `keel check
+    /// --read-only`).
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Db> {
         Self::open_with_fs(dir, opts, None)
     }
 
     /// Like [`Db::open`] but on a caller-supplied file system (tests use
-    /// this to inject faults or a device model).
+    /// this to inject faults or a device model), which also takes the
+    /// directory's lock ([`FileSystem::lock_dir`]).
     pub fn open_with_fs(
         dir: impl AsRef<Path>,
         opts: Options,
@@ -380,9 +392,11 @@ impl Db {
     /// Close the database: new writes are refused from now on (on every
     /// clone of this handle: they get [`Error::Closed`]), commits already
     /// logged finish, then the page cleaners stop, every dirty page is
-    /// written and synced and a checkpoint is taken. Reopening returns the
-    /// same data. Dropping the last handle does the same, but cannot
-    /// report errors.
+    /// written and synced and a checkpoint is taken, and the directory is
+    /// unlocked for the next open. Reopening returns the same data.
+    /// Dropping the last handle does the same, but cannot report errors.
+    /// If the close fails, or gives up on commits that would not finish,
+    /// the directory stays locked until the last handle is dropped.
     pub fn close(self) -> Result<()> {
         self.inner.shutdown()
     }
@@ -396,7 +410,8 @@ impl Db {
     }
 
     /// Stop as a crash would: the page cleaners stop, nothing more is
-    /// written, nothing is flushed. For crash tests; the handle (and every
+    /// written, nothing is flushed, and the directory is unlocked as a
+    /// dying process's lock is. For crash tests; the handle (and every
     /// clone, and every table handle) must not be used afterwards.
     #[doc(hidden)]
     pub fn simulate_crash(self) {
@@ -404,6 +419,7 @@ impl Db {
         if let Some(mut c) = self.inner.cleaners.lock().take() {
             c.stop(&self.inner.engine.wb);
         }
+        self.inner.engine.release_dir_lock();
         self.inner
             .crashed
             .store(true, std::sync::atomic::Ordering::Release);
@@ -432,7 +448,8 @@ impl Inner {
         };
         // Commits already logged need the cleaners to finish (they may wait
         // for log space): let them, for a while.
-        if !e.drain_commits(CLOSE_DRAIN_TIMEOUT) {
+        let drained = e.drain_commits(CLOSE_DRAIN_TIMEOUT);
+        if !drained {
             log::error!(
                 "closing {}: commits still applying after {CLOSE_DRAIN_TIMEOUT:?}; giving up on \
                  them (recovery will finish them at the next open)",
@@ -442,6 +459,11 @@ impl Inner {
         }
         c.stop(&e.wb);
         e.flush_and_checkpoint()?;
+        // An abandoned commit may still change pages, and a page it dirties
+        // may still be written: only the engine's drop unlocks then.
+        if drained {
+            e.release_dir_lock();
+        }
         log::info!("closed database in {}", self.dir.display());
         Ok(())
     }
@@ -644,7 +666,7 @@ fn check_name(name: &str) -> Result<()> {
 
 /// A catalog entry's value: the table's root page number. Page 0 (the space
 /// header) and the catalog's own root are never a table's root.
-fn decode_root(space: u32, name: &str, v: &[u8]) -> Result<PageId> {
+pub(crate) fn decode_root(space: u32, name: &str, v: &[u8]) -> Result<PageId> {
     let b: [u8; 4] = v.try_into().map_err(|_| {
         Error::Corruption(format!(
             "catalog entry of table `{name}` is {} bytes, expected 4",

@@ -188,6 +188,22 @@ pub enum Error {
         /// Why there is no model to change.
         reason: String,
     },
+    /// The database directory is open already: in another process, or
+    /// through another `Db::open` in this one (its lock file `keel.lock` is
+    /// locked; see `keel::io::lock`). Nothing was opened or written. A lock
+    /// left by a process that died does not cause this.
+    #[error(
+        "database directory {} is in use: {} has it open, and Keel allows one open \
+         database per directory (one process, one Db::open); close it there first",
+        dir.display(),
+        crate::io::lock::holder(*pid)
+    )]
+    Locked {
+        /// The database directory.
+        dir: PathBuf,
+        /// The process holding it, where the lock file names it.
+        pid: Option<u32>,
+    },
     /// The database is closing (or closed): no new writes are taken.
     #[error("the database is closing: no new writes are accepted")]
     Closed,

@@ -1,12 +1,15 @@
 //! The on-disk format, read-only: everything a tool needs to read a closed
 //! (or crashed) database directory without opening the engine, as the
 //! engine's own types. `keel inspect` and `keel check` read the files
-//! through this module and nothing else.
+//! through this module and nothing else. Nothing here takes the
+//! directory's lock, so a tool may also read a database another process
+//! has open (what it then sees is a moving target: see [`tree`]).
 //!
 //! Every decoder here accepts any bytes and returns what is wrong with them
 //! instead of panicking; a header that decodes has a geometry that can be
 //! used for arithmetic (no zero page size, no file index past the file
-//! count). Nothing here writes. Byte layouts: `docs/format.md`.
+//! count). Nothing here writes: [`tree`], the one part that opens files,
+//! opens them read-only. Byte layouts: `docs/format.md`.
 
 /// Pages: the common header every page carries, and its verification.
 /// `get_u32` and `get_u64` panic past the end of their buffer: they are for
@@ -48,6 +51,8 @@ pub mod doublewrite {
         area_header_len, file_name, AreaHeader, Entry, FileHeader,
     };
 }
+
+pub mod tree;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]

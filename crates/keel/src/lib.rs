@@ -68,9 +68,14 @@
 //! writes stay), and with the errors of any write otherwise (for example
 //! [`Error::KeyTooLarge`]). Every page is redo-logged like any change.
 //!
+//! A database is open in one process at a time, and once in it:
+//! [`Db::open`] locks the directory, and a second open fails at once with
+//! [`Error::Locked`] (a crashed process's lock goes with it).
+//!
 //! Besides that: [`io`], the device layer `keel iobench` measures, and
 //! [`format`](mod@format), a read-only view of the files for tools such as `keel
-//! inspect` and `keel check`.
+//! inspect` and `keel check` (which read a database another process has
+//! open without its lock: [`format::tree`]).
 //!
 //! Underneath, from the bottom up (each layer knows only those below it):
 //! `io` (devices), `page` (page format, LSNs, sealed headers), `space`

@@ -64,4 +64,4 @@ pub use showdown::{
 };
 pub use status::{status_report, status_text, StatusInput};
 pub use summary::{LatencyMs, Summary};
-pub use verify::{index_vs_rows, index_vs_rows_in};
+pub use verify::{index_vs_rows, index_vs_rows_in, index_vs_rows_on_disk};

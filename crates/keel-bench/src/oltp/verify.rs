@@ -1,12 +1,86 @@
 //! The check that a sysbench table and its `k` index agree, entry for
 //! entry, in any engine: `keel check` runs it on every `sbtestN` of a
 //! directory, and the workload's tests after every run. It reads in
-//! read-only transactions and waits for nothing but the engine's reads.
+//! read-only transactions and waits for nothing but the engine's reads;
+//! `keel check --read-only` runs it on Keel's files as they stand, with no
+//! engine ([`index_vs_rows_on_disk`]).
 
+use keel::format::page::PageId;
+use keel::format::tree::OnDisk;
 use keel::Db;
 
 use super::engine::{Database, DbError, KeelDatabase, Session, Span, TreeId};
 use super::rows::{index_key, primary_key, Row};
+
+/// One of the two trees compared.
+#[derive(Clone, Copy)]
+enum Which {
+    Table,
+    Index,
+}
+
+/// What the comparison reads: either tree in key order, and rows by key.
+trait Trees {
+    /// Visit every entry of `which`, in key order.
+    fn scan(&mut self, which: Which, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), DbError>;
+    /// The table's rows at `keys`.
+    fn rows(&mut self, keys: &[[u8; 8]]) -> Result<Vec<Option<Vec<u8>>>, DbError>;
+}
+
+/// The trees through an engine's session, in read-only transactions.
+struct InSession<'s> {
+    s: &'s mut dyn Session,
+    table: TreeId,
+    index: TreeId,
+}
+
+impl Trees for InSession<'_> {
+    fn scan(&mut self, which: Which, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), DbError> {
+        let tree = match which {
+            Which::Table => self.table,
+            Which::Index => self.index,
+        };
+        let mut tx = self.s.begin(false)?;
+        tx.range(tree, Span::ALL, visit)?;
+        tx.commit()
+    }
+
+    fn rows(&mut self, keys: &[[u8; 8]]) -> Result<Vec<Option<Vec<u8>>>, DbError> {
+        let mut tx = self.s.begin(false)?;
+        let rows = keys
+            .iter()
+            .map(|k| tx.get(self.table, k))
+            .collect::<Result<_, _>>()?;
+        tx.commit()?;
+        Ok(rows)
+    }
+}
+
+/// Keel's trees as the data files hold them (each scan also checks its tree).
+struct Files<'d> {
+    disk: &'d OnDisk,
+    table: PageId,
+    index: PageId,
+}
+
+impl Trees for Files<'_> {
+    fn scan(&mut self, which: Which, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), DbError> {
+        let root = match which {
+            Which::Table => self.table,
+            Which::Index => self.index,
+        };
+        self.disk.scan(root, visit)?;
+        Ok(())
+    }
+
+    fn rows(&mut self, keys: &[[u8; 8]]) -> Result<Vec<Option<Vec<u8>>>, DbError> {
+        let rows = keys
+            .iter()
+            .map(|k| self.disk.get(self.table, k))
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+}
 
 /// Mismatches shown by id in one problem line; the rest are counted.
 const SHOW: usize = 5;
@@ -40,10 +114,44 @@ pub fn index_vs_rows_in(
     };
     let (t, ix) = (open(table)?, open(index)?);
     let mut session = db.session()?;
-    let s = &mut *session;
-    let (expected, undecodable) = expected_entries(s, t)?;
-    let merged = merge(s, ix, &expected)?;
-    let strays = explain_strays(s, t, &merged)?;
+    let mut trees = InSession {
+        s: &mut *session,
+        table: t,
+        index: ix,
+    };
+    compare(&mut trees, table, index)
+}
+
+/// [`index_vs_rows`] on Keel's data files as they stand, read by `disk`
+/// with no engine: no lock, no recovery (see `keel::format::tree` for what
+/// that cannot see). The scans check both trees as `OnDisk::check` does;
+/// an `Err` is a table missing from the catalog or a page that failed.
+pub fn index_vs_rows_on_disk(
+    disk: &OnDisk,
+    table: &str,
+    index: &str,
+) -> Result<Vec<String>, DbError> {
+    let tables = disk.tables()?;
+    let root = |name: &str| {
+        tables
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, root)| *root)
+            .ok_or_else(|| DbError::Keel(keel::Error::TableNotFound(name.to_string())))
+    };
+    let mut trees = Files {
+        disk,
+        table: root(table)?,
+        index: root(index)?,
+    };
+    compare(&mut trees, table, index)
+}
+
+/// Scan, merge and describe: the body of both checks.
+fn compare(trees: &mut dyn Trees, table: &str, index: &str) -> Result<Vec<String>, DbError> {
+    let (expected, undecodable) = expected_entries(trees)?;
+    let merged = merge(trees, &expected)?;
+    let strays = explain_strays(trees, &merged)?;
 
     let mut problems = Vec::new();
     undecodable.report(&mut problems, |n| {
@@ -74,23 +182,12 @@ pub fn index_vs_rows_in(
     Ok(problems)
 }
 
-/// Visit every entry of `tree` in one read-only transaction.
-fn scan(
-    s: &mut dyn Session,
-    tree: TreeId,
-    visit: &mut dyn FnMut(&[u8], &[u8]),
-) -> Result<(), DbError> {
-    let mut tx = s.begin(false)?;
-    tx.range(tree, Span::ALL, visit)?;
-    tx.commit()
-}
-
-/// The index entries the rows of `t` call for, sorted, and the rows that
+/// The index entries the table's rows call for, sorted, and the rows that
 /// cannot be decoded.
-fn expected_entries(s: &mut dyn Session, t: TreeId) -> Result<(Vec<[u8; 12]>, Samples), DbError> {
+fn expected_entries(trees: &mut dyn Trees) -> Result<(Vec<[u8; 12]>, Samples), DbError> {
     let mut undecodable = Samples::default();
     let mut expected: Vec<[u8; 12]> = Vec::new();
-    scan(s, t, &mut |key, value| {
+    trees.scan(Which::Table, &mut |key, value| {
         let Ok(id) = <[u8; 8]>::try_from(key).map(u64::from_be_bytes) else {
             undecodable.add(|| format!("key {key:02x?} is {} bytes, not 8", key.len()));
             return;
@@ -114,11 +211,11 @@ struct Merged {
     stray_count: usize,
 }
 
-/// One scan of `ix`, merged with `expected` (sorted).
-fn merge(s: &mut dyn Session, ix: TreeId, expected: &[[u8; 12]]) -> Result<Merged, DbError> {
+/// One scan of the index, merged with `expected` (sorted).
+fn merge(trees: &mut dyn Trees, expected: &[[u8; 12]]) -> Result<Merged, DbError> {
     let mut m = Merged::default();
     let mut exp = expected.iter().peekable();
-    scan(s, ix, &mut |key, value| {
+    trees.scan(Which::Index, &mut |key, value| {
         let Ok(key12) = <[u8; 12]>::try_from(key) else {
             m.malformed
                 .add(|| format!("key {key:02x?} is {} bytes, not 12", key.len()));
@@ -145,12 +242,13 @@ fn merge(s: &mut dyn Session, ix: TreeId, expected: &[[u8; 12]]) -> Result<Merge
     Ok(m)
 }
 
-/// The stray entries, each shown with what its id points at in `t`.
-fn explain_strays(s: &mut dyn Session, t: TreeId, m: &Merged) -> Result<Samples, DbError> {
+/// The stray entries, each shown with what its id points at in the table.
+fn explain_strays(trees: &mut dyn Trees, m: &Merged) -> Result<Samples, DbError> {
     let mut strays = Samples::default();
-    let mut tx = s.begin(false)?;
-    for &(k, id) in &m.stray {
-        let why = match tx.get(t, &primary_key(id))? {
+    let keys: Vec<[u8; 8]> = m.stray.iter().map(|&(_, id)| primary_key(id)).collect();
+    let rows = trees.rows(&keys)?;
+    for (&(k, id), row) in m.stray.iter().zip(rows) {
+        let why = match row {
             None => format!("no row with id {id}"),
             Some(v) => match Row::decode(&v) {
                 Some(row) => format!("row id {id} has k {}", row.k),
@@ -159,7 +257,6 @@ fn explain_strays(s: &mut dyn Session, t: TreeId, m: &Merged) -> Result<Samples,
         };
         strays.add(|| format!("(k {k}, id {id}): {why}"));
     }
-    tx.commit()?;
     strays.count = m.stray_count;
     Ok(strays)
 }
@@ -223,7 +320,7 @@ mod tests {
     use rand::SeedableRng;
 
     #[test]
-    fn agreeing_trees_pass_and_each_kind_of_mismatch_is_one_line() {
+    fn agreeing_trees_pass_and_each_kind_of_mismatch_is_one_line_in_the_engine_and_the_files() {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path(), small_options()).unwrap();
         let t = db.create_table("sbtest1").unwrap();
@@ -260,6 +357,18 @@ mod tests {
             "sbtest1: 1 entry of index sbtest1_k points to no row with that k: \
              (k 1, id 8): no row with id 8"
         );
+        drop((t, ix));
         db.close().unwrap();
+
+        // The files, read without the engine, give the same answers.
+        let disk = OnDisk::open(dir.path()).unwrap();
+        assert_eq!(
+            index_vs_rows_on_disk(&disk, "sbtest1", "sbtest1_k").unwrap(),
+            p
+        );
+        assert!(matches!(
+            index_vs_rows_on_disk(&disk, "sbtest1", "sbtest9_k"),
+            Err(DbError::Keel(keel::Error::TableNotFound(n))) if n == "sbtest9_k"
+        ));
     }
 }

@@ -1,6 +1,10 @@
-//! Full invariant check of a tree, with statistics.
+//! Full invariant check of a tree, with statistics, over any source of
+//! pages ([`Pages`]): the buffer pool of a running engine, or the data
+//! files as they stand (`format::tree`, for tools that must not open the
+//! engine).
 
 use std::collections::HashSet;
+use std::ops::Deref;
 
 use super::descend::expect_node;
 use super::node::{self, NodeRef};
@@ -9,6 +13,32 @@ use crate::buffer::PageRead;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::page::PageId;
+
+/// Where a check reads a tree's pages from. A page stays readable (and,
+/// in the pool, share-latched) while its value lives.
+pub(crate) trait Pages {
+    /// A page image.
+    type Page<'a>: Deref<Target = [u8]>
+    where
+        Self: 'a;
+    /// Page `id`, verified as a read from disk is (checksum, identity).
+    fn page(&self, id: PageId) -> Result<Self::Page<'_>>;
+    /// Bytes per page.
+    fn page_size(&self) -> usize;
+}
+
+impl Pages for Engine {
+    type Page<'a> = PageRead<'a>;
+    fn page(&self, id: PageId) -> Result<PageRead<'_>> {
+        self.pool.read(id)
+    }
+    fn page_size(&self) -> usize {
+        Engine::page_size(self)
+    }
+}
+
+/// Called with every leaf entry, in key order.
+pub(crate) type Visit<'v> = &'v mut dyn FnMut(&[u8], &[u8]);
 
 /// Shape and content of a tree, as measured by a full check.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -35,12 +65,13 @@ struct Bounds<'k> {
     hi: Option<&'k [u8]>,
 }
 
-struct Walk<'e> {
-    e: &'e Engine,
+struct Walk<'p, 'v, P: Pages> {
+    pages: &'p P,
     space: u32,
     seen: HashSet<u32>,
     stats: TreeStats,
     used_bytes: u64,
+    visit: Option<Visit<'v>>,
 }
 
 impl BTree {
@@ -50,30 +81,41 @@ impl BTree {
     /// page reachable twice. Holds shared latches along the current path,
     /// so it sees a consistent tree while writers run.
     pub fn check(&self, e: &Engine) -> Result<TreeStats> {
-        let root = e.pool.read(self.root)?;
-        expect_node(&root, self.root, None)?;
-        let height = NodeRef::new(&root).level() as usize + 1;
-        let mut w = Walk {
-            e,
-            space: self.root.space,
-            seen: HashSet::new(),
-            stats: TreeStats::default(),
-            used_bytes: 0,
-        };
-        w.seen.insert(self.root.page_no);
-        w.node(root, Bounds { lo: None, hi: None })?;
-        let pages = w.stats.leaf_pages + w.stats.internal_pages;
-        w.stats.height = height;
-        w.stats.fill = w.used_bytes as f64 / (pages * node::usable_bytes(e.page_size())) as f64;
-        Ok(w.stats)
+        check_tree(e, self.root, None)
     }
 }
 
-impl Walk<'_> {
-    fn node(&mut self, page: PageRead<'_>, b: Bounds<'_>) -> Result<()> {
+/// [`BTree::check`] of the tree rooted at `root` over `pages`, calling
+/// `visit` (if any) with every entry, in key order, as the walk passes it.
+pub(crate) fn check_tree<P: Pages>(
+    pages: &P,
+    root: PageId,
+    visit: Option<Visit<'_>>,
+) -> Result<TreeStats> {
+    let root_page = pages.page(root)?;
+    expect_node(&root_page, root, None)?;
+    let height = NodeRef::new(&root_page).level() as usize + 1;
+    let mut w = Walk {
+        pages,
+        space: root.space,
+        seen: HashSet::new(),
+        stats: TreeStats::default(),
+        used_bytes: 0,
+        visit,
+    };
+    w.seen.insert(root.page_no);
+    w.node(root_page, root, Bounds { lo: None, hi: None })?;
+    let n_pages = w.stats.leaf_pages + w.stats.internal_pages;
+    w.stats.height = height;
+    w.stats.fill = w.used_bytes as f64 / (n_pages * node::usable_bytes(pages.page_size())) as f64;
+    Ok(w.stats)
+}
+
+impl<'p, P: Pages> Walk<'p, '_, P> {
+    fn node(&mut self, page: P::Page<'p>, id: PageId, b: Bounds<'_>) -> Result<()> {
         node::check(&page)?;
         let n = NodeRef::new(&page);
-        check_bounds(page.id(), n, &b)?;
+        check_bounds(id, n, &b)?;
         self.used_bytes += n.used_bytes() as u64;
         if n.is_leaf() {
             self.stats.leaf_pages += 1;
@@ -81,6 +123,9 @@ impl Walk<'_> {
             for i in 0..n.n_cells() {
                 self.stats.key_bytes += n.key(i).len() as u64;
                 self.stats.value_bytes += n.value(i).len() as u64;
+                if let Some(visit) = self.visit.as_mut() {
+                    visit(n.key(i), n.value(i));
+                }
             }
             return Ok(());
         }
@@ -89,20 +134,19 @@ impl Walk<'_> {
             let no = n.child(pos);
             if !self.seen.insert(no) {
                 return Err(Error::Corruption(format!(
-                    "b-tree page {}: child page {no} at position {pos} is reachable twice",
-                    page.id()
+                    "b-tree page {id}: child page {no} at position {pos} is reachable twice"
                 )));
             }
-            let id = PageId::new(self.space, no);
-            let child = self.e.pool.read(id)?;
-            expect_node(&child, id, Some(n.level() - 1))?;
+            let child_id = PageId::new(self.space, no);
+            let child = self.pages.page(child_id)?;
+            expect_node(&child, child_id, Some(n.level() - 1))?;
             let lo = if pos == 0 { b.lo } else { Some(n.key(pos - 1)) };
             let hi = if pos == n.n_cells() {
                 b.hi
             } else {
                 Some(n.key(pos))
             };
-            self.node(child, Bounds { lo, hi })?;
+            self.node(child, child_id, Bounds { lo, hi })?;
         }
         Ok(())
     }

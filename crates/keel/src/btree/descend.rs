@@ -14,7 +14,7 @@ use crate::page::{page_id, page_type, PageId, PageType};
 /// level as the parent promised, header fields in range. The full node check
 /// is `node::check`; this one keeps every access of the descent in bounds of
 /// the header and slot array.
-pub(super) fn expect_node(b: &[u8], id: PageId, level: Option<u8>) -> Result<()> {
+pub(crate) fn expect_node(b: &[u8], id: PageId, level: Option<u8>) -> Result<()> {
     let r = NodeRef::new(b);
     let want = if r.is_leaf() {
         PageType::BtreeLeaf

@@ -60,7 +60,9 @@ mod tests;
 use std::ops::Bound;
 
 pub use check::TreeStats;
+pub(crate) use check::{check_tree, Pages};
 pub use cursor::Cursor;
+pub(crate) use descend::expect_node;
 
 use node::{NodeMut, NodeRef};
 

@@ -11,7 +11,6 @@ use crate::page::PageId;
 
 /// A page under its shared latch.
 pub struct PageRead<'a> {
-    id: PageId,
     frame: &'a Frame,
     guard: Option<RwLockReadGuard<'a, AlignedBuf>>,
 }
@@ -28,17 +27,11 @@ pub struct PageWrite<'a> {
 }
 
 impl<'a> PageRead<'a> {
-    pub(crate) fn new(id: PageId, frame: &'a Frame, g: RwLockReadGuard<'a, AlignedBuf>) -> Self {
+    pub(crate) fn new(frame: &'a Frame, g: RwLockReadGuard<'a, AlignedBuf>) -> Self {
         PageRead {
-            id,
             frame,
             guard: Some(g),
         }
-    }
-
-    /// The page's identity.
-    pub fn id(&self) -> PageId {
-        self.id
     }
 }
 

@@ -116,7 +116,6 @@ impl BufferPool {
             match self.lookup_or_load(inst_no, id, false)? {
                 Fetched::Loaded(fid, g) => {
                     return Ok(PageRead::new(
-                        id,
                         &inst.frames[fid as usize],
                         parking_lot::RwLockWriteGuard::downgrade(g),
                     ))
@@ -129,7 +128,7 @@ impl BufferPool {
                         continue;
                     }
                     self.touch(inst, fid);
-                    return Ok(PageRead::new(id, frame, g));
+                    return Ok(PageRead::new(frame, g));
                 }
             }
         }

@@ -7,6 +7,13 @@
 //!   "applied" marker;
 //! - this file: opening the files and wiring the parts, checkpoints, the
 //!   page cleaners' view of the engine, shutdown.
+//!
+//! One process per database: [`Engine::open`] locks the directory
+//! (`io::lock`) before it opens or creates any other file, and fails at
+//! once with `Error::Locked` if someone holds the lock. The engine keeps
+//! the lock until [`Engine::release_dir_lock`] (after the last write of a
+//! close, or when a simulated crash has stopped every writer) or until it
+//! is dropped; a failed open drops it on the way out.
 
 pub(crate) mod admission;
 pub(crate) mod commit;
@@ -25,7 +32,8 @@ use crate::flush::doublewrite::{Doublewrite, Geometry};
 use crate::flush::policy::WriterLimit;
 use crate::flush::{Wal, WriteBack, WriteConfig};
 use crate::io::{
-    FileSystem, FlushMethod, OsFileSystem, SetSpecError, ThrottleSpec, ThrottledFileSystem,
+    DirLock, FileSystem, FlushMethod, LockError, OsFileSystem, SetSpecError, ThrottleSpec,
+    ThrottledFileSystem, LOCK_FILE,
 };
 use crate::metrics::Metrics;
 use crate::page::Lsn;
@@ -72,6 +80,9 @@ pub(crate) struct Engine {
     pub(crate) failpoints: crate::failpoint::Points,
     /// The model the data files go through, for `Db::set_device`.
     device: DeviceModel,
+    /// The directory's lock (see the module doc). Last, so that a drop
+    /// releases it after everything that could write has gone.
+    dir_lock: parking_lot::Mutex<Option<DirLock>>,
 }
 
 /// The file systems an engine opens its files on.
@@ -139,6 +150,7 @@ impl Engine {
             },
             None => default_fs(&opts)?,
         };
+        let dir_lock = lock_dir(&*data_fs, dir)?;
         let metrics = Arc::new(Metrics::default());
         let created = !data_fs.exists(&dir.join(crate::space::data_file_name(0)));
         let (space, log) = if created {
@@ -232,6 +244,7 @@ impl Engine {
             failpoints: Default::default(),
             started: Instant::now(),
             device,
+            dir_lock: parking_lot::Mutex::new(Some(dir_lock)),
         };
         let m = &engine.metrics;
         Metrics::set(&m.log_max_modified_age_async, engine.max_modified_age_async);
@@ -408,6 +421,13 @@ impl Engine {
         Ok(())
     }
 
+    /// Unlock the directory, so that another process (or another open in
+    /// this one) may open it: once nothing of this engine writes to its
+    /// files any more. A second call does nothing.
+    pub fn release_dir_lock(&self) {
+        drop(self.dir_lock.lock().take());
+    }
+
     /// Wait, up to `timeout`, until no commit is being applied (closing
     /// lets commits already logged finish while the cleaners still run).
     pub fn drain_commits(&self, timeout: Duration) -> bool {
@@ -420,6 +440,17 @@ impl Engine {
         }
         true
     }
+}
+
+/// Lock `dir` for this process (see the module doc).
+fn lock_dir(fs: &dyn FileSystem, dir: &Path) -> Result<DirLock> {
+    fs.lock_dir(dir).map_err(|e| match e {
+        LockError::Held { pid } => Error::Locked {
+            dir: dir.to_path_buf(),
+            pid,
+        },
+        LockError::Io(e) => Error::io(dir.join(LOCK_FILE), "lock", e),
+    })
 }
 
 /// Open (or create) the doublewrite files and, after a crash, repair torn

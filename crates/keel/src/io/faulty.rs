@@ -15,6 +15,10 @@
 //! claims. A test therefore crashes the file system, drops (or leaks) the
 //! engine, and reopens the database with the same `FaultyFs`.
 //!
+//! Directories are locked in memory ([`MemLocks`]): one open per database
+//! directory, as on real files; a crash forgets every lock, as the
+//! processes that held them die with the power.
+//!
 //! Simplifications, each chosen because the engine does not depend on the
 //! difference:
 //! - `set_len` applies at once and is durable (a real file system needs a
@@ -87,7 +91,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::{Device, FileSystem, OpenMode};
+use super::{Device, DirLock, FileSystem, LockError, MemLocks, OpenMode};
 
 mod device;
 mod failpoint;
@@ -258,6 +262,8 @@ struct Shared {
     failpoints: Failpoints,
     /// Every crash so far, in order.
     crashes: Mutex<Vec<CrashReport>>,
+    /// Locked database directories.
+    locks: MemLocks,
 }
 
 /// The last write before power fails: applied as pending to its file under
@@ -302,6 +308,7 @@ impl Shared {
             state.crash(mode, &mut rng, &mut report);
         }
         self.crashes.lock().push(report);
+        self.locks.release_all();
         report
     }
 }
@@ -458,13 +465,13 @@ impl FileSystem for FaultyFs {
                     format!("{} exists already", path.display()),
                 ))
             }
-            (None, OpenMode::Existing) => {
+            (None, OpenMode::Existing | OpenMode::ReadOnly) => {
                 return Err(io::Error::new(
                     io::ErrorKind::NotFound,
                     format!("{} does not exist", path.display()),
                 ))
             }
-            (Some(file), OpenMode::Existing) => Arc::clone(file),
+            (Some(file), OpenMode::Existing | OpenMode::ReadOnly) => Arc::clone(file),
             (None, OpenMode::CreateNew) => {
                 let file = Arc::new(Mutex::new(FileState::default()));
                 files.insert(path.to_owned(), Arc::clone(&file));
@@ -476,11 +483,16 @@ impl FileSystem for FaultyFs {
             path: path.to_owned(),
             file,
             epoch,
+            read_only: mode == OpenMode::ReadOnly,
             shared: Arc::clone(&self.shared),
         }))
     }
 
     fn exists(&self, path: &Path) -> bool {
         FaultyFs::exists(self, path)
+    }
+
+    fn lock_dir(&self, dir: &Path) -> Result<DirLock, LockError> {
+        self.shared.locks.lock(dir)
     }
 }

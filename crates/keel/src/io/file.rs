@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use super::{AlignedBuf, Device, FileSystem, OpenMode, IO_ALIGN};
+use super::{AlignedBuf, Device, DirLock, FileSystem, LockError, OpenMode, IO_ALIGN};
 
 const ALIGN_U64: u64 = IO_ALIGN as u64;
 
@@ -140,13 +140,16 @@ impl OsFileSystem {
         open_direct: impl FnOnce(&Path) -> io::Result<File>,
     ) -> io::Result<OsFile> {
         let (file, method) = match self.method {
+            // Nothing is written through it, so there is nothing to sync,
+            // and a plain open reads any file system.
+            _ if mode == OpenMode::ReadOnly => (open_raw(path, mode, 0)?, FlushMethod::NoSync),
             FlushMethod::ODirect => {
                 // Create the file without O_DIRECT first: on a file system that
                 // refuses O_DIRECT, open(O_CREAT|O_DIRECT) may create the file
                 // and then fail, leaving a retry with create_new to fail too.
                 let plain = match mode {
                     OpenMode::CreateNew => Some(open_raw(path, mode, 0)?),
-                    OpenMode::Existing => None,
+                    OpenMode::Existing | OpenMode::ReadOnly => None,
                 };
                 match open_direct(path) {
                     Ok(file) => (file, FlushMethod::ODirect),
@@ -192,11 +195,18 @@ impl FileSystem for OsFileSystem {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn Device>> {
         Ok(Arc::new(self.open_file(path, mode)?))
     }
+
+    fn lock_dir(&self, dir: &Path) -> Result<DirLock, LockError> {
+        super::lock::lock_os(dir)
+    }
 }
 
 fn open_raw(path: &Path, mode: OpenMode, flags: libc::c_int) -> io::Result<File> {
     let mut options = OpenOptions::new();
-    options.read(true).write(true).custom_flags(flags);
+    options
+        .read(true)
+        .write(mode != OpenMode::ReadOnly)
+        .custom_flags(flags);
     if mode == OpenMode::CreateNew {
         options.create_new(true);
     }

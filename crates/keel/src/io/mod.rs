@@ -1,7 +1,8 @@
 //! All I/O goes through this module: nothing else in the engine calls the OS.
 //!
 //! A [`Device`] is one open file: positional read, positional write, sync,
-//! length. A [`FileSystem`] opens devices. Real files ([`file::OsFileSystem`]),
+//! length. A [`FileSystem`] opens devices and locks database directories
+//! ([`lock`]: one process per database). Real files ([`file::OsFileSystem`]),
 //! the throttled model of a slower disk ([`throttle::ThrottledFileSystem`]) and,
 //! for tests, the faulty device are implementations of these traits, so they
 //! can be stacked. The faulty device is compiled for the crate's own tests
@@ -16,12 +17,14 @@ pub mod aligned;
 #[cfg(any(test, feature = "test-util"))]
 pub mod faulty;
 pub mod file;
+pub mod lock;
 pub mod throttle;
 
 pub use aligned::AlignedBuf;
 #[cfg(any(test, feature = "test-util"))]
 pub use faulty::FaultyFs;
 pub use file::{FlushMethod, OsFileSystem};
+pub use lock::{DirLock, LockError, MemLocks, LOCK_FILE};
 pub use throttle::{SetSpecError, ThrottleSpec, ThrottledFileSystem};
 
 /// Alignment of every buffer handed to a device (O_DIRECT needs the logical
@@ -63,6 +66,10 @@ pub enum OpenMode {
     Existing,
     /// The file must not exist; it is created.
     CreateNew,
+    /// The file must exist; it is opened for reading only, and every
+    /// write, size change or allocation through the device fails. For the
+    /// tools that read a database another process may have open.
+    ReadOnly,
 }
 
 /// Opens devices.
@@ -74,4 +81,10 @@ pub trait FileSystem: Send + Sync {
     fn exists(&self, path: &Path) -> bool {
         path.exists()
     }
+    /// Take the exclusive lock on the database directory `dir` (which
+    /// exists), without waiting: [`LockError::Held`] if another process,
+    /// or another open in this one, holds it. Held until the returned
+    /// [`DirLock`] is dropped, or the process ends. See [`lock`] for the
+    /// protocol.
+    fn lock_dir(&self, dir: &Path) -> Result<DirLock, LockError>;
 }

@@ -178,6 +178,10 @@ impl FileSystem for ThrottledFileSystem {
     fn exists(&self, path: &Path) -> bool {
         self.inner.exists(path)
     }
+
+    fn lock_dir(&self, dir: &Path) -> Result<super::DirLock, super::LockError> {
+        self.inner.lock_dir(dir)
+    }
 }
 
 /// One file on the throttled disk.

@@ -1084,7 +1084,7 @@ mod tests {
             Err(Error::UnwrittenPage { .. })
         ));
         assert!(!pool.contains(far));
-        assert_eq!(pool.read(root).unwrap().id(), root);
+        assert_eq!(crate::page::page_id(&pool.read(root).unwrap()), root);
     }
 
     #[test]

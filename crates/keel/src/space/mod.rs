@@ -162,6 +162,41 @@ impl Tablespace {
         n_files: usize,
         metrics: Arc<Metrics>,
     ) -> Result<Tablespace> {
+        Self::open_in(fs, dir, page_size, n_files, OpenMode::Existing, metrics)
+    }
+
+    /// Open the files of an existing space for reading only, with the page
+    /// size and file count its first file's header gives: for tools that
+    /// read a database without the engine (`format::tree`). Every write
+    /// through it fails.
+    pub fn open_read_only(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        metrics: Arc<Metrics>,
+    ) -> Result<Tablespace> {
+        let path = dir.join(data_file_name(0));
+        if !fs.exists(&path) {
+            return Err(Error::BadFile {
+                path,
+                reason: "missing".into(),
+            });
+        }
+        let dev = fs
+            .open(&path, OpenMode::ReadOnly)
+            .map_err(|e| Error::io(&path, "open", e))?;
+        let h = read_header(&*dev, &path)?;
+        let (page_size, n_files) = (h.page_size as usize, h.n_files as usize);
+        Self::open_in(fs, dir, page_size, n_files, OpenMode::ReadOnly, metrics)
+    }
+
+    fn open_in(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        page_size: usize,
+        n_files: usize,
+        mode: OpenMode,
+        metrics: Arc<Metrics>,
+    ) -> Result<Tablespace> {
         let mut files = Vec::new();
         let mut first: Option<FileHeader> = None;
         for i in 0.. {
@@ -170,7 +205,7 @@ impl Tablespace {
                 break;
             }
             let dev = fs
-                .open(&path, OpenMode::Existing)
+                .open(&path, mode)
                 .map_err(|e| Error::io(&path, "open", e))?;
             let h = read_header(&*dev, &path)?;
             let bad = |reason: String| Error::BadFile {

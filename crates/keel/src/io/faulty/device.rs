@@ -21,6 +21,8 @@ pub(super) struct FaultyDevice {
     pub(super) file: Arc<Mutex<FileState>>,
     /// The file's epoch when opened: a crash since then kills this handle.
     pub(super) epoch: u64,
+    /// Opened with `OpenMode::ReadOnly`: writes and size changes fail.
+    pub(super) read_only: bool,
     pub(super) shared: Arc<Shared>,
 }
 
@@ -32,6 +34,14 @@ impl FaultyDevice {
             return Err(self.lost_power("handle opened before a simulated crash"));
         }
         Ok(state)
+    }
+
+    /// EBADF, as the OS answers a write through a read-only descriptor.
+    fn refuse_if_read_only(&self) -> io::Result<()> {
+        if self.read_only {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        Ok(())
     }
 
     fn lost_power(&self, why: &str) -> io::Error {
@@ -97,6 +107,7 @@ impl Device for FaultyDevice {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.refuse_if_read_only()?;
         let mut state = self.enter(Op::Write, Some((offset, buf)))?;
         if buf.is_empty() {
             return Ok(());
@@ -120,6 +131,7 @@ impl Device for FaultyDevice {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        self.refuse_if_read_only()?;
         let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         self.enter(Op::SetLen, None)?.set_len(len);
         Ok(())

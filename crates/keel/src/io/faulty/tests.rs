@@ -27,6 +27,20 @@ fn read_all(dev: &dyn Device) -> Vec<u8> {
 }
 
 #[test]
+fn a_read_only_handle_reads_and_refuses_every_change() {
+    let fs = FaultyFs::new();
+    create(&fs, "data-0.keel").write_at(&[1; 100], 0).unwrap();
+    let ro = fs.open(&path("data-0.keel"), OpenMode::ReadOnly).unwrap();
+    assert_eq!(read_all(&*ro), vec![1; 100]);
+    let ebadf = |r: io::Result<()>| r.unwrap_err().raw_os_error() == Some(libc::EBADF);
+    assert!(ebadf(ro.write_at(&[2; 10], 0)));
+    assert!(ebadf(ro.set_len(10)));
+    assert!(ebadf(ro.allocate(4096)));
+    assert_eq!(read_all(&*reopen(&fs, "data-0.keel")), vec![1; 100]);
+    assert!(fs.open(&path("data-9.keel"), OpenMode::ReadOnly).is_err());
+}
+
+#[test]
 fn crash_drops_unsynced_writes() {
     let fs = FaultyFs::new();
     let dev = create(&fs, "data-0.keel");
@@ -609,7 +623,10 @@ fn a_killed_process_leaves_its_unsynced_writes_readable_and_not_durable() {
     dev.sync().unwrap();
     dev.write_at(&[2; 10], 10).unwrap();
     fs.kill_process();
-    assert!(dev.read_at(&mut [0u8; 1], 0).is_err(), "the dead process's handle");
+    assert!(
+        dev.read_at(&mut [0u8; 1], 0).is_err(),
+        "the dead process's handle"
+    );
     assert!(fs.crash_reports().is_empty(), "not a crash");
     // The next process reads what was written, synced or not ...
     let dev = reopen(&fs, "redo-0.keel");
@@ -641,7 +658,11 @@ fn lose_oldest_keeps_every_pending_write_but_each_files_first() {
     let mut want = vec![0u8; 4];
     want.extend([2u8; 4]);
     want.extend([3u8; 4]);
-    assert_eq!(read_all(&*reopen(&fs, "a")), want, "a hole, then valid data");
+    assert_eq!(
+        read_all(&*reopen(&fs, "a")),
+        want,
+        "a hole, then valid data"
+    );
     assert_eq!(reopen(&fs, "b").len().unwrap(), 0);
     assert!(matches!(
         FailPoint::parse("/redo-.write:crash-lose-oldest"),
