@@ -51,7 +51,8 @@ pub struct Table {
 }
 
 impl Db {
-    /// Does `dir` hold a database (its first data file)?
+    /// Does `dir` hold a database (its first data file)? A creation cut
+    /// short counts too: opening it creates the database again.
     pub fn exists(dir: impl AsRef<Path>) -> bool {
         dir.as_ref().join(crate::space::data_file_name(0)).exists()
     }
@@ -280,6 +281,13 @@ impl Db {
     }
 
     /// Create a table; an error if one of that name exists.
+    ///
+    /// The table is durable when this returns `Ok`, whatever
+    /// `flush_log_at_trx_commit` says (as [`Table::bulk_load`] is, and as
+    /// InnoDB's DDL is): a crash after it keeps the table. If that final
+    /// log sync fails, the table exists but may not survive a crash, and
+    /// the log refuses every write, as after any failed sync, until a
+    /// restart.
     pub fn create_table(&self, name: &str) -> Result<Table> {
         check_name(name)?;
         let e = &*self.inner.engine;
@@ -298,6 +306,7 @@ impl Db {
         self.inner
             .catalog
             .put(e, name.as_bytes(), &root.page_no.to_le_bytes())?;
+        e.log.write_up_to(e.log.lsn(), true)?;
         self.inner.tables.write().insert(name.to_string(), root);
         Ok(self.handle(name, root))
     }
@@ -389,14 +398,23 @@ impl Db {
         e.failpoints.arm(name)
     }
 
+    /// Arm failpoint `name` of this database's engine so that the next
+    /// thread to reach it panics. For tests of what survives a bug.
+    #[doc(hidden)]
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn failpoint_panic(&self, name: &'static str) -> std::sync::Arc<crate::failpoint::Hold> {
+        self.inner.engine.failpoints.arm_panic(name)
+    }
+
     /// Close the database: new writes are refused from now on (on every
-    /// clone of this handle: they get [`Error::Closed`]), commits already
-    /// logged finish, then the page cleaners stop, every dirty page is
-    /// written and synced and a checkpoint is taken, and the directory is
-    /// unlocked for the next open. Reopening returns the same data.
-    /// Dropping the last handle does the same, but cannot report errors.
-    /// If the close fails, or gives up on commits that would not finish,
-    /// the directory stays locked until the last handle is dropped.
+    /// clone of this handle: they get [`Error::Closed`]), commits admitted
+    /// before (logged, or past the check and about to log) finish, then
+    /// the page cleaners stop, every dirty page is written and synced, a
+    /// checkpoint is taken, and the directory is unlocked for the next
+    /// open. Reopening returns the same data. Dropping the last handle does
+    /// the same, but cannot report errors. If the close fails, or gives up
+    /// on commits that would not finish, the directory stays locked until
+    /// the last handle is dropped.
     pub fn close(self) -> Result<()> {
         self.inner.shutdown()
     }
@@ -446,8 +464,8 @@ impl Inner {
         let Some(mut c) = self.cleaners.lock().take() else {
             return Ok(());
         };
-        // Commits already logged need the cleaners to finish (they may wait
-        // for log space): let them, for a while.
+        // Commits admitted before `close` need the cleaners to finish
+        // (they may wait for log space): let them, for a while.
         let drained = e.drain_commits(CLOSE_DRAIN_TIMEOUT);
         if !drained {
             log::error!(
@@ -457,6 +475,7 @@ impl Inner {
             );
             e.adm.abandon_in_flight();
         }
+        e.failpoints.hit("close.cleaners_stopping");
         c.stop(&e.wb);
         e.flush_and_checkpoint()?;
         // An abandoned commit may still change pages, and a page it dirties
@@ -681,7 +700,9 @@ pub(crate) fn decode_root(space: u32, name: &str, v: &[u8]) -> Result<PageId> {
     }
 }
 
-/// Lay out a new space: the header page and an empty catalog tree.
+/// Lay out a new space: the header page and an empty catalog tree. Once
+/// that is durable in the log, `data-0`'s header marks the database created
+/// (`engine::create`).
 fn format_space(e: &Engine) -> Result<()> {
     let space = e.space_id();
     let budget = e.adm.budget(Purpose::New);
@@ -698,6 +719,8 @@ fn format_space(e: &Engine) -> Result<()> {
     mtr.keep(hdr);
     mtr.keep(root);
     mtr.commit()?;
+    e.log.write_up_to(e.log.lsn(), true)?;
+    e.pool.space.finish_creation()?;
     e.flush_and_checkpoint()
 }
 

@@ -111,9 +111,11 @@ pub enum Error {
     /// The tablespace has no more page numbers.
     #[error("tablespace is full: {0}")]
     SpaceFull(String),
-    /// An earlier write or sync failed, so the engine refuses further writes
-    /// rather than pretend that data is durable.
-    #[error("engine refuses writes after an earlier I/O failure: {0}")]
+    /// An earlier write or sync failed, a logged commit could not be
+    /// applied, or the page cleaners kept panicking, so the engine refuses
+    /// further writes rather than pretend that data is durable; the reason
+    /// says which. A restart recovers from the redo log.
+    #[error("engine refuses writes after an earlier failure: {0}")]
     Poisoned(String),
     /// A page that was never written (all zeros, or past the end of its
     /// file) was read where a written page was expected.

@@ -9,7 +9,8 @@
 //! A point is armed by name and fires once: the first thread of that
 //! engine to reach it waits (holding whatever it holds there, by design)
 //! until the test calls `Hold::release`, or for at most
-//! `HOLD_TIMEOUT`, so that a failed test cannot hang.
+//! `HOLD_TIMEOUT`, so that a failed test cannot hang. Armed with
+//! `Points::arm_panic` instead, that thread panics there.
 //!
 //! Points:
 //! - `bulk.leaf`: in a bulk load (`btree::bulk`), before the mini-transaction
@@ -21,6 +22,11 @@
 //! - `cleaner.tick`: in the page-cleaner coordinator's round, after the
 //!   policy decided and the round's batches were written, before the log
 //!   flush and the checkpoint (`CleanerHost::tick`).
+//! - `close.cleaners_stopping`: in `Db::close`, after the commits admitted
+//!   before it finished (or were given up on), before the page cleaners
+//!   stop.
+//! - `commit.admitted`: in `Engine::begin_commit`, after the commit was
+//!   admitted and its log space reserved, before its record is logged.
 //! - `log.round.lead`: in the redo log's sync round (`redo::writer`), after
 //!   its leader took the round and gathered its followers, before it writes
 //!   out everything appended and reads the round's target. The leader holds
@@ -65,6 +71,8 @@ mod imp {
         /// (a thread reached the point, the test released it)
         state: Mutex<(bool, bool)>,
         changed: Condvar,
+        /// The thread that reaches the point panics instead of waiting.
+        panics: bool,
     }
 
     impl Points {
@@ -75,19 +83,36 @@ mod imp {
             h
         }
 
-        /// Mark point `name`: wait here if a test armed it (once).
+        /// Arm point `name` so that the next thread to reach it panics
+        /// (tests of what survives a bug in a thread); the hold tells when
+        /// it did.
+        pub fn arm_panic(&self, name: &'static str) -> Arc<Hold> {
+            let h = Arc::new(Hold {
+                panics: true,
+                ..Hold::default()
+            });
+            self.armed.lock().push((name, Arc::clone(&h)));
+            h
+        }
+
+        /// Mark point `name`: wait here (or panic) if a test armed it
+        /// (once per arming, the earliest armed first).
         pub fn hit(&self, name: &'static str) {
             let hold = {
                 let mut armed = self.armed.lock();
                 let Some(k) = armed.iter().position(|(n, _)| *n == name) else {
                     return;
                 };
-                armed.swap_remove(k).1
+                armed.remove(k).1
             };
             let deadline = Instant::now() + HOLD_TIMEOUT;
             let mut s = hold.state.lock();
             s.0 = true;
             hold.changed.notify_all();
+            if hold.panics {
+                drop(s);
+                panic!("failpoint `{name}` armed to panic");
+            }
             while !s.1 {
                 if hold.changed.wait_until(&mut s, deadline).timed_out() {
                     log::error!("failpoint `{name}` was not released within {HOLD_TIMEOUT:?}");

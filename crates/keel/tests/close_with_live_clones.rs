@@ -3,7 +3,8 @@
 //! (`classic`: at the free-check limit) or are held by the pacer at the
 //! hard level (`steady`): they get `Error::Closed` at once instead of
 //! waiting out their 60 s timeout, and the close finishes once the page
-//! cleaners can write again.
+//! cleaners can write again. A commit admitted just before the close
+//! finishes with the cleaners still running.
 
 mod common;
 
@@ -114,4 +115,50 @@ fn closed_at_once(policy: FlushPolicyName) {
         "no waiting writer was refused before the cleaner resumed"
     );
     assert!(matches!(t.put(b"late", b"x"), Err(Error::Closed)));
+}
+
+/// A commit held after its admission, its record not yet logged, while
+/// another handle closes: the close waits for it before it stops the page
+/// cleaners, and the commit, released, finishes and is durable. Before,
+/// the close counted only commits whose record was logged, found none,
+/// and stopped the cleaners; the commit then logged its record, and an
+/// operation that needed log space waited for cleaners that were gone (a
+/// minute per try, retried for ten minutes, then the engine poisoned).
+#[test]
+fn a_commit_admitted_before_close_finishes_with_the_cleaners_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = common::small_opts(256);
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    let t = db.create_table("t").unwrap();
+    let admitted = db.failpoint("commit.admitted");
+    let stopping = db.failpoint("close.cleaners_stopping");
+    let committer = {
+        let (db, t) = (db.clone(), t.clone());
+        std::thread::spawn(move || {
+            let mut tx = db.begin();
+            for i in 0..200u32 {
+                tx.put(&t, &i.to_be_bytes(), &[9u8; 300])?;
+            }
+            tx.commit()
+        })
+    };
+    assert!(admitted.wait_held(Duration::from_secs(10)));
+    drop(t);
+    let closer = std::thread::spawn(move || db.close());
+    // With the commit admitted, the close must not get as far as stopping
+    // the cleaners (it did, at once, before).
+    let stopped_early = stopping.wait_held(Duration::from_secs(1));
+    admitted.release();
+    stopping.release();
+    assert!(
+        !stopped_early,
+        "the close stopped the page cleaners with an admitted commit still to log"
+    );
+    committer.join().unwrap().unwrap();
+    closer.join().unwrap().unwrap();
+    let db = Db::open(dir.path(), o).unwrap();
+    let t = db.table("t").unwrap();
+    assert_eq!(t.range(..).unwrap().count(), 200);
+    drop(t);
+    db.close().unwrap();
 }

@@ -71,6 +71,22 @@ pub(crate) struct Claim<'a> {
     /// before the claimed image is written.
     pub newest: Lsn,
     guard: Option<RwLockReadGuard<'a, AlignedBuf>>,
+    /// The pool, so that a claim dropped unreleased gives itself up.
+    pool: &'a BufferPool,
+    /// Neither released as written nor as unwritten yet.
+    held: bool,
+}
+
+/// A claim dropped while held (a panic unwinding through a batch: see
+/// `flush::cleaner`, "A cleaner that panics") is released unwritten, so
+/// that its page is not kept from every later flush, and with it the
+/// checkpoint from moving.
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if self.held {
+            self.pool.give_up(self);
+        }
+    }
 }
 
 impl Claim<'_> {
@@ -164,13 +180,16 @@ impl BufferPool {
             oldest,
             newest: f.newest_mod.load(Ordering::Acquire),
             guard: Some(guard),
+            pool: self,
+            held: true,
         })
     }
 
     /// The claimed image is on disk: take the page off the flush list and
     /// make it clean, or, if it was changed after it was copied, move it
     /// to that change on the flush list (module doc); then release it.
-    pub(crate) fn release_written(&self, c: Claim<'_>) {
+    pub(crate) fn release_written(&self, mut c: Claim<'_>) {
+        c.held = false;
         let inst = &self.instances[c.inst];
         let f = &inst.frames[c.fid as usize];
         let mut list = inst.flush_list.lock();
@@ -187,20 +206,25 @@ impl BufferPool {
         }
         f.flushing.store(false, Ordering::Release);
         drop(list);
-        drop(c.guard);
+        drop(c.guard.take());
     }
 
     /// The page was not written: it stays dirty where it was on the flush
     /// list (a change made since it was copied is later than that), free
     /// for a later flush.
-    pub(crate) fn release_unwritten(&self, c: Claim<'_>) {
+    pub(crate) fn release_unwritten(&self, mut c: Claim<'_>) {
+        self.give_up(&mut c);
+    }
+
+    fn give_up(&self, c: &mut Claim<'_>) {
+        c.held = false;
         let inst = &self.instances[c.inst];
         let f = &inst.frames[c.fid as usize];
         let list = inst.flush_list.lock();
         f.redirty.store(0, Ordering::Release);
         f.flushing.store(false, Ordering::Release);
         drop(list);
-        drop(c.guard);
+        drop(c.guard.take());
     }
 
     /// The frame holding `id` in instance `inst`, if cached. The page hash

@@ -65,6 +65,22 @@
 //! thread, so it cannot hold up the cleaners that lower the age. A paused
 //! writer ends as a free-check waiter does (below), with nothing logged.
 //!
+//! # Closing
+//!
+//! `Db::close` sets `closing`, waits until no commit is counted in
+//! `applying` (`Engine::drain_commits`), then stops the page cleaners,
+//! which a commit may need (an operation may wait for log space). A commit
+//! is counted *before* it checks `closing` ([`Admission::admit_commit`]),
+//! both `SeqCst`, so they cannot miss each other: the commit sees
+//! `closing` and is refused with nothing logged, or closing sees the
+//! commit and waits for its ticket to end, the cleaners running (one still
+//! waiting for its record's log space sees `closing` at its next poll and
+//! leaves). Counted
+//! once logged, as it was, a commit past the check could log after closing
+//! found nobody applying, then wait for log space with the cleaners gone,
+//! a minute per try for ten minutes, then poison the engine (failpoint
+//! `commit.admitted`, `tests/close_with_live_clones.rs`).
+//!
 //! # What a wait leaves behind
 //!
 //! A wait ends with an error, and the caller's reservations untouched, when
@@ -144,7 +160,8 @@ pub(crate) struct Admission {
     closing: AtomicBool,
     /// Commits already logged stop retrying (closing gave up on them).
     abandon: AtomicBool,
-    /// Commits between their record and the end of their ticket.
+    /// Commits from their admission (before their record is logged) to
+    /// the end of their ticket: what closing drains (see "Closing").
     pub(crate) applying: AtomicUsize,
     /// Set when a logged commit could not be applied: memory no longer
     /// matches an atomic history, so writes are refused until a restart
@@ -214,9 +231,27 @@ impl Admission {
         self.waiters.load(Ordering::Acquire)
     }
 
-    /// Refuse new commits from now on (the database is closing).
+    /// Refuse new commits from now on (the database is closing). Every
+    /// commit admitted before is counted in `applying` (see "Closing").
     pub fn close(&self) {
-        self.closing.store(true, Ordering::Release);
+        self.closing.store(true, Ordering::SeqCst);
+    }
+
+    /// Count a new commit in `applying` (until the guard is dropped), then
+    /// refuse it if the database is closing (see "Closing").
+    pub fn admit_commit(&self) -> Result<Applying<'_>> {
+        let applying = self.applying();
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        Ok(applying)
+    }
+
+    /// Count a commit in `applying` with no check (one recovery resumes,
+    /// before the database can close).
+    pub fn applying(&self) -> Applying<'_> {
+        self.applying.fetch_add(1, Ordering::SeqCst);
+        Applying(self)
     }
 
     /// Commits already logged stop retrying their operations.
@@ -482,6 +517,16 @@ impl Admission {
             purpose,
             held: Cell::new(held),
         }
+    }
+}
+
+/// One commit counted in `Admission::applying`, from its admission to the
+/// end of its ticket.
+pub(crate) struct Applying<'a>(&'a Admission);
+
+impl Drop for Applying<'_> {
+    fn drop(&mut self) {
+        self.0.applying.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

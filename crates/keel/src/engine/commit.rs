@@ -13,10 +13,9 @@
 //! longer matches an atomic history, so writes are refused until a restart
 //! lets recovery finish the commit from the log.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::admission::{mtr_bound, Budget, Purpose};
+use super::admission::{mtr_bound, Applying, Budget, Purpose};
 use super::Engine;
 use crate::error::Result;
 use crate::page::Lsn;
@@ -36,6 +35,8 @@ pub(crate) struct CommitTicket<'a> {
     /// Reserved with the record for the first operation, not yet handed out.
     first_op: std::cell::Cell<u64>,
     done: bool,
+    /// Counts the commit until the ticket ends (dropped after `drop` ran).
+    _applying: Applying<'a>,
 }
 
 impl Engine {
@@ -56,16 +57,20 @@ impl Engine {
     /// The writer was paced before it took its first row lock
     /// ([`Engine::pace_writer`]), not here.
     pub fn begin_commit(&self, record: Arc<[u8]>) -> Result<CommitTicket<'_>> {
+        // Counted from here, so that closing waits for this commit or
+        // refuses it (`admission`, "Closing").
+        let applying = self.adm.admit_commit()?;
         self.adm.check_writable(Purpose::New)?;
         let record_len = record.len() as u64;
         let group = (GROUP_HDR + record.len()) as u64;
         let first_op = mtr_bound(1, self.page_size());
         self.adm
             .reserve_commit(record_len, group + MARKER + first_op)?;
+        self.failpoints.hit("commit.admitted");
         match self.log.append_commit(record) {
             Ok(lsn) => {
                 self.adm.release(group);
-                Ok(CommitTicket::new(self, lsn, record_len, first_op))
+                Ok(CommitTicket::new(self, lsn, record_len, first_op, applying))
             }
             Err(e) => {
                 self.adm.release(group + MARKER + first_op);
@@ -82,15 +87,26 @@ impl Engine {
         self.adm.reserve(MARKER, Purpose::InFlight)?;
         self.log.resume_commit(lsn, record);
         self.adm.resume_record(record_len);
-        Ok(CommitTicket::new(self, lsn, record_len, 0))
+        Ok(CommitTicket::new(
+            self,
+            lsn,
+            record_len,
+            0,
+            self.adm.applying(),
+        ))
     }
 }
 
 impl<'e> CommitTicket<'e> {
     /// A ticket for the commit logged at `lsn`, holding the marker's
     /// reservation and `first_op` bytes for its first operation.
-    fn new(engine: &'e Engine, lsn: Lsn, record_len: u64, first_op: u64) -> CommitTicket<'e> {
-        engine.adm.applying.fetch_add(1, Ordering::AcqRel);
+    fn new(
+        engine: &'e Engine,
+        lsn: Lsn,
+        record_len: u64,
+        first_op: u64,
+        applying: Applying<'e>,
+    ) -> CommitTicket<'e> {
         CommitTicket {
             engine,
             lsn,
@@ -98,6 +114,7 @@ impl<'e> CommitTicket<'e> {
             marker_held: true,
             first_op: std::cell::Cell::new(first_op),
             done: false,
+            _applying: applying,
         }
     }
 
@@ -124,7 +141,6 @@ impl<'e> CommitTicket<'e> {
 
 impl Drop for CommitTicket<'_> {
     fn drop(&mut self) {
-        self.engine.adm.applying.fetch_sub(1, Ordering::AcqRel);
         self.engine.adm.release(self.first_op.get());
         if self.marker_held {
             self.engine.adm.release(MARKER);

@@ -5,6 +5,8 @@
 //! - [`admission`]: who may append how much redo, and where writers wait;
 //! - [`commit`]: a commit in progress, from its logged record to its
 //!   "applied" marker;
+//! - [`create`]: the order of a database's creation, and what an open does
+//!   with a creation cut short;
 //! - this file: opening the files and wiring the parts, checkpoints, the
 //!   page cleaners' view of the engine, shutdown.
 //!
@@ -17,6 +19,7 @@
 
 pub(crate) mod admission;
 pub(crate) mod commit;
+pub(crate) mod create;
 pub(crate) mod live;
 
 use std::path::Path;
@@ -152,7 +155,7 @@ impl Engine {
         };
         let dir_lock = lock_dir(&*data_fs, dir)?;
         let metrics = Arc::new(Metrics::default());
-        let created = !data_fs.exists(&dir.join(crate::space::data_file_name(0)));
+        let created = create::prepare(&*data_fs, &*log_fs, dir)?;
         let (space, log) = if created {
             let space = Tablespace::create(
                 &*data_fs,
@@ -428,11 +431,13 @@ impl Engine {
         drop(self.dir_lock.lock().take());
     }
 
-    /// Wait, up to `timeout`, until no commit is being applied (closing
-    /// lets commits already logged finish while the cleaners still run).
+    /// Wait, up to `timeout`, until no commit admitted is still being
+    /// logged or applied (closing lets them finish while the cleaners
+    /// still run; see `admission`, "Closing"). Polls: a commit ends by
+    /// itself, within its own waits' timeouts, and wakes nobody.
     pub fn drain_commits(&self, timeout: Duration) -> bool {
         let start = Instant::now();
-        while self.adm.applying.load(Ordering::Acquire) > 0 {
+        while self.adm.applying.load(Ordering::SeqCst) > 0 {
             if start.elapsed() > timeout {
                 return false;
             }
@@ -533,6 +538,15 @@ impl CleanerHost for Engine {
     }
     fn set_writer_limit(&self, limit: Option<WriterLimit>) {
         self.adm.pacer.set_limit(limit);
+    }
+    fn fresh_policy(&self) -> Box<dyn crate::flush::policy::FlushPolicy> {
+        crate::flush::policy::from_options(&self.live.current())
+    }
+    fn cleaners_failed(&self, why: &str) {
+        log::error!("{why}: writes are refused until a restart");
+        self.adm
+            .poison
+            .set(format!("{why}; restart the engine to go on writing"));
     }
     fn tick(&self, urgent: bool) -> Result<()> {
         self.failpoints.hit("cleaner.tick");

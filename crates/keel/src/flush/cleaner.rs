@@ -15,8 +15,38 @@
 //! of the same size, one before each flush-list batch, so that the
 //! checkpoint keeps moving while LRU flushing runs (and the rest in one
 //! batch once no flush-list batch is left).
+//!
+//! # A cleaner that panics
+//!
+//! A panic in a cleaner is a bug, but the cleaners have duties nobody else
+//! has: the coordinator makes commits at `flush_log_at_trx_commit` 0 and 2
+//! durable about once a second, and every writer waiting for log space
+//! waits for the checkpoint the cleaners move. A cleaner thread that died
+//! left those commits unsynced and those writers timing out, over and over.
+//! So each cleaner catches a panic at the edge of its round, logs it at
+//! error level, counts it (`buffer_flush_cleaner_panics`) and goes on after
+//! a pause (100 ms, doubling with each panic, at most 5 s; a stop ends it):
+//! the coordinator with a fresh policy built from the options in effect
+//! (the old one may have been left half-updated), a serving cleaner with
+//! the next round. A serving cleaner counts the share it panicked in as
+//! done first, so the coordinator's barrier never waits for it; a
+//! coordinator that panicked mid-round may see its next barrier end early
+//! once (a share of the old round counted towards the new). What the
+//! panicking thread held is released by the unwinding, which is why the
+//! catch asserts unwind safety: latches and mutexes are guards (and
+//! `parking_lot`'s, which a panic does not poison), a batch's page claims
+//! give themselves up unwritten (`buffer::claim`; else no flusher could
+//! write those pages again, nor the checkpoint pass them:
+//! `a_panic_in_a_batch_leaves_no_page_claimed`), and its doublewrite area
+//! goes back to the free ones. At the [`MAX_PANICS`]th panic the engine
+//! refuses writes (`CleanerHost::cleaners_failed`): new writes, and the
+//! writers waiting for log space at their next look, get an error quoting
+//! the panic, and a restart recovers. The cleaners keep running after
+//! that, so that the log is still flushed and closing still finishes.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -74,7 +104,20 @@ pub trait CleanerHost: Send + Sync + 'static {
     /// Move the checkpoint as far as the pages written allow (after each
     /// batch, when the policy asks for it).
     fn checkpoint(&self) -> crate::error::Result<()>;
+    /// A flushing policy as the options in effect ask: the coordinator's
+    /// after a panic (module doc).
+    fn fresh_policy(&self) -> Box<dyn FlushPolicy>;
+    /// The cleaners panicked [`MAX_PANICS`] times: refuse writes, saying
+    /// `why` (module doc).
+    fn cleaners_failed(&self, why: &str);
 }
+
+/// Panics caught in the cleaners after which the engine refuses writes.
+pub const MAX_PANICS: u64 = 3;
+/// The pause after a cleaner's first panic (doubled for each later one).
+const RESTART_PAUSE: Duration = Duration::from_millis(100);
+/// The longest pause after a panic.
+const MAX_RESTART_PAUSE: Duration = Duration::from_secs(5);
 
 struct Round {
     seq: u64,
@@ -90,6 +133,8 @@ struct Shared {
     /// Changes to the policy not yet taken by the coordinator, in the
     /// order they were made ([`Cleaners::update_policy`]).
     updates: Mutex<Vec<PolicyUpdate>>,
+    /// Panics caught in any cleaner so far.
+    panics: AtomicU64,
 }
 
 /// A change of the flushing policy while the cleaners run
@@ -127,6 +172,7 @@ impl Cleaners {
             start: Condvar::new(),
             done: Condvar::new(),
             updates: Mutex::new(Vec::new()),
+            panics: AtomicU64::new(0),
         });
         let started = Instant::now();
         let mut threads = Vec::with_capacity(n);
@@ -136,8 +182,8 @@ impl Cleaners {
             let sh = shared.clone();
             let b = std::thread::Builder::new().name(format!("keel-cleaner-{c}"));
             let t = if c == 0 {
-                let mut p = policy.take().expect("one coordinator");
-                b.spawn(move || coordinate(&*host, n, &mut p, &sh, started))?
+                let p = policy.take().expect("one coordinator");
+                b.spawn(move || coordinate(&*host, n, p, &sh, started))?
             } else {
                 b.spawn(move || serve(&*host, c, n, &sh))?
             };
@@ -258,7 +304,63 @@ fn publish(m: &Metrics, t: &FlushTargets) {
     }
 }
 
+/// The coordinator's thread: its rounds until stopped, started again
+/// with a fresh policy after a panic (module doc).
 fn coordinate<H: CleanerHost + ?Sized>(
+    host: &H,
+    n: usize,
+    mut policy: Box<dyn FlushPolicy>,
+    sh: &Shared,
+    started: Instant,
+) {
+    loop {
+        let rounds = catch_unwind(AssertUnwindSafe(|| {
+            coordinate_rounds(host, n, &mut policy, sh, started)
+        }));
+        let Err(panic) = rounds else {
+            return;
+        };
+        survive_panic(host, sh, 0, &*panic);
+        policy = host.fresh_policy();
+    }
+}
+
+/// After a panic in cleaner `me`: log and count it, refuse writes at the
+/// [`MAX_PANICS`]th, and pause before the cleaner goes on (module doc).
+fn survive_panic<H: CleanerHost + ?Sized>(
+    host: &H,
+    sh: &Shared,
+    me: usize,
+    panic: &(dyn Any + Send),
+) {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned());
+    let n = sh.panics.fetch_add(1, Ordering::AcqRel) + 1;
+    log::error!(
+        "page cleaner {me} panicked: {what}; it goes on (panic {n}; at {MAX_PANICS} the \
+         engine refuses writes)"
+    );
+    // Refused before counted: whoever sees the count sees the refusal.
+    if n >= MAX_PANICS {
+        host.cleaners_failed(&format!(
+            "the page cleaners panicked {n} times, the last (cleaner {me}): {what}"
+        ));
+    }
+    Metrics::add(&host.pool().metrics.buffer_flush_cleaner_panics, 1);
+    let pause = RESTART_PAUSE
+        .saturating_mul(1 << (n - 1).min(6))
+        .min(MAX_RESTART_PAUSE);
+    let until = Instant::now() + pause;
+    // Slices, so that a stop waits 10 ms at most.
+    while !sh.stop.load(Ordering::Acquire) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn coordinate_rounds<H: CleanerHost + ?Sized>(
     host: &H,
     n: usize,
     policy: &mut Box<dyn FlushPolicy>,
@@ -366,10 +468,16 @@ fn serve<H: CleanerHost + ?Sized>(host: &H, me: usize, n: usize, sh: &Shared) {
             seen = r.seq;
             r.targets.clone()
         };
-        do_share(host, me, n, &targets);
-        let mut r = sh.round.lock();
-        r.pending = r.pending.saturating_sub(1);
-        sh.done.notify_all();
+        let share = catch_unwind(AssertUnwindSafe(|| do_share(host, me, n, &targets)));
+        // Done even after a panic, so that the barrier does not wait for it.
+        {
+            let mut r = sh.round.lock();
+            r.pending = r.pending.saturating_sub(1);
+            sh.done.notify_all();
+        }
+        if let Err(panic) = share {
+            survive_panic(host, sh, me, &*panic);
+        }
     }
 }
 

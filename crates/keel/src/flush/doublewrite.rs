@@ -15,8 +15,10 @@
 //!
 //! Crash safety of the files themselves: they are formatted with every file
 //! but `dblwr-0` first and `dblwr-0`'s header written and synced last, after
-//! `dblwr-0` was made blank; a blank `dblwr-0` (or none) means "no copies,
-//! format afresh", and a valid one means the whole set is complete.
+//! `dblwr-0` was made blank and every file allocated whole (a full disk
+//! fails the format, never a batch) and the directory synced; a blank
+//! `dblwr-0` (or none) means "no copies, format afresh", and a valid one
+//! means the whole set is complete.
 
 mod files;
 mod format;

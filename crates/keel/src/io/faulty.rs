@@ -24,8 +24,16 @@
 //! - `set_len` applies at once and is durable (a real file system needs a
 //!   sync for a size change too); pending writes past a shrunk length are
 //!   clipped.
-//! - Creating a file is durable at once (a real one needs a directory sync):
-//!   after a crash the file exists, holding what was synced into it.
+//! - Creating or removing a file is durable at once (a real one needs a
+//!   directory sync): after a crash the file exists, holding what was
+//!   synced into it, or is gone. The file system keeps the names created
+//!   or removed since their directory was last synced
+//!   ([`FaultyFs::unsynced_dir_entries`]), so a test can check that the
+//!   engine syncs the directory where a real one would lose them.
+//! - `allocate` is a `set_len` that also records the bytes as allocated
+//!   ([`FaultyFs::allocated_len`]), so a test can tell a preallocated file
+//!   from a sparse one; writes past the allocation never fail for want of
+//!   space unless a failpoint says so.
 //! - Kept pending writes are applied in issue order, so of two overlapping
 //!   writes that both survive, the later one wins.
 //! - A failed sync (injected EIO) loses the file's pending writes: they stay
@@ -38,7 +46,9 @@
 //! Named like raft-engine's (`log::write::enospc`): `"{name}.{op}:{action}"`,
 //! where `name` is a substring of the path (`/data-`, `/dblwr-`, `/redo-`;
 //! the slash keeps a directory name from matching; empty for every file),
-//! `op` is one of `read`, `write`, `sync`, `set_len`, and `action` is one of
+//! `op` is one of `read`, `write`, `sync`, `set_len` (which also fires on
+//! `allocate`) or `sync_dir` (of a directory whose path contains `name`),
+//! and `action` is one of
 //! - `eio` or `enospc`, optionally followed by `:sticky`: the call fails
 //!   with that errno (once, or every time until [`FaultyFs::disarm`]). So
 //!   `data.write:enospc` fails the next write to a data file with ENOSPC, and
@@ -50,9 +60,10 @@
 //!   fails with EIO. A *write* that hits it is added to the pending writes
 //!   first, under the same locks as the crash, so the crash mode decides its
 //!   fate like any other unsynced write's (`data.write:crash-torn` can tear
-//!   the very page being written). A `read`, `sync` or `set_len` that hits
-//!   it has no effect: the power fails before it (`data.sync:crash` leaves
-//!   every in-place write since the last sync pending, then crashes).
+//!   the very page being written). A `read`, `sync`, `set_len` or
+//!   `sync_dir` that hits it has no effect: the power fails before it
+//!   (`data.sync:crash` leaves every in-place write since the last sync
+//!   pending, then crashes).
 //! - `hold`: the calling thread pauses *before* the operation takes effect,
 //!   holding none of the file system's locks, until the test releases it
 //!   through the [`Trigger`] that arming returned; then the call proceeds,
@@ -96,11 +107,13 @@ use super::{Device, DirLock, FileSystem, LockError, MemLocks, OpenMode};
 mod device;
 mod failpoint;
 #[cfg(test)]
+mod names_tests;
+#[cfg(test)]
 mod tests;
 mod trigger;
 
 use device::FaultyDevice;
-use failpoint::{Armed, Failpoints};
+use failpoint::{Action, Armed, Failpoints, Op};
 pub use failpoint::{Errno, FailKind, FailPoint, HOLD_TIMEOUT};
 use trigger::TriggerState;
 pub use trigger::{HeldCall, Trigger};
@@ -153,6 +166,8 @@ struct FileState {
     volatile: Vec<u8>,
     /// Writes since the last sync, in issue order: (offset, bytes).
     pending: Vec<(u64, Vec<u8>)>,
+    /// Bytes from the start that `allocate` reserved (durable at once).
+    allocated: usize,
 }
 
 impl FileState {
@@ -215,6 +230,7 @@ impl FileState {
     }
 
     fn set_len(&mut self, len: usize) {
+        self.allocated = self.allocated.min(len);
         self.durable.resize(len, 0);
         self.volatile.resize(len, 0);
         let len = len as u64;
@@ -264,6 +280,8 @@ struct Shared {
     crashes: Mutex<Vec<CrashReport>>,
     /// Locked database directories.
     locks: MemLocks,
+    /// Paths created or removed since their directory was last synced.
+    unsynced_names: Mutex<std::collections::BTreeSet<PathBuf>>,
 }
 
 /// The last write before power fails: applied as pending to its file under
@@ -414,6 +432,42 @@ impl FaultyFs {
         Ok(())
     }
 
+    /// How many bytes from the start of the file at `path` are allocated
+    /// (`Device::allocate`), as opposed to a sparse length (`set_len`).
+    pub fn allocated_len(&self, path: &Path) -> Option<u64> {
+        let allocated = self.file(path)?.lock().allocated;
+        Some(allocated as u64)
+    }
+
+    /// Files created or removed whose directory has not been synced since
+    /// (`FileSystem::sync_dir`): the names a real file system could lose
+    /// in a power loss. Sorted.
+    pub fn unsynced_dir_entries(&self) -> Vec<PathBuf> {
+        self.shared.unsynced_names.lock().iter().cloned().collect()
+    }
+
+    /// Run the failpoints for a call on the file system itself (`sync_dir`):
+    /// as a device call does, with no file to lock.
+    fn enter(&self, op: Op, path: &Path) -> io::Result<()> {
+        match self.shared.failpoints.check(op, path) {
+            Action::Proceed => Ok(()),
+            Action::Fail(e) => Err(e),
+            Action::Crash(mode, trigger) => {
+                self.shared.crash(mode, None);
+                Err(io::Error::other(format!(
+                    "{}: device lost power (EIO): power failed at failpoint `{}`",
+                    path.display(),
+                    trigger.spec()
+                )))
+            }
+            Action::Hold(timeout, trigger) => trigger.hold(path, op.name(), timeout),
+            Action::Delay(pause) => {
+                std::thread::sleep(pause);
+                Ok(())
+            }
+        }
+    }
+
     /// Paths of every file, sorted.
     pub fn paths(&self) -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> = self.shared.files.lock().keys().cloned().collect();
@@ -429,6 +483,7 @@ fn describe(point: &FailPoint, kind: FailKind) -> String {
         FailPoint::Write { path_contains } => ("write", path_contains),
         FailPoint::Sync { path_contains } => ("sync", path_contains),
         FailPoint::SetLen { path_contains } => ("set_len", path_contains),
+        FailPoint::SyncDir { path_contains } => ("sync_dir", path_contains),
     };
     let errno = |e: Errno| match e {
         Errno::Eio => "eio",
@@ -475,6 +530,7 @@ impl FileSystem for FaultyFs {
             (None, OpenMode::CreateNew) => {
                 let file = Arc::new(Mutex::new(FileState::default()));
                 files.insert(path.to_owned(), Arc::clone(&file));
+                self.shared.unsynced_names.lock().insert(path.to_owned());
                 file
             }
         };
@@ -494,5 +550,25 @@ impl FileSystem for FaultyFs {
 
     fn lock_dir(&self, dir: &Path) -> Result<DirLock, LockError> {
         self.shared.locks.lock(dir)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.enter(Op::SyncDir, dir)?;
+        self.shared
+            .unsynced_names
+            .lock()
+            .retain(|p| p.parent() != Some(dir));
+        Ok(())
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        if self.shared.files.lock().remove(path).is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} does not exist", path.display()),
+            ));
+        }
+        self.shared.unsynced_names.lock().insert(path.to_owned());
+        Ok(())
     }
 }

@@ -199,6 +199,18 @@ impl FileSystem for OsFileSystem {
     fn lock_dir(&self, dir: &Path) -> Result<DirLock, LockError> {
         super::lock::lock_os(dir)
     }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        // `nosync` promises nothing durable, names included.
+        if self.method == FlushMethod::NoSync {
+            return Ok(());
+        }
+        File::open(dir)?.sync_all()
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
 }
 
 fn open_raw(path: &Path, mode: OpenMode, flags: libc::c_int) -> io::Result<File> {
@@ -233,6 +245,55 @@ impl OsFile {
 
     fn direct(&self) -> bool {
         self.method == FlushMethod::ODirect
+    }
+
+    /// `Device::allocate` with the `fallocate` call injectable, so the
+    /// fallback can be tested on file systems that have it.
+    fn allocate_with(
+        &self,
+        len: u64,
+        fallocate: impl FnOnce(&File, u64, u64) -> rustix::io::Result<()>,
+    ) -> io::Result<()> {
+        let _exclusive = self.rmw.write();
+        let old = self.file.metadata()?.len();
+        if old >= len {
+            return Ok(());
+        }
+        // fallocate reserves the blocks (ENOSPC here, not at a later
+        // write); a file system without it gets zeros written, which
+        // allocate the blocks as well (a sparse extension would not).
+        match fallocate(&self.file, old, len - old) {
+            Ok(()) => Ok(()),
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
+                self.write_zeros(old, len)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Extend the file from `old` to `len` bytes by writing zeros, in
+    /// aligned blocks (O_DIRECT needs them): the block holding `old` is
+    /// already allocated, so the zeros start at the next block boundary,
+    /// and a last partial block is trimmed back to `len`. The caller holds
+    /// `rmw` exclusively.
+    fn write_zeros(&self, old: u64, len: u64) -> io::Result<()> {
+        const CHUNK: u64 = 1 << 20;
+        let start = old.next_multiple_of(ALIGN_U64);
+        let end = len.next_multiple_of(ALIGN_U64);
+        if start > old {
+            self.file.set_len(start.min(len))?;
+        }
+        let zeros = AlignedBuf::new(CHUNK.min(end.saturating_sub(start)) as usize);
+        let mut at = start;
+        while at < end {
+            let n = (end - at).min(CHUNK) as usize;
+            self.file.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        if end > len {
+            self.file.set_len(len)?;
+        }
+        Ok(())
     }
 
     /// Read into aligned `buf` at aligned `offset` until it is full or the file
@@ -364,25 +425,9 @@ impl Device for OsFile {
     }
 
     fn allocate(&self, len: u64) -> io::Result<()> {
-        let _exclusive = self.rmw.write();
-        let old = self.file.metadata()?.len();
-        if old >= len {
-            return Ok(());
-        }
-        // posix_fallocate reserves the blocks (ENOSPC here, not at a later
-        // page write); file systems without it get a plain, sparse extension.
-        match rustix::fs::fallocate(
-            &self.file,
-            rustix::fs::FallocateFlags::empty(),
-            old,
-            len - old,
-        ) {
-            Ok(()) => Ok(()),
-            Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
-                self.file.set_len(len)
-            }
-            Err(e) => Err(e.into()),
-        }
+        self.allocate_with(len, |file, offset, n| {
+            rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), offset, n)
+        })
     }
 
     fn path(&self) -> &Path {
@@ -576,6 +621,61 @@ mod tests {
         assert_eq!(file.len().unwrap(), 1 << 20);
         file.set_len(4096).unwrap();
         assert_eq!(file.len().unwrap(), 4096);
+    }
+
+    /// Bytes of disk the file holds.
+    fn allocated(file: &OsFile) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        file.file.metadata().unwrap().blocks() * 512
+    }
+
+    /// `allocate` leaves no hole, through fallocate or, where the file
+    /// system has none, by writing zeros; what the file held stays, and
+    /// the rest reads as zeros.
+    #[test]
+    fn allocate_reserves_every_block_with_or_without_fallocate() {
+        let dir = tempfile::tempdir().unwrap();
+        for method in FlushMethod::ALL {
+            for fallback in [false, true] {
+                let file = open(method, dir.path(), &format!("alloc-{method}-{fallback}"));
+                file.write_at(&pattern(5000, 3), 0).unwrap();
+                let len = (3 << 20) + 100;
+                if fallback {
+                    let refuse = |_: &File, _, _| Err(rustix::io::Errno::OPNOTSUPP);
+                    file.allocate_with(len, refuse).unwrap();
+                } else {
+                    file.allocate(len).unwrap();
+                }
+                let case = format!("{method}, fallback {fallback}");
+                assert_eq!(file.len().unwrap(), len, "{case}");
+                assert!(
+                    allocated(&file) >= len,
+                    "{case}: {} bytes",
+                    allocated(&file)
+                );
+                let mut back = vec![0; len as usize];
+                file.read_at(&mut back, 0).unwrap();
+                assert_eq!(&back[..5000], &pattern(5000, 3)[..], "{case}");
+                assert!(back[5000..].iter().all(|&b| b == 0), "{case}");
+                file.allocate(4096).unwrap();
+                assert_eq!(file.len().unwrap(), len, "{case}: allocate never shrinks");
+            }
+        }
+    }
+
+    #[test]
+    fn remove_and_sync_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        for method in FlushMethod::ALL {
+            let fs = OsFileSystem::new(method);
+            let path = dir.path().join(format!("gone-{method}"));
+            fs.open(&path, OpenMode::CreateNew).unwrap();
+            fs.sync_dir(dir.path()).unwrap();
+            fs.remove(&path).unwrap();
+            fs.sync_dir(dir.path()).unwrap();
+            assert!(!path.exists(), "{method}");
+            assert!(fs.remove(&path).is_err(), "{method}");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! All I/O goes through this module: nothing else in the engine calls the OS.
 //!
 //! A [`Device`] is one open file: positional read, positional write, sync,
-//! length. A [`FileSystem`] opens devices and locks database directories
+//! length, allocation. A [`FileSystem`] opens devices, removes files,
+//! makes a directory's entries durable and locks database directories
 //! ([`lock`]: one process per database). Real files ([`file::OsFileSystem`]),
 //! the throttled model of a slower disk ([`throttle::ThrottledFileSystem`]) and,
 //! for tests, the faulty device are implementations of these traits, so they
@@ -45,10 +46,11 @@ pub trait Device: Send + Sync {
     fn len(&self) -> io::Result<u64>;
     /// Set the length (grow with zeros or truncate).
     fn set_len(&self, len: u64) -> io::Result<()>;
-    /// Grow the file to at least `len` bytes with its blocks allocated, so
-    /// that later writes below `len` cannot fail for want of space: a full
-    /// disk shows up here, before any page is written in place. The default
-    /// only extends the length (enough for devices without sparse files).
+    /// Grow the file to at least `len` bytes with its blocks allocated (and
+    /// reading as zeros), so that later writes below `len` cannot fail for
+    /// want of space: a full disk shows up here, before any page or log
+    /// block is written in place. The default only extends the length
+    /// (enough for devices without sparse files).
     fn allocate(&self, len: u64) -> io::Result<()> {
         if self.len()? < len {
             self.set_len(len)?;
@@ -87,4 +89,13 @@ pub trait FileSystem: Send + Sync {
     /// [`DirLock`] is dropped, or the process ends. See [`lock`] for the
     /// protocol.
     fn lock_dir(&self, dir: &Path) -> Result<DirLock, LockError>;
+    /// Make the entries of directory `dir` durable: a file created in it
+    /// (or removed from it) since the last call is there (or gone) after
+    /// a power loss. Syncing a file makes its contents durable, not its
+    /// name.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Remove the file at `path`. Handles already open on it keep working
+    /// on the unnamed file; the removal is durable once its directory is
+    /// synced ([`FileSystem::sync_dir`]).
+    fn remove(&self, path: &Path) -> io::Result<()>;
 }

@@ -182,6 +182,14 @@ impl FileSystem for ThrottledFileSystem {
     fn lock_dir(&self, dir: &Path) -> Result<super::DirLock, super::LockError> {
         self.inner.lock_dir(dir)
     }
+
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.remove(path)
+    }
 }
 
 /// One file on the throttled disk.

@@ -127,6 +127,9 @@ registry! {
     os_data_written_bytes,
     /// Page-cleaner rounds run.
     buffer_flush_cleaner_rounds,
+    /// Page-cleaner panics caught (each cleaner restarted; see
+    /// `flush::cleaner`, "A cleaner that panics").
+    buffer_flush_cleaner_panics,
     /// Batches written by page cleaners and shutdown.
     buffer_flush_batches,
     /// Gauge: pages LRU batches have claimed for writing and not yet

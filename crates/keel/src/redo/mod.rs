@@ -187,7 +187,9 @@ pub struct Log {
 }
 
 impl Log {
-    /// Create the log files of a new database.
+    /// Create the log files of a new database: each allocated whole (so
+    /// that no log write can meet a full disk later), its header written
+    /// and synced; then the directory is synced.
     pub fn create(
         fs: &dyn FileSystem,
         dir: &Path,
@@ -202,8 +204,8 @@ impl Log {
             let dev = fs
                 .open(&path, OpenMode::CreateNew)
                 .map_err(|e| Error::io(&path, "create", e))?;
-            dev.set_len(file_size)
-                .map_err(|e| Error::io(&path, "extend", e))?;
+            dev.allocate(file_size)
+                .map_err(|e| Error::io(&path, "allocate", e))?;
             let mut hdr = AlignedBuf::new(LOG_FILE_HDR as usize);
             LogFileHeader {
                 file_index: i as u32,
@@ -220,6 +222,8 @@ impl Log {
             dev.sync().map_err(|e| Error::io(&path, "sync", e))?;
             files.push((dev, path));
         }
+        fs.sync_dir(dir)
+            .map_err(|e| Error::io(dir, "sync directory", e))?;
         Ok(Self::new(files, file_size, FIRST_CHECKPOINT, metrics))
     }
 

@@ -101,7 +101,12 @@ pub fn data_file_name(i: usize) -> String {
 }
 
 impl Tablespace {
-    /// Create the files of a new space. Fails, writing nothing, if any exists.
+    /// Create the files of a new space. Fails, writing nothing, if any
+    /// exists. `data-0`'s header block is left zero: writing it
+    /// ([`Tablespace::finish_creation`]) is the last step of creating a
+    /// database, so that an open tells an unfinished creation from a
+    /// database (see `engine::create`). Every file is synced, and then the
+    /// directory, before this returns.
     pub fn create(
         fs: &dyn FileSystem,
         dir: &Path,
@@ -125,23 +130,17 @@ impl Tablespace {
             let dev = fs
                 .open(&path, OpenMode::CreateNew)
                 .map_err(|e| Error::io(&path, "create", e))?;
-            let mut buf = AlignedBuf::new(page_size);
-            FileHeader {
-                version: FORMAT_VERSION,
-                page_size: page_size as u32,
-                space_id: 0,
-                file_index: i as u32,
-                n_files: n_files as u32,
-                extent_pages: EXTENT_PAGES,
-                creation_id,
-            }
-            .encode(&mut buf);
-            dev.write_at(&buf, 0)
-                .map_err(|e| Error::io(&path, "write", e))?;
-            dev.sync().map_err(|e| Error::io(&path, "sync", e))?;
+            let header = match i {
+                0 => dev.allocate(page_size as u64),
+                _ => dev.write_at(&header_block(i, n_files, page_size, creation_id), 0),
+            };
+            header
+                .and_then(|()| dev.sync())
+                .map_err(|e| Error::io(&path, "write header of", e))?;
             files.push(DataFile::new(dev, path, page_size as u64));
         }
-        sync_dir(dir)?;
+        fs.sync_dir(dir)
+            .map_err(|e| Error::io(dir, "sync directory", e))?;
         Ok(Tablespace {
             space_id: 0,
             creation_id,
@@ -151,6 +150,17 @@ impl Tablespace {
             poisoned: Poison::default(),
             busy: Mutex::new((0, None)),
         })
+    }
+
+    /// Write `data-0`'s header and sync it: the last step of creating a
+    /// database (see [`Tablespace::create`]).
+    pub fn finish_creation(&self) -> Result<()> {
+        let f = &self.files[0];
+        let block = header_block(0, self.files.len(), self.page_size, self.creation_id);
+        f.dev
+            .write_at(&block, 0)
+            .and_then(|()| f.dev.sync())
+            .map_err(|e| Error::io(&f.path, "write header of", e))
     }
 
     /// Open the files of an existing space, checking every header against
@@ -523,13 +533,20 @@ fn new_creation_id() -> u64 {
     nanos ^ ((std::process::id() as u64) << 40) ^ 0x9e37_79b9_7f4a_7c15
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
-    match std::fs::File::open(dir) {
-        Ok(f) => f
-            .sync_all()
-            .map_err(|e| Error::io(dir, "sync directory", e)),
-        Err(e) => Err(Error::io(dir, "open directory", e)),
+/// The header block of data file `i` of `n_files`.
+fn header_block(i: usize, n_files: usize, page_size: usize, creation_id: u64) -> AlignedBuf {
+    let mut buf = AlignedBuf::new(page_size);
+    FileHeader {
+        version: FORMAT_VERSION,
+        page_size: page_size as u32,
+        space_id: 0,
+        file_index: i as u32,
+        n_files: n_files as u32,
+        extent_pages: EXTENT_PAGES,
+        creation_id,
     }
+    .encode(&mut buf);
+    buf
 }
 
 #[cfg(test)]

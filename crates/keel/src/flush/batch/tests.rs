@@ -32,6 +32,22 @@ impl Wal for HonestWal {
     }
 }
 
+/// A log whose first flush panics (a bug), the later ones are honest.
+#[derive(Default)]
+struct PanickingWal(std::sync::atomic::AtomicBool, HonestWal);
+
+impl Wal for PanickingWal {
+    fn flush_up_to(&self, lsn: Lsn) -> Result<()> {
+        if !self.0.swap(true, Ordering::AcqRel) {
+            panic!("the log's flush panicked");
+        }
+        self.1.flush_up_to(lsn)
+    }
+    fn flushed_lsn(&self) -> Lsn {
+        self.1.flushed_lsn()
+    }
+}
+
 /// A log that says it flushed and never did.
 struct LyingWal;
 
@@ -171,6 +187,27 @@ fn pattern_pool(mode: u8) -> TestPool {
     t.put(BASE + 16, Some(510));
     assert_eq!(t.dirty_pages().len(), 10);
     t
+}
+
+/// A panic in a batch, with its pages claimed (here in the write-ahead
+/// step), leaves none of them claimed: a page cleaner that survives the
+/// panic flushes them in its next batch. Before, the claims' flags stayed
+/// set and no flusher could write those pages again, nor the checkpoint
+/// pass them.
+#[test]
+fn a_panic_in_a_batch_leaves_no_page_claimed() {
+    let t = TestPool::new(0, Arc::new(PanickingWal::default()));
+    for p in 0..8 {
+        t.put(p, Some(100 + 10 * u64::from(p)));
+    }
+    let batch = || {
+        t.wb.flush_list_batch(&t.pool, 0, 8, u64::MAX, FlushKind::Adaptive)
+    };
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(batch));
+    assert!(panicked.is_err());
+    assert_eq!(t.dirty_pages().len(), 8);
+    assert_eq!(batch().unwrap(), 8);
+    assert_eq!(t.dirty_pages(), Vec::<u32>::new());
 }
 
 /// Flush P through a one-page background batch; check what was written.
@@ -743,6 +780,10 @@ impl crate::flush::cleaner::CleanerHost for RecordingHost {
         Ok(())
     }
     fn set_writer_limit(&self, _limit: Option<crate::flush::policy::WriterLimit>) {}
+    fn fresh_policy(&self) -> Box<dyn crate::flush::policy::FlushPolicy> {
+        crate::flush::policy::from_options(&crate::config::Options::default())
+    }
+    fn cleaners_failed(&self, _why: &str) {}
     fn checkpoint(&self) -> Result<()> {
         self.seen.lock().push((
             self.t.metric("buffer_LRU_batch_flush_total_pages"),

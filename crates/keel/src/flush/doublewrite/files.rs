@@ -119,7 +119,8 @@ fn check_file(
 }
 
 /// Format the files for `g`: blank `dblwr-0` first, then every other file
-/// complete, then `dblwr-0`'s header last (see the module documentation).
+/// complete (allocated, and the directory synced), then `dblwr-0`'s header
+/// last (see the module documentation).
 pub(super) fn format_files(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -137,12 +138,17 @@ pub(super) fn format_files(
         let dev = fs
             .open(&path, mode)
             .map_err(|e| Error::io(&path, "create", e))?;
+        // Allocated whole, as the data files and the log are: a full disk
+        // fails the format, not a batch's doublewrite later.
         dev.set_len(0)
-            .and_then(|()| dev.set_len(g.file_len(i)))
+            .and_then(|()| dev.allocate(g.file_len(i)))
             .and_then(|()| if i == 0 { dev.sync() } else { Ok(()) })
             .map_err(|e| Error::io(&path, "format", e))?;
         files.push(DwFile { dev, path });
     }
+    // Every name durable before `dblwr-0`'s header says the set is complete.
+    fs.sync_dir(dir)
+        .map_err(|e| Error::io(dir, "sync directory", e))?;
     let mut block = AlignedBuf::new(g.page_size);
     for i in (1..g.files).chain([0]) {
         FileHeader {

@@ -34,8 +34,8 @@ struct Db {
 }
 
 impl Db {
-    /// Data files in memory; the directory is real because `Tablespace`
-    /// syncs it through the OS.
+    /// Data files in memory, created as a database's are (`data-0`'s
+    /// header written last).
     fn new() -> Db {
         Db::with_page_size(PS)
     }
@@ -45,6 +45,7 @@ impl Db {
         let fs = Arc::new(FaultyFs::new());
         let metrics = Arc::new(Metrics::default());
         let space = Tablespace::create(&*fs, dir.path(), ps, 2, metrics.clone()).unwrap();
+        space.finish_creation().unwrap();
         Db {
             path: dir.path().to_owned(),
             _dir: dir,

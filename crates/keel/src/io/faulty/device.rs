@@ -137,6 +137,16 @@ impl Device for FaultyDevice {
         Ok(())
     }
 
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let mut state = self.enter(Op::SetLen, None)?;
+        if state.volatile.len() < len {
+            state.set_len(len);
+        }
+        state.allocated = state.allocated.max(len);
+        Ok(())
+    }
+
     fn path(&self) -> &Path {
         &self.path
     }

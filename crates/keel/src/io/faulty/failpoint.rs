@@ -85,9 +85,15 @@ pub enum FailPoint {
         /// Substring of the path ("" matches every file).
         path_contains: String,
     },
-    /// `set_len` on a matching file (a data file growing, say).
+    /// `set_len` or `allocate` on a matching file (a data file growing, a
+    /// log file allocated at creation).
     SetLen {
         /// Substring of the path ("" matches every file).
+        path_contains: String,
+    },
+    /// `FileSystem::sync_dir` of a matching directory.
+    SyncDir {
+        /// Substring of the directory's path ("" matches every directory).
         path_contains: String,
     },
 }
@@ -98,6 +104,7 @@ pub(super) enum Op {
     Write,
     Sync,
     SetLen,
+    SyncDir,
 }
 
 impl Op {
@@ -107,6 +114,7 @@ impl Op {
             Op::Write => "write",
             Op::Sync => "sync",
             Op::SetLen => "set_len",
+            Op::SyncDir => "sync_dir",
         }
     }
 }
@@ -127,7 +135,8 @@ impl FailPoint {
             "write" => FailPoint::Write { path_contains },
             "sync" => FailPoint::Sync { path_contains },
             "set_len" => FailPoint::SetLen { path_contains },
-            _ => return Err(bad("op must be read, write, sync or set_len")),
+            "sync_dir" => FailPoint::SyncDir { path_contains },
+            _ => return Err(bad("op must be read, write, sync, set_len or sync_dir")),
         };
         let action = parts.next().unwrap_or_default();
         let errno = match action {
@@ -156,6 +165,7 @@ impl FailPoint {
             FailPoint::Write { path_contains } => (Op::Write, path_contains),
             FailPoint::Sync { path_contains } => (Op::Sync, path_contains),
             FailPoint::SetLen { path_contains } => (Op::SetLen, path_contains),
+            FailPoint::SyncDir { path_contains } => (Op::SyncDir, path_contains),
         };
         want == op && path.to_string_lossy().contains(pattern.as_str())
     }

@@ -29,7 +29,7 @@ use parking_lot::{Condvar, Mutex};
 pub struct HeldCall {
     /// The file the call is on.
     pub path: PathBuf,
-    /// `read`, `write`, `sync` or `set_len`.
+    /// `read`, `write`, `sync`, `set_len` or `sync_dir`.
     pub op: &'static str,
     /// The paused thread's name, if it has one (`keel-cleaner-2`, say).
     pub thread: Option<String>,
