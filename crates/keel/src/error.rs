@@ -178,6 +178,25 @@ pub enum Error {
     /// their error instead of waiting out its timeout.
     #[error("redo log full and page write-back failing: {0}")]
     FlushFailed(String),
+    /// Page writes to a data file fail (EIO, or ENOSPC where a
+    /// copy-on-write file system refuses overwrites on a full disk). Nothing
+    /// is lost and nothing is refused for good: the pages stay dirty in
+    /// memory, a page whose in-place write may be torn keeps its doublewrite
+    /// copy, and the writes are retried with a backoff until the device
+    /// takes them; then writes resume by themselves. The call that got this
+    /// changed nothing and may be retried.
+    #[error(
+        "page writes to {} are failing: {reason}; the pages stay in memory and are \
+         retried, and writes resume once the device accepts them",
+        path.display()
+    )]
+    WriteBackFailing {
+        /// The data file whose write failed (the doublewrite directory when
+        /// no area could be had).
+        path: PathBuf,
+        /// What failed, and what is held for the retry.
+        reason: String,
+    },
     /// `Db::set_device` on a database whose data files no device model
     /// stands in front of: opened with `device = unlimited` (its files pass
     /// through unwrapped, so that an unthrottled database pays nothing) or
@@ -244,6 +263,13 @@ impl Error {
             ),
             _ => false,
         }
+    }
+
+    /// Whether the condition behind this error can pass by itself: a full
+    /// disk, or page writes held for retry. A writer that waited for the
+    /// page cleaners and got such an error may try again.
+    pub(crate) fn may_pass(&self) -> bool {
+        self.is_full_disk() || matches!(self, Error::WriteBackFailing { .. })
     }
 
     /// Wrap an OS error with the file and operation it came from.

@@ -6,6 +6,10 @@
 //! A claim holds the frame's `flushing` flag, so that no second flusher
 //! claims the page, and, until the flusher has copied the image
 //! ([`Claim::unlatch`]), its shared latch: the copy is a consistent image.
+//! A claim whose write failed after its doublewrite copy outlives the
+//! flush call, unlatched ([`Claim::detach`]), until a retry writes the
+//! copy (`flush::batch::held`); meanwhile the page is dirty and claimed,
+//! exactly as while its write is in flight.
 //! Claims are taken with `try_read`, so a flusher does not wait for a
 //! latch a user thread holds (with one bounded exception, below); and the
 //! latch is dropped before any I/O, so a user thread never waits for a
@@ -101,6 +105,52 @@ impl Claim<'_> {
     /// only keeps other flushers off it.
     pub fn unlatch(&mut self) {
         self.guard = None;
+    }
+
+    /// The claim, unlatched, kept past the flush call that took it: a
+    /// write held for retry (`flush::batch::held`). It keeps the page's
+    /// `flushing` flag, and so its place on the flush list, until it is
+    /// [reattached](Detached::reattach) and released like any claim.
+    pub fn detach(mut self) -> Detached {
+        // Held on by the `Detached` now: this claim's drop must not give
+        // the page up.
+        self.held = false;
+        Detached {
+            inst: self.inst,
+            fid: self.fid,
+            id: self.id,
+            oldest: self.oldest,
+            newest: self.newest,
+        }
+    }
+}
+
+/// A claim without its latch, which a thread can hand to another.
+pub(crate) struct Detached {
+    /// Instance number.
+    pub inst: usize,
+    /// Frame index in the instance.
+    pub fid: u32,
+    /// The page.
+    pub id: PageId,
+    oldest: Lsn,
+    newest: Lsn,
+}
+
+impl Detached {
+    /// The claim again, unlatched, on `pool` (the one it was taken on),
+    /// to be released.
+    pub fn reattach(self, pool: &BufferPool) -> Claim<'_> {
+        Claim {
+            inst: self.inst,
+            fid: self.fid,
+            id: self.id,
+            oldest: self.oldest,
+            newest: self.newest,
+            guard: None,
+            pool,
+            held: true,
+        }
     }
 }
 

@@ -35,7 +35,8 @@ pub(crate) struct Frame {
     /// Milliseconds since pool start of the first access after loading.
     pub first_access_ms: AtomicU64,
     /// Set while one flusher writes the page, so that concurrent flushers
-    /// (cleaners, sync-flushing writers) never write it twice.
+    /// (cleaners, sync-flushing writers) never write it twice; and while
+    /// its failed write is held for retry (`flush::batch::held`).
     pub flushing: std::sync::atomic::AtomicBool,
     /// While `flushing`: the redo start of the first change made after the
     /// flusher copied the page (0: none), where the page re-enters the

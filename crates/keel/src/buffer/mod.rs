@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-pub(crate) use claim::{Claim, FrameWriter};
+pub(crate) use claim::{Claim, Detached, FrameWriter};
 pub use guard::{PageRead, PageWrite};
 pub(crate) use instance::Instance;
 

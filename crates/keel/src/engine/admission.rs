@@ -349,10 +349,11 @@ impl Admission {
         if self.wb.failures() <= before {
             return Ok(());
         }
-        let (why, full_disk) = self.wb.last_failure();
+        let (why, may_pass) = self.wb.last_failure();
         let msg = format!("the checkpoint cannot advance because the page cleaners failed: {why}");
-        // A full disk may pass (the caller may retry); a device error does not.
-        Err(if full_disk {
+        // A full disk or page writes held for retry may pass (the caller
+        // may retry); any other device error does not.
+        Err(if may_pass {
             Error::LogOverloaded(msg)
         } else {
             Error::FlushFailed(msg)

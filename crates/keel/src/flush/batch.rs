@@ -54,16 +54,22 @@
 //! Then, chunk by chunk (a doublewrite area's worth of pages):
 //!
 //! 4. **Doublewrite** (when on): the chunk is written to a claimed area and
-//!    synced. A failure leaves the in-place pages untouched; the area is
-//!    freed and the pages stay dirty.
+//!    synced. A failure, of the write or of the sync, leaves the in-place
+//!    pages untouched and nothing depending on the area: the area is
+//!    freed, the pages stay dirty, and the caller gets
+//!    `Error::WriteBackFailing`; nothing is poisoned (a failed fsync of the
+//!    area lost nothing that was relied on). No area to be had (every one
+//!    set aside after failed writes, or none freed in time: see
+//!    `doublewrite::areas`) ends the call the same way.
 //! 5. **In place.** One write per contiguous run, handed to the crew
-//!    (several in flight; see "Pipelining"). With doublewrite, a failure here may have left a torn page
-//!    whose only good copy is in the area, so the area must not be reused:
-//!    the data files are poisoned and the area is never given back
-//!    (recovery repairs from it after the restart). The space was allocated
-//!    in step 3, so this is a real write error, not a full disk. Without
-//!    doublewrite there is nothing to protect: the pages stay dirty and are
-//!    retried later.
+//!    (several in flight; see "Pipelining"). With doublewrite, a failure
+//!    (EIO; ENOSPC on a copy-on-write file system, which the allocation of
+//!    step 3 cannot rule out) may have left a torn page whose only good
+//!    copy is in the area: the chunk is *held*, its area set aside and its
+//!    pages claimed and dirty, and its writes are retried until the device
+//!    takes them ([`held`]); nothing is poisoned. Without doublewrite there
+//!    is nothing to protect: the pages stay dirty and are retried later.
+//!    Either way the caller gets `Error::WriteBackFailing`.
 //! 6. The chunk's pages are released (clean, or dirty from a change made
 //!    after the copy): their writes have
 //!    returned, so a later read (after an eviction) sees them, and no
@@ -77,14 +83,15 @@
 //!    covers the writes.
 
 mod crew;
+mod gather;
+mod held;
 
-use std::collections::{HashMap, HashSet};
+pub(crate) use held::HeldWrites;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::doublewrite::AreaGuard;
-use super::neighbors::{self, NeighborMode};
 use super::writeback::WriteBack;
 use crate::buffer::{BufferPool, Claim};
 use crate::error::{Error, Result};
@@ -165,6 +172,9 @@ impl WriteBack {
         fids: &[u32],
         kind: FlushKind,
     ) -> Result<(usize, usize)> {
+        // Held writes first: while they still fail, nothing new is
+        // started (it would only set another doublewrite area aside).
+        self.retry_held(pool, false)?;
         if fids.is_empty() {
             return Ok((0, 0));
         }
@@ -214,127 +224,6 @@ impl WriteBack {
         };
         Metrics::add(counter, n);
         r.map(|()| (done.pages, done.neighbors))
-    }
-
-    /// Claim `fids` (and their neighbors) group by group and hand each
-    /// group to `p`, until every page is handed over or `p` has failed.
-    fn gather<'a>(&self, p: &mut Pipeline<'_, 'a, '_>, inst: usize, fids: &[u32], kind: FlushKind) {
-        let pool = p.pool;
-        let mode = match kind {
-            FlushKind::Single => NeighborMode::Off,
-            _ => NeighborMode::from_option(self.flush_neighbors()),
-        };
-        // A flush-list batch's first page is the list's oldest: its claim,
-        // taken holding nothing, may wait a little for a user thread's
-        // latch (see `buffer::claim`, "The oldest page").
-        let mut wait = match kind {
-            FlushKind::Lru | FlushKind::Single => Duration::ZERO,
-            _ => self.oldest_latch_wait(),
-        };
-        if mode == NeighborMode::Off {
-            for group in fids.chunks(CLAIM_GROUP) {
-                let items: Vec<Item<'a>> = group
-                    .iter()
-                    .filter_map(|&fid| {
-                        self.item(pool, inst, fid, None, false, std::mem::take(&mut wait))
-                    })
-                    .collect();
-                if !p.push(items) {
-                    return;
-                }
-            }
-            return;
-        }
-        let area_size = neighbors::area_size(pool.total_frames());
-        let cap = CLAIM_GROUP;
-        // Pages this call writes at most, neighbors included, when the
-        // policy asks so (`FlushTargets::neighbors_in_batch_size`).
-        let size = if self
-            .neighbors_in_batch_size
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            fids.len()
-        } else {
-            usize::MAX
-        };
-        let requested: HashSet<u32> = fids.iter().copied().collect();
-        // Every frame this call has put in a batch, with the page it held.
-        let mut taken: HashMap<u32, PageId> = HashMap::new();
-        // Areas already swept whole (NeighborMode::Area).
-        let mut swept: HashSet<u32> = HashSet::new();
-        let mut items: Vec<Item<'a>> = Vec::new();
-        for &fid in fids {
-            if taken.len() >= size {
-                break;
-            }
-            // Already written or batched as a neighbor of an earlier page:
-            // its own run or area was covered then.
-            if taken.contains_key(&fid) {
-                continue;
-            }
-            let Some(item) = self.item(pool, inst, fid, None, false, std::mem::take(&mut wait))
-            else {
-                continue;
-            };
-            let id = item.claim.id;
-            taken.insert(fid, id);
-            items.push(item);
-            let area = neighbors::area_of(id.page_no, area_size);
-            if mode == NeighborMode::Area && !swept.insert(area.start) {
-                continue;
-            }
-            // The predicate adds the neighbor to the batch when it can.
-            neighbors::pages_to_flush(id.page_no, area, mode, |page_no| {
-                if taken.len() >= size {
-                    return false;
-                }
-                let nid = PageId::new(id.space, page_no);
-                let Some(nfid) = pool.frame_of(inst, nid) else {
-                    return false;
-                };
-                if let Some(&held) = taken.get(&nfid) {
-                    return held == nid;
-                }
-                match self.item(
-                    pool,
-                    inst,
-                    nfid,
-                    Some(nid),
-                    !requested.contains(&nfid),
-                    Duration::ZERO,
-                ) {
-                    Some(it) => {
-                        taken.insert(nfid, nid);
-                        items.push(it);
-                        true
-                    }
-                    None => false,
-                }
-            });
-            if items.len() >= cap && !p.push(std::mem::take(&mut items)) {
-                return;
-            }
-        }
-        p.push(items);
-    }
-
-    fn item<'a>(
-        &self,
-        pool: &'a BufferPool,
-        inst: usize,
-        fid: u32,
-        expect: Option<PageId>,
-        neighbor: bool,
-        wait: Duration,
-    ) -> Option<Item<'a>> {
-        let claim = pool.claim(inst, fid, expect, wait)?;
-        let (file, offset) = self.space.locate(claim.id.page_no);
-        Some(Item {
-            claim,
-            file,
-            offset,
-            neighbor,
-        })
     }
 
     /// Step 1: copy every page (sorted) into one buffer with a fresh
@@ -433,6 +322,8 @@ impl WriteBack {
 struct InFlight<'w, 'a> {
     items: Vec<Item<'a>>,
     unit: Arc<Unit>,
+    /// The copies the crew writes (a held chunk keeps them for its retry).
+    copies: Arc<AlignedBuf>,
     area: Option<AreaGuard<'w>>,
 }
 
@@ -529,12 +420,20 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
             Some(d) => {
                 // A second area only if one is free: otherwise the chunk
                 // before gives its own back first (never wait for an area
-                // while holding one).
-                let mut area = match d.try_claim() {
-                    Some(a) => a,
+                // while holding one), unless its writes failed: then this
+                // chunk is not tried (it would only set an area aside).
+                let claimed = match d.try_claim() {
+                    Some(a) => Ok(a),
                     None => {
                         self.retire();
-                        d.claim()
+                        self.err.take().map_or_else(|| d.claim(), Err)
+                    }
+                };
+                let mut area = match claimed {
+                    Ok(a) => a,
+                    Err(e) => {
+                        self.release_unwritten(chunk);
+                        return Err(e);
                     }
                 };
                 let ps = wb.space.page_size();
@@ -544,6 +443,7 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
                     .map(|(k, it)| (it.claim.id, &buf[k * ps..(k + 1) * ps]))
                     .collect();
                 if let Err(e) = area.write_and_sync(&pages) {
+                    let e = wb.copy_failed(chunk.len(), e);
                     self.release_unwritten(chunk);
                     return Err(e);
                 }
@@ -551,11 +451,13 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
             }
         };
         let places = chunk.iter().map(|i| (i.file, i.offset));
-        let unit = self.crew.submit(places, Arc::new(buf), self.inline);
+        let copies = Arc::new(buf);
+        let unit = self.crew.submit(places, Arc::clone(&copies), self.inline);
         self.retire();
         self.in_flight = Some(InFlight {
             items: chunk,
             unit,
+            copies,
             area,
         });
         Ok(())
@@ -569,19 +471,17 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
         };
         let pool = self.pool;
         let r = match f.unit.wait() {
-            Err(e) => {
-                if let Some(area) = f.area {
-                    self.wb.space.poison(format!(
-                        "an in-place page write failed ({e}) after its doublewrite copy was \
-                         made; the data files may hold a torn page whose only good copy is in \
-                         doublewrite area {}: restart the engine so that recovery repairs it",
-                        area.area()
-                    ));
-                    area.keep_forever();
+            Err(e) => match f.area {
+                Some(area) => {
+                    self.left(f.items.len());
+                    Err(self.wb.hold(f.items, f.copies, area, e))
                 }
-                self.release_unwritten(f.items);
-                Err(e)
-            }
+                None => {
+                    let e = self.wb.unheld_failure(&f.items, e);
+                    self.release_unwritten(f.items);
+                    Err(e)
+                }
+            },
             Ok(()) => {
                 // Written (not yet synced): released before the sync, so
                 // that nobody waits for it (step 6 of the module doc).

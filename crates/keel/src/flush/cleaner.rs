@@ -414,7 +414,15 @@ fn coordinate_rounds<H: CleanerHost + ?Sized>(
             sh.start.notify_all();
         }
         let written_before = pool.metrics.buffer_pages_written.load(Ordering::Relaxed);
-        let mut failed = do_share(host, 0, n, &targets);
+        // Writes held after a failure are retried here even in a round
+        // that writes nothing else, so that they resume by themselves.
+        let mut failed = false;
+        if let Err(e) = wb.retry_held(pool, false) {
+            log::error!("page cleaner coordinator: {e}");
+            wb.note_failure("retry of held page writes", &e);
+            failed = true;
+        }
+        failed |= do_share(host, 0, n, &targets);
         if n > 1 {
             // The barrier: the next round starts after the slowest cleaner.
             let mut r = sh.round.lock();

@@ -13,6 +13,9 @@
 //! entries need more) followed by `pages_per_area` page slots. The byte
 //! layout is in `format` and `docs/format.md` ("Doublewrite files").
 //!
+//! Which areas are free, claimed or set aside after a failed write, and
+//! how a batch waits for one: [`areas`].
+//!
 //! Crash safety of the files themselves: they are formatted with every file
 //! but `dblwr-0` first and `dblwr-0`'s header written and synced last, after
 //! `dblwr-0` was made blank and every file allocated whole (a full disk
@@ -20,18 +23,18 @@
 //! `dblwr-0` (or none) means "no copies, format afresh", and a valid one
 //! means the whole set is complete.
 
+mod areas;
 mod files;
 mod format;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod repair_tests;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
@@ -134,7 +137,7 @@ pub struct Doublewrite {
     wanted: Option<Geometry>,
     creation_id: u64,
     files: Vec<DwFile>,
-    free: Mutex<VecDeque<usize>>,
+    areas: Mutex<areas::Areas>,
     freed: Condvar,
     next_seq: AtomicU64,
     metrics: Arc<Metrics>,
@@ -273,39 +276,11 @@ impl Doublewrite {
             wanted,
             creation_id,
             files,
-            free: Mutex::new((0..geometry.areas).collect()),
+            areas: Mutex::new(areas::Areas::new(geometry.areas)),
             freed: Condvar::new(),
             next_seq: AtomicU64::new(1),
             metrics,
         }
-    }
-
-    /// Claim a free area, waiting until one is free. There is one area per
-    /// concurrent batch writer, so this rarely waits; it cannot wait forever
-    /// because every guard is dropped after one batch.
-    pub fn claim(&self) -> AreaGuard<'_> {
-        let mut free = self.free.lock();
-        loop {
-            if let Some(area) = free.pop_front() {
-                return AreaGuard { dw: self, area };
-            }
-            if self
-                .freed
-                .wait_for(&mut free, Duration::from_secs(10))
-                .timed_out()
-            {
-                log::warn!(
-                    "waited 10 s for a free doublewrite area: all {} are claimed",
-                    self.geometry.areas
-                );
-            }
-        }
-    }
-
-    /// Claim a free area if there is one.
-    pub fn try_claim(&self) -> Option<AreaGuard<'_>> {
-        let area = self.free.lock().pop_front()?;
-        Some(AreaGuard { dw: self, area })
     }
 
     /// Page slots per area: the largest batch one area takes.
@@ -406,7 +381,7 @@ impl Doublewrite {
         if let Some(wanted) = self.wanted.take() {
             self.files = format_files(fs, &self.dir, &wanted, self.creation_id)?;
             self.geometry = wanted;
-            *self.free.get_mut() = (0..wanted.areas).collect();
+            *self.areas.get_mut() = areas::Areas::new(wanted.areas);
             self.next_seq.store(1, Ordering::Relaxed);
             report.reformatted = true;
         }
@@ -468,15 +443,14 @@ struct CopyRef {
 }
 
 impl AreaGuard<'_> {
-    /// The claimed area's index.
-    pub fn area(&self) -> usize {
-        self.area
-    }
-
     /// Write `pages` (each `page_size` bytes, checksummed, at most
     /// `pages_per_area` of them) with their ids into the area, in one write,
-    /// and sync its file. On error the area's content is unknown and the
-    /// caller must not write the batch in place (and should poison).
+    /// and sync its file. On error (of the write or of the sync) the area's
+    /// content is unknown and the caller must not write the batch in place;
+    /// nothing else depends on the area's content (no in-place write of
+    /// this batch was made, and recovery uses a copy only for a torn page
+    /// whose copy verifies), so the caller gives the area back and keeps
+    /// the pages dirty: nothing was lost, nothing is poisoned.
     ///
     /// # Panics
     /// On more pages than slots, or a page of the wrong size or whose header
@@ -535,25 +509,5 @@ impl AreaGuard<'_> {
         Metrics::add(&dw.metrics.dblwr_writes, 1);
         Metrics::add(&dw.metrics.dblwr_pages_written, pages.len() as u64);
         Ok(())
-    }
-}
-
-impl AreaGuard<'_> {
-    /// Never give the area back: its copies may be the only good image of
-    /// a page whose in-place write failed, so it must survive until the
-    /// restart's recovery has used it.
-    pub fn keep_forever(self) {
-        log::error!(
-            "doublewrite area {} is kept out of use until a restart: it may hold the only good copy of a page",
-            self.area
-        );
-        std::mem::forget(self);
-    }
-}
-
-impl Drop for AreaGuard<'_> {
-    fn drop(&mut self) {
-        self.dw.free.lock().push_back(self.area);
-        self.dw.freed.notify_one();
     }
 }

@@ -13,7 +13,13 @@
 //! A failed cleaner round is counted with its message; writers waiting for
 //! the cleaners (in the free check) compare the count with what they saw
 //! when they began to wait and give up with that message instead of
-//! waiting for their timeout.
+//! waiting for their timeout (as a passing `LogOverloaded` when the
+//! failure may pass: a full disk, or page writes held for retry).
+//!
+//! Page writes that failed after their doublewrite copy are held and
+//! retried by whoever flushes next (`batch::held`); a sharp checkpoint
+//! ([`WriteBack::flush_below`]) retries them first and fails with their
+//! error rather than wait for pages that cannot be written.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -21,7 +27,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::batch::FlushKind;
+use super::batch::{FlushKind, HeldWrites};
 use super::doublewrite::Doublewrite;
 use super::policy::Decision;
 use crate::buffer::{BufferPool, FrameWriter};
@@ -85,8 +91,11 @@ pub struct WriteBack {
     /// `Db::set_option`, read once per batch).
     flush_neighbors: std::sync::atomic::AtomicU8,
     /// Cleaner failures so far, and the last one's message and whether it
-    /// may pass (a full disk).
+    /// may pass ([`Error::may_pass`]).
     failures: (AtomicU64, Mutex<(String, bool)>),
+    /// Chunks whose in-place writes failed, held for retry (see
+    /// `batch::held`).
+    pub(crate) held: HeldWrites,
 }
 
 impl WriteBack {
@@ -113,6 +122,7 @@ impl WriteBack {
             oldest_latch_wait_us: AtomicU64::new(0),
             flush_neighbors: std::sync::atomic::AtomicU8::new(cfg.flush_neighbors),
             failures: Default::default(),
+            held: HeldWrites::default(),
         }
     }
 
@@ -185,7 +195,7 @@ impl WriteBack {
     /// Record that a page cleaner failed to flush or checkpoint (`what`
     /// says which) with `err`.
     pub(crate) fn note_failure(&self, what: &str, err: &Error) {
-        *self.failures.1.lock() = (format!("{what} failed: {err}"), err.is_full_disk());
+        *self.failures.1.lock() = (format!("{what} failed: {err}"), err.may_pass());
         self.failures.0.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -194,8 +204,9 @@ impl WriteBack {
         self.failures.0.load(Ordering::Acquire)
     }
 
-    /// The last cleaner failure's message, and whether it was a full disk
-    /// (which space freed elsewhere can mend).
+    /// The last cleaner failure's message, and whether it may pass (a full
+    /// disk, which space freed elsewhere can mend, or page writes held for
+    /// retry, which end when the device takes writes again).
     pub(crate) fn last_failure(&self) -> (String, bool) {
         self.failures.1.lock().clone()
     }
@@ -258,10 +269,14 @@ impl WriteBack {
     /// began are not waited for, so concurrent writers cannot keep it
     /// going forever; pages latched exclusively by a user thread are
     /// retried (for at most about 100 s before giving up with an error).
+    /// Page writes held for retry are retried at once, every round, and
+    /// one that fails again ends the call with its error: such a page
+    /// cannot be written until the device takes writes again.
     pub fn flush_below(&self, pool: &BufferPool, lsn_limit: Lsn) -> Result<()> {
         const ROUNDS: usize = 100_000;
         let mut idle_rounds = 0;
         for _ in 0..ROUNDS {
+            self.retry_held(pool, true)?;
             let mut left = false;
             let mut wrote = 0;
             for i in 0..pool.n_instances() {
@@ -292,7 +307,15 @@ impl WriteBack {
 
 impl FrameWriter for WriteBack {
     fn write_victim(&self, pool: &BufferPool, inst: usize, fid: u32) -> Result<bool> {
-        Ok(self.flush_frames(pool, inst, &[fid], FlushKind::Single)? > 0)
+        if self.flush_frames(pool, inst, &[fid], FlushKind::Single)? > 0 {
+            return Ok(true);
+        }
+        // Not written because its write is held for retry: it will not be
+        // clean soon, so the thread hears why now (see `batch::held`).
+        match self.held_error(inst, fid) {
+            Some(e) => Err(e),
+            None => Ok(false),
+        }
     }
 
     fn frames_wanted(&self) {

@@ -141,6 +141,13 @@ registry! {
     /// Gauge: the same for single pages written by user threads to free a
     /// frame ("Pending writes: single page").
     buffer_pending_writes_single_page,
+    /// Gauge: pages whose in-place write failed after their doublewrite
+    /// copy was made, held (dirty, their copies kept) until a retry writes
+    /// them: non-zero while the data device refuses writes.
+    buffer_flush_held_pages,
+    /// Retries of held page writes (each a chunk's in-place writes and a
+    /// data-file sync), failed or not.
+    buffer_flush_held_retries,
     /// Gauge: current LSN (end of the newest mini-transaction).
     log_lsn_current,
     /// Gauge: end of the log that is written and synced.

@@ -7,8 +7,9 @@
 //! Once its record is logged, a commit is decided: it must reach every
 //! page, or the engine must refuse writes until recovery finishes it. So an
 //! operation that fails for a reason that passes — no free frame, a full
-//! disk (ENOSPC) while a page is written to make room, a log-space wait
-//! that ended — is retried, holding nothing (its row locks aside), with a pause
+//! disk (ENOSPC) while a page is written to make room, page writes that
+//! fail and are held for retry (`Error::WriteBackFailing`), a log-space
+//! wait that ended — is retried, holding nothing (its row locks aside), with a pause
 //! that grows to a second, for up to [`APPLY_RETRY_LIMIT`], logging why
 //! every ten seconds. Operations are idempotent and change nothing when
 //! they fail, so a retry is safe. Anything else (a corrupt page, a failed
@@ -94,12 +95,13 @@ fn apply_with_retry(e: &Engine, budget: &Budget<'_>, commit: Lsn, op: &Op<'_>) -
     }
 }
 
-/// Errors a retry may outlive: a full disk (space can be freed), no free
-/// frame, a wait for log space that ended without a device error. A failed
-/// read or write (EIO), write-back failing with one, a corrupt page, a
+/// Errors a retry may outlive: a full disk (space can be freed), page
+/// writes held for retry (the device may take them again: nothing was
+/// lost), no free frame, a wait for log space that ended without a device
+/// error. A failed read, write-back failing for good, a corrupt page, a
 /// poisoned engine do not pass.
 fn is_passing(err: &Error) -> bool {
-    err.is_full_disk() || matches!(err, Error::BufferPoolExhausted(_) | Error::LogOverloaded(_))
+    err.may_pass() || matches!(err, Error::BufferPoolExhausted(_) | Error::LogOverloaded(_))
 }
 
 fn apply_op(e: &Engine, budget: &Budget<'_>, op: &Op<'_>) -> Result<bool> {

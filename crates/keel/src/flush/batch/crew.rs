@@ -212,7 +212,7 @@ impl Drop for CloseOnDrop<'_, '_> {
 }
 
 /// (file, offset, first page, page count) of each contiguous run.
-fn runs_of(
+pub(super) fn runs_of(
     places: impl Iterator<Item = (usize, u64)>,
     ps: usize,
 ) -> Vec<(usize, u64, usize, usize)> {

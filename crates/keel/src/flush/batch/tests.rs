@@ -20,7 +20,7 @@ const FRAMES: usize = 256;
 
 /// A log that is durable as soon as it is asked to be.
 #[derive(Default)]
-struct HonestWal(AtomicU64);
+pub(super) struct HonestWal(AtomicU64);
 
 impl Wal for HonestWal {
     fn flush_up_to(&self, lsn: Lsn) -> Result<()> {
@@ -60,11 +60,11 @@ impl Wal for LyingWal {
     }
 }
 
-struct TestPool {
-    pool: BufferPool,
-    wb: WriteBack,
+pub(super) struct TestPool {
+    pub(super) pool: BufferPool,
+    pub(super) wb: WriteBack,
     metrics: Arc<Metrics>,
-    _dir: tempfile::TempDir,
+    pub(super) dir: tempfile::TempDir,
 }
 
 impl TestPool {
@@ -81,7 +81,7 @@ impl TestPool {
     }
 
     /// With doublewrite areas of `pages_per_area` pages.
-    fn with_doublewrite(fs: &dyn FileSystem, pages_per_area: usize) -> TestPool {
+    pub(super) fn with_doublewrite(fs: &dyn FileSystem, pages_per_area: usize) -> TestPool {
         Self::build(0, Arc::new(HonestWal::default()), fs, Some(pages_per_area))
     }
 
@@ -94,6 +94,7 @@ impl TestPool {
         let dir = tempfile::tempdir().unwrap();
         let metrics = Arc::new(Metrics::default());
         let space = Arc::new(Tablespace::create(fs, dir.path(), PS, 2, metrics.clone()).unwrap());
+        space.finish_creation().unwrap();
         let dblwr = dblwr_pages.map(|pages_per_area| {
             let g = Geometry {
                 files: 1,
@@ -123,13 +124,13 @@ impl TestPool {
             pool,
             wb,
             metrics,
-            _dir: dir,
+            dir,
         }
     }
 
     /// Put page `page_no` in the pool, dirtied by redo `[start, start + 10)`
     /// when `start` is given, clean otherwise.
-    fn put(&self, page_no: u32, start: Option<Lsn>) {
+    pub(super) fn put(&self, page_no: u32, start: Option<Lsn>) {
         let id = PageId::new(0, page_no);
         let mut w = self.pool.create(id).unwrap();
         init_page(&mut w, id, PageType::BtreeLeaf);
@@ -138,12 +139,12 @@ impl TestPool {
         }
     }
 
-    fn metric(&self, name: &str) -> u64 {
+    pub(super) fn metric(&self, name: &str) -> u64 {
         self.metrics.get(name).unwrap()
     }
 
     /// Page numbers still on the flush list, ascending.
-    fn dirty_pages(&self) -> Vec<u32> {
+    pub(super) fn dirty_pages(&self) -> Vec<u32> {
         let inst = &self.pool.instances[0];
         let mut v: Vec<u32> = inst
             .flush_list
@@ -156,7 +157,7 @@ impl TestPool {
     }
 
     /// Does the data file hold a valid image of `page_no`?
-    fn on_disk(&self, page_no: u32) -> bool {
+    pub(super) fn on_disk(&self, page_no: u32) -> bool {
         let mut buf = AlignedBuf::new(PS);
         self.pool
             .space
@@ -536,7 +537,7 @@ fn two_groups_in_file_0(t: &TestPool) -> Vec<u32> {
 }
 
 impl TestPool {
-    fn is_flushing(&self, page_no: u32) -> bool {
+    pub(super) fn is_flushing(&self, page_no: u32) -> bool {
         let fid = self.pool.frame_of(0, PageId::new(0, page_no)).unwrap();
         self.pool.instances[0].frames[fid as usize]
             .flushing

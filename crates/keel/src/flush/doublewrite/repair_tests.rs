@@ -123,7 +123,7 @@ fn torn_page_is_restored_from_its_copy() {
     db.space.sync().unwrap();
     let v2: Vec<_> = (1..=5).map(|n| page(db.id(n), 20, 2)).collect();
     {
-        let mut area = dw.claim();
+        let mut area = dw.claim().unwrap();
         area.write_and_sync(&batch(&v2)).unwrap();
         v2.iter().for_each(|p| db.write_in_place(p));
         db.space.sync().unwrap();
@@ -152,7 +152,7 @@ fn valid_in_place_page_is_never_overwritten_by_an_older_copy() {
     let db = Db::new();
     let mut dw = db.dblwr(geometry(2, 4)).unwrap();
     let old = page(db.id(9), 10, 1);
-    dw.claim().write_and_sync(&batch(&[old])).unwrap();
+    dw.claim().unwrap().write_and_sync(&batch(&[old])).unwrap();
     // A later batch wrote the page in place without doublewrite.
     let newer = page(db.id(9), 30, 3);
     db.write_in_place(&newer);
@@ -171,13 +171,15 @@ fn newest_valid_copy_wins_and_sequence_numbers_survive_reopen() {
     {
         let dw = db.dblwr(g).unwrap();
         dw.claim()
+            .unwrap()
             .write_and_sync(&batch(&[page(db.id(7), 20, 2)]))
             .unwrap();
     }
     let mut dw = db.dblwr(g).unwrap();
-    let _first = dw.claim(); // area 0 keeps the LSN-20 copy
+    let _first = dw.claim().unwrap(); // area 0 keeps the LSN-20 copy
     let newest = page(db.id(7), 30, 3);
     dw.claim()
+        .unwrap()
         .write_and_sync(&batch(std::slice::from_ref(&newest)))
         .unwrap();
     drop(_first);
@@ -205,6 +207,7 @@ fn page_past_the_end_of_its_file_is_restored() {
     let mut dw = db.dblwr(geometry(2, 4)).unwrap();
     let far = page(db.id(5000), 40, 4);
     dw.claim()
+        .unwrap()
         .write_and_sync(&batch(std::slice::from_ref(&far)))
         .unwrap();
     let mut buf = AlignedBuf::new(PS);
@@ -219,6 +222,7 @@ fn corrupt_area_header_is_skipped_and_reported() {
     let db = Db::new();
     let mut dw = db.dblwr(geometry(2, 4)).unwrap();
     dw.claim()
+        .unwrap()
         .write_and_sync(&batch(&[page(db.id(4), 10, 1)]))
         .unwrap();
     db.tear(4);
@@ -259,6 +263,7 @@ fn geometry_change_takes_effect_after_repair() {
     let dw = db.dblwr(geometry(2, 4)).unwrap();
     let p = page(db.id(2), 10, 1);
     dw.claim()
+        .unwrap()
         .write_and_sync(&batch(std::slice::from_ref(&p)))
         .unwrap();
     drop(dw);
@@ -276,7 +281,7 @@ fn geometry_change_takes_effect_after_repair() {
     assert!(report.reformatted);
     assert_eq!(dw.geometry(), wanted);
     let many: Vec<_> = (100..400).map(|n| page(db.id(n), 50, 5)).collect();
-    dw.claim().write_and_sync(&batch(&many)).unwrap();
+    dw.claim().unwrap().write_and_sync(&batch(&many)).unwrap();
     many.iter().for_each(|p| db.write_in_place(p));
     db.space.sync().unwrap();
     drop(dw);
@@ -314,10 +319,10 @@ fn blank_first_file_is_formatted_afresh() {
 fn claim_waits_for_a_free_area() {
     let db = Db::new();
     let dw = db.dblwr(geometry(1, 2)).unwrap();
-    let held = dw.claim();
+    let held = dw.claim().unwrap();
     assert!(dw.try_claim().is_none());
     std::thread::scope(|s| {
-        let waiter = s.spawn(|| dw.claim().area());
+        let waiter = s.spawn(|| dw.claim().unwrap().area());
         std::thread::sleep(std::time::Duration::from_millis(20));
         assert!(!waiter.is_finished());
         drop(held);
@@ -343,7 +348,7 @@ fn crash_during_in_place_writes_is_repaired() {
         old.iter().for_each(|p| db.write_in_place(p));
         db.space.sync().unwrap();
         let new: Vec<_> = (10..18).map(|n| sized_page(db.id(n), 20, 2, BIG)).collect();
-        let mut area = dw.claim();
+        let mut area = dw.claim().unwrap();
         area.write_and_sync(&batch(&new)).unwrap();
         let run: Vec<u8> = new.iter().flat_map(|p| p.iter().copied()).collect();
         let (file, offset) = db.space.locate(10);

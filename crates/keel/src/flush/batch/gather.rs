@@ -1,0 +1,141 @@
+//! Which pages a flush call writes: the pages asked for and, as
+//! `flush_neighbors` says, their dirty neighbors, claimed group by group
+//! and handed to the call's pipeline (see the parent module).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use super::{FlushKind, Item, Pipeline, CLAIM_GROUP};
+use crate::buffer::BufferPool;
+use crate::flush::neighbors::{self, NeighborMode};
+use crate::flush::WriteBack;
+use crate::page::PageId;
+
+impl WriteBack {
+    /// Claim `fids` (and their neighbors) group by group and hand each
+    /// group to `p`, until every page is handed over or `p` has failed.
+    pub(super) fn gather<'a>(
+        &self,
+        p: &mut Pipeline<'_, 'a, '_>,
+        inst: usize,
+        fids: &[u32],
+        kind: FlushKind,
+    ) {
+        let pool = p.pool;
+        let mode = match kind {
+            FlushKind::Single => NeighborMode::Off,
+            _ => NeighborMode::from_option(self.flush_neighbors()),
+        };
+        // A flush-list batch's first page is the list's oldest: its claim,
+        // taken holding nothing, may wait a little for a user thread's
+        // latch (see `buffer::claim`, "The oldest page").
+        let mut wait = match kind {
+            FlushKind::Lru | FlushKind::Single => Duration::ZERO,
+            _ => self.oldest_latch_wait(),
+        };
+        if mode == NeighborMode::Off {
+            for group in fids.chunks(CLAIM_GROUP) {
+                let items: Vec<Item<'a>> = group
+                    .iter()
+                    .filter_map(|&fid| {
+                        self.item(pool, inst, fid, None, false, std::mem::take(&mut wait))
+                    })
+                    .collect();
+                if !p.push(items) {
+                    return;
+                }
+            }
+            return;
+        }
+        let area_size = neighbors::area_size(pool.total_frames());
+        let cap = CLAIM_GROUP;
+        // Pages this call writes at most, neighbors included, when the
+        // policy asks so (`FlushTargets::neighbors_in_batch_size`).
+        let size = if self
+            .neighbors_in_batch_size
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            fids.len()
+        } else {
+            usize::MAX
+        };
+        let requested: HashSet<u32> = fids.iter().copied().collect();
+        // Every frame this call has put in a batch, with the page it held.
+        let mut taken: HashMap<u32, PageId> = HashMap::new();
+        // Areas already swept whole (NeighborMode::Area).
+        let mut swept: HashSet<u32> = HashSet::new();
+        let mut items: Vec<Item<'a>> = Vec::new();
+        for &fid in fids {
+            if taken.len() >= size {
+                break;
+            }
+            // Already written or batched as a neighbor of an earlier page:
+            // its own run or area was covered then.
+            if taken.contains_key(&fid) {
+                continue;
+            }
+            let Some(item) = self.item(pool, inst, fid, None, false, std::mem::take(&mut wait))
+            else {
+                continue;
+            };
+            let id = item.claim.id;
+            taken.insert(fid, id);
+            items.push(item);
+            let area = neighbors::area_of(id.page_no, area_size);
+            if mode == NeighborMode::Area && !swept.insert(area.start) {
+                continue;
+            }
+            // The predicate adds the neighbor to the batch when it can.
+            neighbors::pages_to_flush(id.page_no, area, mode, |page_no| {
+                if taken.len() >= size {
+                    return false;
+                }
+                let nid = PageId::new(id.space, page_no);
+                let Some(nfid) = pool.frame_of(inst, nid) else {
+                    return false;
+                };
+                if let Some(&held) = taken.get(&nfid) {
+                    return held == nid;
+                }
+                match self.item(
+                    pool,
+                    inst,
+                    nfid,
+                    Some(nid),
+                    !requested.contains(&nfid),
+                    Duration::ZERO,
+                ) {
+                    Some(it) => {
+                        taken.insert(nfid, nid);
+                        items.push(it);
+                        true
+                    }
+                    None => false,
+                }
+            });
+            if items.len() >= cap && !p.push(std::mem::take(&mut items)) {
+                return;
+            }
+        }
+        p.push(items);
+    }
+
+    fn item<'a>(
+        &self,
+        pool: &'a BufferPool,
+        inst: usize,
+        fid: u32,
+        expect: Option<PageId>,
+        neighbor: bool,
+        wait: Duration,
+    ) -> Option<Item<'a>> {
+        let claim = pool.claim(inst, fid, expect, wait)?;
+        let (file, offset) = self.space.locate(claim.id.page_no);
+        Some(Item {
+            claim,
+            file,
+            offset,
+            neighbor,
+        })
+    }
+}
