@@ -138,6 +138,7 @@ impl Device for FaultyDevice {
     }
 
     fn allocate(&self, len: u64) -> io::Result<()> {
+        self.refuse_if_read_only()?;
         let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         let mut state = self.enter(Op::SetLen, None)?;
         if state.volatile.len() < len {
