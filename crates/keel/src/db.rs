@@ -502,9 +502,12 @@ fn finish_recovery(e: &Engine, unfinished: Vec<crate::redo::recovery::Unfinished
     e.flush_and_checkpoint()
 }
 
-/// Drop what bulk loads interrupted by a crash had built (see
-/// `btree::bulk`): every table whose root still carries a pending mark is
-/// left empty, and not a page leaks.
+/// Drop what unfinished bulk loads had built (see `btree::bulk`): every
+/// table whose root still carries a pending mark is left empty, and not a
+/// page leaks. A mark outlives its load when the database crashed while
+/// the load ran, when it was closed meanwhile (the load then fails with
+/// `Error::Closed` and may no longer write), or when a failed load could
+/// not free its pages (an I/O error); the open cannot tell which.
 fn finish_bulk_loads(e: &Engine, catalog: BTree, created: bool) -> Result<()> {
     if created {
         return Ok(());
@@ -524,7 +527,7 @@ fn finish_bulk_loads(e: &Engine, catalog: BTree, created: bool) -> Result<()> {
             Ok(found) => found,
             Err(err) => {
                 log::warn!(
-                    "table `{name}`: cannot read its root to look for an interrupted bulk \
+                    "table `{name}`: cannot read its root to look for an unfinished bulk \
                      load: {err}"
                 );
                 continue;
@@ -532,8 +535,9 @@ fn finish_bulk_loads(e: &Engine, catalog: BTree, created: bool) -> Result<()> {
         };
         if let Some(hidden) = pending {
             log::warn!(
-                "table `{name}`: a bulk load was interrupted by a crash; freeing what it \
-                 had written (the table stays empty)"
+                "table `{name}`: a bulk load into it never finished (the database was \
+                 closed or crashed while it ran, or the failed load could not free its \
+                 pages); freeing what it had written (the table stays empty)"
             );
             bulk::drop_hidden(e, root, PageId::new(e.space_id(), hidden))?;
         }
@@ -616,7 +620,9 @@ impl Table {
     /// and the load is durable when this returns `Ok`, whatever
     /// `flush_log_at_trx_commit` says. A crash before that leaves the table
     /// empty (the next open frees the pages the load had written); so does
-    /// an error, which this returns after freeing them. (One exception: if
+    /// an error, which this returns after freeing them, and a close of the
+    /// database while the load runs (the load fails with [`Error::Closed`]
+    /// and the next open frees its pages). (One exception: if
     /// the final log sync fails, the rows are already visible but may not
     /// survive a crash; the log then refuses every write, as after any
     /// failed sync, until a restart.) Every page is redo-logged; see

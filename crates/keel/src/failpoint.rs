@@ -16,6 +16,9 @@
 //! - `bulk.leaf`: in a bulk load (`btree::bulk`), before the mini-transaction
 //!   that writes the next full leaf, holding no latch: the hidden tree is
 //!   complete up to the previous leaf and the table still looks empty.
+//! - `bulk.publish`: in a bulk load's finish, after its last leaf was
+//!   written and before the mini-transaction that publishes the hidden
+//!   tree, holding no latch.
 //! - `checkpoint.relocated`: in `Engine::checkpoint_locked`, after the
 //!   records of the commits in flight were relocated to the end of the log
 //!   and before that group is synced.

@@ -4,14 +4,39 @@
 //! diff against the page when it was latched), stamps the pages with the
 //! group's end LSN and puts them on the flush list, then releases them.
 //!
+//! # All or nothing
+//!
+//! Only [`Mtr::commit`] logs. An mtr dropped without a successful commit
+//! (its caller returned early with `?`, or a panic unwound through it)
+//! leaves memory exactly as it was before the mtr: every page it holds,
+//! the space header included, is put back byte for byte, a page taken
+//! from the free list goes back on it with the header that listed it, a
+//! page created at the high-water mark leaves the buffer pool, and no page
+//! becomes dirty that was not. The same holds for pages a caller latched,
+//! changed and never handed to the mtr. The undo is the page guard's own
+//! (`buffer::guard`): each guard keeps the page as it was when latched and
+//! puts it back when dropped, unless the change was logged
+//! (`BufferPool::mark_dirty`). No other thread can have seen the changes:
+//! an exclusive latch is held on every changed page from its first change
+//! until the page is logged or put back, and it is put back before the
+//! latch is released. Nothing was appended, so the log and the pages agree;
+//! the only trace is what the budget had reserved, given back when the
+//! budget is dropped.
+//!
+//! An mtr that changes pages and then must allocate or free one latches
+//! the space header first ([`Mtr::latch_header`]), so that the read of page
+//! 0 cannot fail half-way; if anything fails anyway, dropping the mtr puts
+//! it all back.
+//!
+//! # Log space
+//!
 //! The append never waits for log space: its thread reserved the bytes
 //! beforehand in a [`Budget`], holding no latch. The bound it reserved is
 //! [`mtr_bound`] (in `engine::admission`) for the number of pages it may
-//! change; before appending,
-//! the mtr checks its exact size against the budget, and if the bound was
-//! ever wrong (or the log refuses the append) it puts every page back as it
-//! was before the mtr and fails, so memory never holds a change the log
-//! does not.
+//! change; before appending, the mtr checks its exact size against the
+//! budget, and if the bound was ever wrong (or the log refuses the append)
+//! it puts every page back as it was before the mtr and fails, so memory
+//! never holds a change the log does not.
 //!
 //! Page allocation lives here because it changes the space header page,
 //! which then belongs to the same mtr as the tree change that needed it.
@@ -32,6 +57,9 @@ pub struct Mtr<'a> {
     budget: &'a Budget<'a>,
     pages: Vec<PageWrite<'a>>,
     header: Option<PageWrite<'a>>,
+    /// Pages allocated and freed, counted in the metrics at commit.
+    allocated: u64,
+    freed: u64,
 }
 
 impl<'a> Mtr<'a> {
@@ -42,7 +70,17 @@ impl<'a> Mtr<'a> {
             budget,
             pages: Vec::new(),
             header: None,
+            allocated: 0,
+            freed: 0,
         }
+    }
+
+    /// Latch the space header now (reading page 0 if it is not cached), so
+    /// that the [`Mtr::alloc_page`] or [`Mtr::free_page`] that follows a
+    /// change cannot fail on that read. Callers latch tree pages first and
+    /// the header last, as every tree operation does.
+    pub fn latch_header(&mut self) -> Result<()> {
+        self.header().map(|_| ())
     }
 
     fn header(&mut self) -> Result<&mut PageWrite<'a>> {
@@ -93,7 +131,7 @@ impl<'a> Mtr<'a> {
             put_u32(self.header()?, sh::HWM, hwm + 1);
             p
         };
-        Metrics::add(&self.e.metrics.space_pages_allocated, 1);
+        self.allocated += 1;
         // The caller owns the latch until it hands the page back with keep().
         crate::page::set_page_lsn(&mut page, 0);
         Ok(page)
@@ -115,7 +153,7 @@ impl<'a> Mtr<'a> {
         init_page(&mut page, id, PageType::Free);
         put_u32(&mut page, sh::FREE_NEXT, head);
         self.pages.push(page);
-        Metrics::add(&self.e.metrics.space_pages_freed, 1);
+        self.freed += 1;
         Ok(())
     }
 
@@ -126,14 +164,17 @@ impl<'a> Mtr<'a> {
 
     /// Log the changes of every kept page, stamp them with the end LSN,
     /// dirty them and release the latches. On error nothing was logged and
-    /// every page is as it was before the mtr.
+    /// every page is as it was before the mtr (module doc).
     pub fn commit(mut self) -> Result<Lsn> {
-        let r = self.finish();
+        let end = self.finish()?;
         // The latches are released: a large log buffer may be written now.
-        if r.is_ok() {
-            self.e.log.write_if_buffered_over(BUFFER_WRITE_THRESHOLD)?;
+        // The mtr is logged whatever happens here, so its caller must not
+        // be told otherwise: a failed write-out poisons the log, and every
+        // later append and sync reports that.
+        if let Err(e) = self.e.log.write_if_buffered_over(BUFFER_WRITE_THRESHOLD) {
+            log::error!("redo write-out after a mini-transaction failed: {e}");
         }
-        r
+        Ok(end)
     }
 
     fn finish(&mut self) -> Result<Lsn> {
@@ -164,26 +205,14 @@ impl<'a> Mtr<'a> {
         match r {
             Ok((end, ())) => {
                 self.budget.spent(len);
-                Metrics::add(&self.e.metrics.mtr_commits, 1);
+                let m = &self.e.metrics;
+                Metrics::add(&m.mtr_commits, 1);
+                Metrics::add(&m.space_pages_allocated, self.allocated);
+                Metrics::add(&m.space_pages_freed, self.freed);
                 Ok(end)
             }
-            Err(e) => {
-                // Memory must never hold a change the log does not.
-                for &i in &changed {
-                    all[i].undo_changes();
-                }
-                Err(e)
-            }
-        }
-    }
-}
-
-impl Drop for Mtr<'_> {
-    fn drop(&mut self) {
-        // Kept pages were changed in memory: log them even if the caller
-        // bailed out with an error (or undo them if that fails).
-        if let Err(e) = self.finish() {
-            log::error!("mini-transaction could not be logged and was undone: {e}");
+            // Dropping the pages unlogged puts them back (module doc).
+            Err(e) => Err(e),
         }
     }
 }
@@ -276,5 +305,101 @@ mod tests {
         ));
         assert_eq!(&e.pool.read(id).unwrap()[..], &before[..]);
         assert_eq!(e.pool.oldest_modification(), None);
+    }
+
+    /// Allocate a page in its own committed mtr; returns its id.
+    fn allocated(e: &Engine) -> PageId {
+        let budget = e.adm.budget(Purpose::New);
+        budget.ensure(mtr_bound(2, e.page_size())).unwrap();
+        let mut mtr = Mtr::new(e, &budget);
+        let p = mtr.alloc_page(PageType::BtreeLeaf).unwrap();
+        let id = p.id();
+        mtr.keep(p);
+        mtr.commit().unwrap();
+        id
+    }
+
+    /// What an uncommitted mtr must leave as it found: the header, pages
+    /// `ids`, the log's end, the dirty pages, the allocation count.
+    fn state(e: &Engine, ids: &[PageId]) -> (Vec<Vec<u8>>, Lsn, Option<Lsn>, u64) {
+        let pages = ids.iter().map(|&id| e.pool.read(id).unwrap().to_vec());
+        (
+            pages.collect(),
+            e.log.lsn(),
+            e.pool.oldest_modification(),
+            e.metrics
+                .space_pages_allocated
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// An mtr that changes a page it keeps, takes the free page from the
+    /// free list, creates a page at the high-water mark, and whose caller
+    /// changes a page it never hands over; then fails, by an early return
+    /// or a panic. Returns the page created.
+    fn half_done(e: &Engine, kept: PageId, held: PageId, free: PageId, panic: bool) -> PageId {
+        let budget = e.adm.budget(Purpose::New);
+        budget.ensure(mtr_bound(5, e.page_size())).unwrap();
+        let created = std::cell::Cell::new(None);
+        let run = || -> Result<()> {
+            let mut mtr = Mtr::new(e, &budget);
+            let mut p = e.pool.write(kept)?;
+            p[100..200].fill(7);
+            mtr.keep(p);
+            let from_list = mtr.alloc_page(PageType::BtreeLeaf)?;
+            assert_eq!(from_list.id(), free, "the free page is reused first");
+            mtr.keep(from_list);
+            let mut fresh = mtr.alloc_page(PageType::BtreeInternal)?;
+            fresh[300] = 1;
+            created.set(Some(fresh.id()));
+            let mut other = e.pool.write(held)?;
+            other[500..600].fill(9);
+            if panic {
+                panic!("a bug half-way through a mini-transaction");
+            }
+            Err(Error::Corruption("half-way".into()))
+        };
+        if panic {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+            assert!(r.is_err());
+        } else {
+            assert!(run().is_err());
+        }
+        created.get().unwrap()
+    }
+
+    #[test]
+    fn an_mtr_dropped_uncommitted_by_an_error_or_a_panic_leaves_memory_as_it_was() {
+        let e = engine(4096);
+        let header = PageId::new(e.space_id(), 0);
+        let (kept, held, free) = (allocated(&e), allocated(&e), allocated(&e));
+        {
+            let budget = e.adm.budget(Purpose::New);
+            budget.ensure(mtr_bound(2, 4096)).unwrap();
+            let mut mtr = Mtr::new(&e, &budget);
+            mtr.free_page(e.pool.write(free).unwrap()).unwrap();
+            mtr.commit().unwrap();
+        }
+        e.flush_and_checkpoint().unwrap();
+        let ids = [header, kept, held, free];
+        let before = state(&e, &ids);
+        assert_eq!(before.2, None);
+        for panic in [false, true] {
+            let created = half_done(&e, kept, held, free, panic);
+            let now = state(&e, &ids);
+            for (i, id) in ids.iter().enumerate() {
+                assert!(now.0[i] == before.0[i], "panic: {panic}: page {id} changed");
+            }
+            assert_eq!(now.1, before.1, "panic: {panic}: the log grew");
+            assert_eq!(now.2, before.2, "panic: {panic}: a page is dirty");
+            assert_eq!(now.3, before.3, "panic: {panic}: allocations counted");
+            assert!(
+                !e.pool.contains(created),
+                "page {created}, created and never logged, is still in the pool"
+            );
+        }
+        // The same changes commit as usual afterwards.
+        assert_eq!(allocated(&e), free);
+        assert!(e.log.lsn() > before.1);
     }
 }

@@ -2,9 +2,11 @@
 //!
 //! A plan names pages by index into one list (the writer's path, then
 //! siblings, then newly allocated pages) and says which receive a new image
-//! and which are freed. Planning did every read and allocation; from here on
-//! only `free_page` can fail, and it runs after the tree no longer refers to
-//! the freed pages.
+//! and which are freed. Planning did every read and allocation; the space
+//! header, which freeing changes, is latched before the first image is
+//! written, so nothing after that reads a page. Should anything fail all
+//! the same, the mtr is dropped uncommitted, which puts every page back as
+//! it was (`mtr`'s module doc): the operation changes everything or nothing.
 
 use super::buf::NodeBuf;
 use crate::buffer::PageWrite;
@@ -25,6 +27,9 @@ pub(super) struct Plan {
 /// commit. Pages neither written nor freed were only looked at and are
 /// released unchanged.
 pub(super) fn apply<'a>(mut mtr: Mtr<'a>, pages: Vec<PageWrite<'a>>, plan: Plan) -> Result<()> {
+    if !plan.frees.is_empty() {
+        mtr.latch_header()?;
+    }
     let mut pages: Vec<Option<PageWrite<'a>>> = pages.into_iter().map(Some).collect();
     for (i, img) in &plan.writes {
         match pages[*i].as_mut() {
@@ -37,19 +42,14 @@ pub(super) fn apply<'a>(mut mtr: Mtr<'a>, pages: Vec<PageWrite<'a>>, plan: Plan)
             mtr.keep(p);
         }
     }
-    let mut freed = Ok(());
     for i in plan.frees {
         if let Some(p) = pages[i].take() {
-            if freed.is_ok() {
-                // After an error the remaining pages leak: still unreachable
-                // from the tree, so the tree itself stays consistent.
-                freed = mtr.free_page(p);
-            }
+            mtr.free_page(p)?;
         }
     }
     drop(pages);
     mtr.commit()?;
-    freed
+    Ok(())
 }
 
 /// Allocate a page for a node at `level`.
@@ -60,19 +60,4 @@ pub(super) fn alloc_node<'a>(mtr: &mut Mtr<'a>, level: u8) -> Result<PageWrite<'
         PageType::BtreeInternal
     };
     mtr.alloc_page(t)
-}
-
-/// Undo the allocations of a plan that failed half-way, release everything
-/// and commit, so the space's allocation state stays consistent. The error
-/// that stopped the plan is what the caller reports.
-pub(super) fn abandon<'a>(mut mtr: Mtr<'a>, held: Vec<PageWrite<'a>>, new: Vec<PageWrite<'a>>) {
-    drop(held);
-    for p in new {
-        if let Err(err) = mtr.free_page(p) {
-            log::warn!("b-tree: page allocated for an abandoned split leaks: {err}");
-        }
-    }
-    if let Err(err) = mtr.commit() {
-        log::warn!("b-tree: committing an abandoned split failed: {err}");
-    }
 }

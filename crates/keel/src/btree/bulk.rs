@@ -36,18 +36,39 @@
 //!    returned `Ok` survives any crash whatever `flush_log_at_trx_commit`
 //!    says.
 //!
-//! A crash before the publish is durable leaves the mark: the next open
-//! (`Db::open`, after recovery) drops the hidden tree and clears the mark,
-//! so the table is empty and not a page leaks. A bulk load that fails (an
-//! unsorted key, an entry too large, an I/O error) does the same before it
-//! returns its error. A leaf write that fails half-way (an allocation or a
-//! read after the root grew or a node split) first puts back every page it
-//! changed and frees, in the same mtr, the pages it took, so memory never
-//! holds a change the log does not; the drop's own steps read every page
-//! they free before changing any. Dropping is itself crash-safe: each of its mtrs
-//! unlinks a batch of pages from the right edge and frees them together,
-//! so the hidden tree stays valid and the drop resumes where it stopped.
-//! `tests/bulk_load.rs` crashes at each step and checks both outcomes.
+//! A crash before the publish is durable leaves the mark, and so does a
+//! close of the database while the load runs (the load then fails with
+//! `Error::Closed`, and may no longer write to drop what it built): the
+//! next open (`Db::open`, after recovery) drops the hidden tree and clears
+//! the mark, so the table is empty and not a page leaks. A bulk load that
+//! fails (an unsorted key, an entry too large, an I/O error) does the same
+//! before it returns its error. Every step is one mtr, all or nothing: a leaf write,
+//! drop step or publish that fails half-way (an allocation, or a read of
+//! the space header, after the root grew or a node split or the table's
+//! root took the hidden root's content) is dropped uncommitted, which puts
+//! every page it changed back and gives back the pages it took (`mtr`'s
+//! module doc), so memory never holds a change the log does not and a
+//! publish that failed leaves the hidden tree the load's alone to drop.
+//! The publish and the drop steps latch the space header before they
+//! change anything, so that read cannot fail half-way. Dropping is itself
+//! crash-safe: each of its mtrs unlinks a batch of pages from the right
+//! edge and frees them together, so the hidden tree stays valid and the
+//! drop resumes where it stopped. `tests/bulk_load.rs` crashes at each
+//! step and checks both outcomes.
+//!
+//! # Log space
+//!
+//! Each mtr's pages are bounded ([`leaf_write_pages`],
+//! `discard::drop_step_pages`) and must fit what one writer may reserve
+//! (`Admission::max_mtr_pages`). A load does not grow its hidden tree
+//! beyond the level at which a split or merge of the published table
+//! (`btree::pessimistic_pages`, which is more than a leaf write needs)
+//! would not fit: it fails with `Error::Config` instead, naming the log.
+//! A drop step frees fewer children at a time when the log (or the buffer
+//! pool) is small. The smallest drop step of a tree a load could build
+//! (its right edge, one child, the header: `top + 2` pages) always fits
+//! the log that built it, so the open that finishes an unfinished load
+//! never waits for log space it cannot get.
 //!
 //! # Concurrency
 //!
@@ -68,6 +89,12 @@
 //! [`Error::BulkLoad`] (the hidden tree dropped, the table keeping the
 //! concurrent writes): a bulk load never overwrites rows it did not load.
 
+mod discard;
+
+pub(crate) use discard::drop_hidden;
+#[cfg(test)]
+pub(crate) use discard::drop_step_pages;
+
 use super::node::{
     self, internal_cell, shortest_separator, NodeMut, NodeRef, LEAF_CELL_HEADER, SLOT_SIZE,
 };
@@ -79,11 +106,13 @@ use crate::error::{Error, Result};
 use crate::mtr::{mtr_bound, Mtr};
 use crate::page::{set_page_type, PageId, PageType, PAGE_HEADER_SIZE};
 
-/// Pages one drop mtr frees below a node of the right edge: a freed page's
-/// redo is about a page, so about 256 KiB of redo per mtr, which fits the
-/// smallest logs.
-fn drop_batch_pages(page_size: usize) -> usize {
-    ((256 << 10) / page_size).clamp(4, 64)
+/// Most pages the mtr writing a leaf into a hidden tree whose root is at
+/// level `top` changes: the right edge (the hidden root and the last node
+/// of each level below it, at least one page), a new page per level whose
+/// last node is full, one for the root's growth and the leaf itself, and
+/// the space header: `max(top, 1) + (top + 2) + 1 ≤ 2 (top + 2)`.
+pub(crate) const fn leaf_write_pages(top: u8) -> usize {
+    2 * (top as usize + 2)
 }
 
 /// Bytes of cells and slots a built node may hold at `fill_factor` percent:
@@ -179,6 +208,14 @@ impl<'e> BulkLoad<'e> {
         (self.leaves, self.hidden)
     }
 
+    /// Stop without dropping what was built, as a crash would; returns the
+    /// hidden root (for tests of the drop).
+    #[cfg(test)]
+    pub(super) fn leave_for_test(mut self) -> PageId {
+        self.open = false;
+        self.hidden
+    }
+
     /// Add the next row; its key must be greater than the previous one.
     pub fn push(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         node::check_entry(self.ps, key, value)?;
@@ -229,6 +266,7 @@ impl<'e> BulkLoad<'e> {
             return Ok((0, 0));
         }
         let e = self.e;
+        e.failpoints.hit("bulk.publish");
         let budget = e.adm.budget(Purpose::New);
         budget.ensure(mtr_bound(3, self.ps))?;
         let mut mtr = Mtr::new(e, &budget);
@@ -244,6 +282,11 @@ impl<'e> BulkLoad<'e> {
         }
         let hidden = e.pool.write(self.hidden)?;
         super::descend::expect_node(&hidden, self.hidden, Some(self.top))?;
+        // Freeing the hidden root latches page 0: read it before the root
+        // changes. (Were the publish to fail after all, dropping the mtr
+        // puts the root back: `open` stays set, and the drop below frees
+        // pages that are still the hidden tree's alone.)
+        mtr.latch_header()?;
         copy_node(&mut root, &hidden);
         // The mark is outside the node: copying did not clear it.
         NodeMut::new(&mut root).set_pending_bulk(None);
@@ -261,10 +304,8 @@ impl<'e> BulkLoad<'e> {
         e.failpoints.hit("bulk.leaf");
         e.adm.pace()?;
         let budget = e.adm.budget(Purpose::New);
-        // The right edge and the hidden root, a new page per level and one
-        // more for growth, the leaf, and the space header.
-        let top = usize::from(self.top);
-        budget.ensure(mtr_bound(2 * (top + 2) + 2, self.ps))?;
+        let budget_pages = leaf_write_pages(self.top);
+        budget.ensure(mtr_bound(budget_pages, self.ps))?;
         let mut mtr = Mtr::new(e, &budget);
         let mut held: Vec<PageWrite<'_>> = Vec::new();
         if self.leaves == 0 {
@@ -273,27 +314,17 @@ impl<'e> BulkLoad<'e> {
             copy_node(&mut root, &self.leaf);
             held.push(root);
         } else {
-            // What the right edge was: an allocation that fails half-way
-            // (after the root grew, or a node split) puts it all back.
+            // What the right edge was: a write that fails half-way (an
+            // allocation or a read after the root grew, or a node split)
+            // leaves it as it was. Its pages go back as they were when the
+            // guards and the mtr are dropped unlogged (`mtr`'s module doc):
+            // the tree's as they were, the new ones back on the free list or
+            // out of the pool.
             let saved = (self.top, self.right.clone());
             if let Err(err) = self.link_leaf(&mut mtr, &mut held) {
                 (self.top, self.right) = saved;
-                // The tree's pages (the hidden root and the right edge
-                // above the leaves) go back as they were; the rest were
-                // allocated by this write.
-                let edge = &self.right[1.min(self.right.len())..usize::from(self.top)];
-                let (old, new): (Vec<_>, Vec<_>) = held
-                    .into_iter()
-                    .partition(|p| p.id() == self.hidden || edge.contains(&p.id().page_no));
-                for mut p in old {
-                    p.undo_changes();
-                }
-                for p in new {
-                    if let Err(e) = mtr.free_page(p) {
-                        log::warn!("bulk load: a page allocated for an abandoned leaf leaks: {e}");
-                    }
-                }
-                mtr.commit()?;
+                drop(held);
+                drop(mtr);
                 return Err(err);
             }
         }
@@ -392,7 +423,9 @@ impl<'e> BulkLoad<'e> {
 
     /// Grow the hidden tree one level: the hidden root's content moves into
     /// a new page, which becomes the right edge one level below the root
-    /// (as a root split does, the root keeping its page).
+    /// (as a root split does, the root keeping its page). Refused, before
+    /// anything changes, when a split or merge in a tree that high would
+    /// not fit one mtr of this log: the table would take no more writes.
     fn grow<'m>(
         &mut self,
         mtr: &mut Mtr<'m>,
@@ -402,6 +435,22 @@ impl<'e> BulkLoad<'e> {
     where
         'e: 'm,
     {
+        let (need, max) = (
+            super::pessimistic_pages(self.top + 1),
+            self.e.adm.max_mtr_pages(self.ps),
+        );
+        if need > max {
+            return Err(Error::config(
+                "log_file_size",
+                format!(
+                    "bulk load into `{}`: a tree of {} levels needs mini-transactions of {need} \
+                     pages of {} bytes (page_size), and the redo log takes at most {max} in one",
+                    self.table,
+                    self.top + 2,
+                    self.ps
+                ),
+            ));
+        }
         let top = usize::from(self.top);
         let root_at = path[top];
         let t = if top == 0 {
@@ -467,114 +516,4 @@ fn show_key(k: &[u8]) -> String {
         Ok(s) if s.chars().all(|c| !c.is_control()) => format!("{s:?}"),
         _ => k.iter().map(|b| format!("{b:02x}")).collect(),
     }
-}
-
-/// Free the hidden tree rooted at `hidden` and clear the pending mark of
-/// `target` if it still names it: what a failed bulk load and the open
-/// after a crash do. Crash-safe and idempotent (see the module doc).
-pub(crate) fn drop_hidden(e: &Engine, target: PageId, hidden: PageId) -> Result<()> {
-    let ps = e.page_size();
-    loop {
-        let budget = e.adm.budget(Purpose::New);
-        let root = e.pool.read(hidden)?;
-        super::descend::expect_node(&root, hidden, None)?;
-        let top = NodeRef::new(&root).level();
-        drop(root);
-        if top == 0 {
-            break;
-        }
-        let pages = 2 * (usize::from(top) + 1) + drop_batch_pages(ps) + 1;
-        budget.ensure(mtr_bound(pages, ps))?;
-        let mut mtr = Mtr::new(e, &budget);
-        drop_batch(e, &mut mtr, hidden)?;
-        mtr.commit()?;
-    }
-    let budget = e.adm.budget(Purpose::New);
-    budget.ensure(mtr_bound(3, ps))?;
-    let mut mtr = Mtr::new(e, &budget);
-    let mut root = e.pool.write(target)?;
-    let h = e.pool.write(hidden)?;
-    // The hidden root is freed, and the table's mark cleared if it names
-    // it, in one mtr (a mark naming a freed page would be followed by the
-    // next open).
-    if NodeRef::new(&root).pending_bulk() == Some(hidden.page_no) {
-        NodeMut::new(&mut root).set_pending_bulk(None);
-        mtr.keep(root);
-    } else {
-        drop(root);
-    }
-    mtr.free_page(h)?;
-    mtr.commit()?;
-    Ok(())
-}
-
-/// One drop step: latch the right edge from the hidden root down to the
-/// level above the leaves, free up to [`drop_batch_pages`] of its last children,
-/// and unlink every node left without children.
-fn drop_batch<'a>(e: &'a Engine, mtr: &mut Mtr<'a>, hidden: PageId) -> Result<()> {
-    let mut path: Vec<PageWrite<'a>> = vec![e.pool.write(hidden)?];
-    loop {
-        let last = &path[path.len() - 1];
-        let n = NodeRef::new(last);
-        if n.level() == 1 {
-            break;
-        }
-        let id = PageId::new(hidden.space, n.child(n.n_cells()));
-        let level = n.level() - 1;
-        let p = e.pool.write(id)?;
-        super::descend::expect_node(&p, id, Some(level))?;
-        path.push(p);
-    }
-    // The children to free, from the last: latched (read if need be)
-    // before anything changes, so a failed read changes nothing.
-    let d = path.len() - 1;
-    let cells = NodeRef::new(&path[d]).n_cells();
-    let batch = drop_batch_pages(e.page_size()).min(cells + 1);
-    let mut emptied = batch == cells + 1;
-    let mut children = Vec::with_capacity(batch);
-    for pos in (cells + 1 - batch..=cells).rev() {
-        let id = PageId::new(hidden.space, NodeRef::new(&path[d]).child(pos));
-        if id.page_no == 0 || id == hidden {
-            return Err(Error::Corruption(format!(
-                "b-tree page {}: child {pos} names page {id}",
-                path[d].id()
-            )));
-        }
-        children.push(e.pool.write(id)?);
-    }
-    for page in children {
-        let n = NodeRef::new(&path[d]).n_cells();
-        if n > 0 {
-            NodeMut::new(&mut path[d]).remove_cell(n - 1);
-        }
-        mtr.free_page(page)?;
-    }
-    // Unlink emptied nodes bottom-up: each was its parent's last child.
-    let mut keep = Vec::new();
-    while let Some(p) = path.pop() {
-        if !emptied {
-            keep.push(p);
-            continue;
-        }
-        match path.last_mut() {
-            Some(parent) => {
-                let cells = NodeRef::new(parent).n_cells();
-                if cells > 0 {
-                    NodeMut::new(parent).remove_cell(cells - 1);
-                    emptied = false;
-                }
-                mtr.free_page(p)?;
-            }
-            None => {
-                // The hidden root lost its last child: an empty leaf again.
-                let mut root = p;
-                NodeMut::init(&mut root, 0, 0);
-                keep.push(root);
-            }
-        }
-    }
-    for p in keep {
-        mtr.keep(p);
-    }
-    Ok(())
 }

@@ -1,7 +1,7 @@
 //! Insertion: in place when the leaf has room, else splits cascading up,
 //! growing the tree at the root (whose page never moves).
 
-use super::apply::{abandon, alloc_node, apply, Plan};
+use super::apply::{alloc_node, apply, Plan};
 use super::buf::NodeBuf;
 use super::descend::{descend_write, leaf_for_write, Path};
 use super::node::{self, internal_cell, leaf_cell, NodeMut, NodeRef, SLOT_SIZE};
@@ -87,18 +87,13 @@ impl BTree {
         };
         let mut mtr = Mtr::new(e, budget);
         let mut new_pages = Vec::new();
-        match plan_insert(&mut mtr, &path, leaf, ps, &mut new_pages) {
-            Ok(plan) => {
-                let mut pages = path.pages;
-                pages.extend(new_pages);
-                apply(mtr, pages, plan)?;
-                Ok(replaced)
-            }
-            Err(err) => {
-                abandon(mtr, path.pages, new_pages);
-                Err(err)
-            }
-        }
+        // On error the mtr and the new pages' guards, dropped uncommitted,
+        // put the space header and the pages taken back as they were.
+        let plan = plan_insert(&mut mtr, &path, leaf, ps, &mut new_pages)?;
+        let mut pages = path.pages;
+        pages.extend(new_pages);
+        apply(mtr, pages, plan)?;
+        Ok(replaced)
     }
 }
 

@@ -49,6 +49,12 @@ pub(crate) mod node;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+mod bound_tests;
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod fault_tests;
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod node_tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

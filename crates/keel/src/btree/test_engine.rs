@@ -30,6 +30,15 @@ impl Deref for TestEngine {
 
 /// A fresh engine with pages of `page_size` bytes.
 pub(crate) fn engine(page_size: usize) -> TestEngine {
+    engine_on(page_size, None)
+}
+
+/// [`engine`] on file system `fs` (the faulty one, for I/O failures), or
+/// the real one.
+pub(crate) fn engine_on(
+    page_size: usize,
+    fs: Option<std::sync::Arc<dyn crate::io::FileSystem>>,
+) -> TestEngine {
     let dir = tempfile::tempdir().unwrap();
     let o = Options {
         page_size,
@@ -38,7 +47,7 @@ pub(crate) fn engine(page_size: usize) -> TestEngine {
         data_files: 2,
         ..Options::default()
     };
-    let (engine, created) = Engine::open(dir.path(), o, None, super::node::validate).unwrap();
+    let (engine, created) = Engine::open(dir.path(), o, fs, super::node::validate).unwrap();
     assert!(created);
     let id = PageId::new(engine.space_id(), 0);
     {

@@ -17,7 +17,7 @@ use crate::mtr::{mtr_bound, Mtr};
 
 // ---- helpers ----
 
-fn new_tree(e: &Engine) -> BTree {
+pub(super) fn new_tree(e: &Engine) -> BTree {
     let budget = e.adm.budget(Purpose::New);
     budget.ensure(mtr_bound(2, e.page_size())).unwrap();
     let mut mtr = Mtr::new(e, &budget);
@@ -26,7 +26,7 @@ fn new_tree(e: &Engine) -> BTree {
     t
 }
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+pub(super) type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn scan(t: &BTree, e: &Engine, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, rev: bool) -> Model {
     let mut out = Model::new();
@@ -49,7 +49,7 @@ fn model_range(m: &Model, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Model {
         .collect()
 }
 
-fn assert_matches(t: &BTree, e: &Engine, m: &Model) -> super::TreeStats {
+pub(super) fn assert_matches(t: &BTree, e: &Engine, m: &Model) -> super::TreeStats {
     let stats = t.check(e).unwrap();
     assert_eq!(stats.entries, m.len());
     assert_eq!(&scan(t, e, Bound::Unbounded, Bound::Unbounded, false), m);
@@ -58,7 +58,7 @@ fn assert_matches(t: &BTree, e: &Engine, m: &Model) -> super::TreeStats {
 }
 
 /// A value whose bytes name the write that produced it.
-fn value(seq: u64, len: usize) -> Vec<u8> {
+pub(super) fn value(seq: u64, len: usize) -> Vec<u8> {
     seq.to_le_bytes()
         .iter()
         .copied()
@@ -67,7 +67,7 @@ fn value(seq: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn key_of(n: u32) -> Vec<u8> {
+pub(super) fn key_of(n: u32) -> Vec<u8> {
     format!("{n:06}").into_bytes()
 }
 
@@ -596,7 +596,7 @@ fn writes_that_split_the_root_during_a_bulk_load_leave_no_page_behind() {
 }
 
 /// Set the space header's high-water mark; returns the old one.
-fn set_hwm(e: &Engine, hwm: u32) -> u32 {
+pub(super) fn set_hwm(e: &Engine, hwm: u32) -> u32 {
     use crate::engine::space_header as sh;
     use crate::page::{get_u32, put_u32, PageId};
     let budget = e.adm.budget(Purpose::New);

@@ -1,11 +1,22 @@
 //! Page guards: a fixed frame with its latch held. Dropping one releases the
 //! latch and unfixes the frame.
+//!
+//! An exclusive guard is also the page's undo: it keeps the page as it was
+//! when latched (a copy taken at the first mutable access, or "zeros" for a
+//! page created fresh), and until its change is logged
+//! ([`PageWrite::keep_changes`], which `BufferPool::mark_dirty` calls) a
+//! guard that is dropped puts the page back as it was *before* it releases
+//! the latch; a fresh page also leaves the pool. So a change whose redo was
+//! never appended (an early return, an error, a panic unwinding) is seen by
+//! no other thread and outlives nothing: whoever latches the page next sees
+//! it as it was.
 
 use std::ops::{Deref, DerefMut};
 
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 
 use super::frame::Frame;
+use super::BufferPool;
 use crate::io::AlignedBuf;
 use crate::page::PageId;
 
@@ -17,9 +28,11 @@ pub struct PageRead<'a> {
 
 /// A page under its exclusive latch. The first mutable access keeps a copy
 /// of the page as it was, so that the mini-transaction can log exactly the
-/// bytes it changed.
+/// bytes it changed, and so that a change never logged is undone when the
+/// guard is dropped (module doc).
 pub struct PageWrite<'a> {
     id: PageId,
+    pool: &'a BufferPool,
     frame: &'a Frame,
     guard: Option<RwLockWriteGuard<'a, AlignedBuf>>,
     before: Option<Box<[u8]>>,
@@ -38,12 +51,14 @@ impl<'a> PageRead<'a> {
 impl<'a> PageWrite<'a> {
     pub(crate) fn new(
         id: PageId,
+        pool: &'a BufferPool,
         frame: &'a Frame,
         g: RwLockWriteGuard<'a, AlignedBuf>,
         zeroed: bool,
     ) -> Self {
         PageWrite {
             id,
+            pool,
             frame,
             guard: Some(g),
             before: None,
@@ -69,16 +84,12 @@ impl<'a> PageWrite<'a> {
         self.id
     }
 
-    /// Put the page back as it was when latched (zeros for a fresh page):
-    /// its mini-transaction could not log the change.
-    pub(crate) fn undo_changes(&mut self) {
-        if let Some(g) = self.guard.as_mut() {
-            if self.zeroed {
-                g.fill(0);
-            } else if let Some(before) = self.before.take() {
-                g.copy_from_slice(&before);
-            }
-        }
+    /// The page's changes so far are logged (or, for a test's page, need
+    /// no log): dropping the guard no longer puts the page back. Called by
+    /// `BufferPool::mark_dirty`; a later change is tracked afresh.
+    pub(crate) fn keep_changes(&mut self) {
+        self.before = None;
+        self.zeroed = false;
     }
 
     pub(crate) fn frame(&self) -> &'a Frame {
@@ -90,7 +101,8 @@ impl<'a> PageWrite<'a> {
     /// `BufferPool::mark_dirty` sets once the change is logged. Unlike
     /// the mutable deref it keeps no copy of the page as it was (a page
     /// copy per replayed record was most of recovery's memory traffic), so
-    /// [`PageWrite::changes`] does not see what is changed through it.
+    /// [`PageWrite::changes`] does not see what is changed through it, nor
+    /// does dropping the guard undo it (redo marks the page dirty at once).
     pub(crate) fn unlogged_mut(&mut self) -> &mut [u8] {
         match &mut self.guard {
             Some(g) => g,
@@ -142,7 +154,19 @@ impl Drop for PageRead<'_> {
 
 impl Drop for PageWrite<'_> {
     fn drop(&mut self) {
-        drop(self.guard.take());
+        let Some(mut g) = self.guard.take() else {
+            unreachable!("page guard released twice");
+        };
+        // Changes nobody logged go, under the latch (module doc).
+        if self.zeroed {
+            g.fill(0);
+            self.pool.discard_fresh(self.id, self.frame, g);
+            return;
+        }
+        if let Some(before) = self.before.take() {
+            g.copy_from_slice(&before);
+        }
+        drop(g);
         self.frame.unfix();
     }
 }

@@ -152,7 +152,13 @@ impl BufferPool {
         loop {
             match self.lookup_or_load(inst_no, id, fresh)? {
                 Fetched::Loaded(fid, g) => {
-                    return Ok(PageWrite::new(id, &inst.frames[fid as usize], g, fresh))
+                    return Ok(PageWrite::new(
+                        id,
+                        self,
+                        &inst.frames[fid as usize],
+                        g,
+                        fresh,
+                    ))
                 }
                 Fetched::Hit(fid) => {
                     let frame = &inst.frames[fid as usize];
@@ -165,7 +171,7 @@ impl BufferPool {
                     if fresh {
                         g.fill(0);
                     }
-                    return Ok(PageWrite::new(id, frame, g, fresh));
+                    return Ok(PageWrite::new(id, self, frame, g, fresh));
                 }
             }
         }
@@ -222,6 +228,8 @@ impl BufferPool {
     /// its first change the page enters the flush list at `start` — the
     /// checkpoint may never pass the start of a change that is not on disk.
     pub(crate) fn mark_dirty(&self, page: &mut PageWrite<'_>, start: Lsn, end: Lsn) {
+        // Logged: the guard must not put the page back when released.
+        page.keep_changes();
         let id = page.id();
         let inst = &self.instances[self.instance_of(id)];
         let fid = inst.frame_index(page.frame());
@@ -250,6 +258,45 @@ impl BufferPool {
             frame.oldest_mod.store(start, Ordering::Release);
             Metrics::add(&self.metrics.buffer_pool_pages_dirty, 1);
         }
+    }
+
+    /// Take a fresh page (see [`BufferPool::create`]) whose creation was
+    /// never logged out of the pool again: its guard is being dropped, the
+    /// frame still exclusively latched (`g`) and fixed by it. Threads that
+    /// looked the page up meanwhile wait for the latch and then find the
+    /// frame no longer holds it, as after a failed read. A frame that is
+    /// dirty or being written (a page created over one that was cached:
+    /// never the case for the space's unallocated pages) keeps its zeros.
+    pub(crate) fn discard_fresh(
+        &self,
+        id: PageId,
+        frame: &frame::Frame,
+        g: parking_lot::RwLockWriteGuard<'_, crate::io::AlignedBuf>,
+    ) {
+        let inst = &self.instances[self.instance_of(id)];
+        let fid = inst.frame_index(frame);
+        if frame.is_dirty() || frame.flushing.load(Ordering::Acquire) || frame.page() != Some(id) {
+            drop(g);
+            frame.unfix();
+            return;
+        }
+        inst.uninstall(id, fid);
+        drop(g);
+        frame.unfix();
+        Metrics::sub(&self.metrics.buffer_pool_pages_data, 1);
+        Metrics::add(&self.metrics.buffer_pool_pages_free, 1);
+        inst.return_free(fid);
+    }
+
+    /// Evict `id` if it is cached, clean and unlatched; true if it is not
+    /// in the pool afterwards (so the next access reads the disk).
+    #[cfg(test)]
+    pub(crate) fn evict_for_test(&self, id: PageId) -> bool {
+        let inst = self.instance_of(id);
+        if let Some(fid) = self.frame_of(inst, id) {
+            self.free_if_clean(inst, &[fid], usize::MAX);
+        }
+        !self.contains(id)
     }
 
     /// Smallest oldest-modification over all flush lists (None when clean).

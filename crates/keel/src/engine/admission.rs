@@ -40,14 +40,19 @@
 //!   [`crate::mtr::mtr_bound`]). Unused bytes are given back after the op.
 //!   A mini-transaction checks its exact size against what its thread holds
 //!   before it appends; a shortfall is a broken bound and fails the op
-//!   without logging anything.
+//!   without logging anything. A budget of more than `L` could never be
+//!   granted: [`Budget::ensure`] refuses it at once, and `Engine::open`
+//!   refuses a log that cannot take [`MIN_MTR_PAGES`] pages in one mtr.
 //!
 //! # Why a waiting writer is eventually admitted
 //!
 //! A waiter holds no latch, and no reservation but its commit's 28-byte
 //! marker (a bounded few bytes per thread). The page
 //! cleaners never wait for log space (the write-out never waits), so they
-//! can always flush; the checkpoint then advances to the oldest unwritten
+//! can always flush, and while writers wait their policy flushes the age
+//! down to `L` less what is reserved and wanted (`reserved_and_wanted`),
+//! even below the level where it would otherwise let pages age; the
+//! checkpoint then advances to the oldest unwritten
 //! page change or the oldest in-flight pin, and pins can always be moved by
 //! a relocation (its space is set aside in `H − L`). Reservations held by
 //! threads running an operation are given back when the op's
@@ -119,6 +124,23 @@ pub(crate) const fn page_record_max(page_size: usize) -> u64 {
 pub(crate) const fn mtr_bound(pages: usize, page_size: usize) -> u64 {
     GROUP_HDR as u64 + pages as u64 * page_record_max(page_size)
 }
+
+/// Most pages one mini-transaction may change under the free-check limit
+/// `free_limit`: the most whose [`mtr_bound`] a writer can ever reserve.
+pub(crate) const fn max_mtr_pages(free_limit: u64, page_size: usize) -> usize {
+    (free_limit.saturating_sub(GROUP_HDR as u64) / page_record_max(page_size)) as usize
+}
+
+/// Fewest pages one mini-transaction must be able to change for every
+/// database, whatever it holds, to open and work: the root split of a
+/// two-level tree (`btree::pessimistic_pages(1)`, 6 pages), the first leaf
+/// write of a bulk load, which grows its hidden tree
+/// (`btree::bulk::leaf_write_pages(0)`, 4), and a load's begin, publish
+/// and last drop step (3). A load builds its hidden tree only as deep as
+/// its leaf writes fit the log, and every tree it can build can be dropped
+/// in steps that fit the same log (`btree::bulk::drop_step_pages`). Both
+/// are checked by tests in `btree`; `Engine::open` checks the log.
+pub(crate) const MIN_MTR_PAGES: usize = 6;
 
 /// How long a writer may wait for log space before it gets `LogOverloaded`.
 pub(crate) const LOG_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -219,6 +241,13 @@ impl Admission {
     pub(crate) fn set_wait_timeout(&self, d: Duration) {
         self.wait_timeout_us
             .store(d.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Most pages one mini-transaction may change: the most whose
+    /// [`mtr_bound`] a thread can ever reserve (one that needs more would
+    /// wait forever, so [`Budget::ensure`] refuses it at once).
+    pub fn max_mtr_pages(&self, page_size: usize) -> usize {
+        max_mtr_pages(self.free_limit, page_size)
     }
 
     /// Bytes reserved by admitted writers plus what waiting writers need.
@@ -564,8 +593,22 @@ pub(crate) struct Budget<'a> {
 
 impl Budget<'_> {
     /// Hold at least `n` bytes, waiting for log space if needed. The caller
-    /// must hold no latch.
+    /// must hold no latch. More than the free-check limit can never be
+    /// granted: that fails at once, naming the option that sizes the log.
     pub fn ensure(&self, n: u64) -> Result<()> {
+        if n > self.adm.free_limit {
+            return Err(Error::config(
+                "log_file_size",
+                format!(
+                    "an operation needs {n} bytes of redo in one mini-transaction, more than \
+                     the {} bytes the redo log of {} bytes (log_file_size × \
+                     log_files_in_group) lets a writer reserve; a larger log (a new database) \
+                     or a smaller page_size takes it",
+                    self.adm.free_limit,
+                    self.adm.log.capacity()
+                ),
+            ));
+        }
         let held = self.held.get();
         if held < n {
             self.adm.reserve(n - held, self.purpose)?;

@@ -88,6 +88,37 @@ pub(crate) struct Engine {
     dir_lock: parking_lot::Mutex<Option<DirLock>>,
 }
 
+/// InnoDB's limits, from the log's capacity: a safety margin gives the
+/// writers' capacity, the free-check limit lies 5 % below it (and the
+/// async and sync marks at 7/8 and 15/16 of the limit).
+pub(crate) fn free_check_limit(cap: u64) -> u64 {
+    let writer_cap = cap - (cap / 32).max(64 << 10).min(cap / 4);
+    writer_cap - writer_cap / 20
+}
+
+/// Refuse a redo log of `cap` bytes whose free-check limit cannot hold the
+/// largest mini-transaction every database needs
+/// ([`admission::MIN_MTR_PAGES`] pages of `page_size` bytes): with it, an
+/// open that must finish a bulk load would wait for log space that can
+/// never be granted.
+pub(crate) fn check_log_fits(cap: u64, page_size: usize) -> Result<()> {
+    let limit = free_check_limit(cap);
+    let max = admission::max_mtr_pages(limit, page_size);
+    if max < admission::MIN_MTR_PAGES {
+        return Err(Error::config(
+            "log_file_size",
+            format!(
+                "a redo log of {cap} bytes (log_file_size × log_files_in_group, less the file \
+                 headers) lets one mini-transaction log at most {max} pages of {page_size} \
+                 bytes (page_size); the engine needs {}: use a larger log or a smaller \
+                 page_size",
+                admission::MIN_MTR_PAGES
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The file systems an engine opens its files on.
 struct FileSystems {
     /// The data files' (and the doublewrite buffer's).
@@ -157,6 +188,11 @@ impl Engine {
         let metrics = Arc::new(Metrics::default());
         let created = create::prepare(&*data_fs, &*log_fs, dir)?;
         let (space, log) = if created {
+            // Refused before any file exists.
+            let area = opts
+                .log_file_size
+                .saturating_sub(crate::redo::format::LOG_FILE_HDR);
+            check_log_fits(area * opts.log_files_in_group as u64, opts.page_size)?;
             let space = Tablespace::create(
                 &*data_fs,
                 dir,
@@ -198,6 +234,7 @@ impl Engine {
                 opts.log_file_size = size;
                 opts.log_files_in_group = n;
             }
+            check_log_fits(log.capacity(), opts.page_size)?;
             (space, log)
         };
         let log = Arc::new(log);
@@ -217,12 +254,8 @@ impl Engine {
         ));
         let pool = BufferPool::new(pool_config(&opts, validate), space.clone(), metrics.clone());
         pool.set_writer(wb.clone());
-        // InnoDB's limits, from the capacity: a safety margin gives the
-        // writers' capacity, the free-check limit lies 5 % below it, the
-        // async and sync marks at 7/8 and 15/16 of the limit.
         let cap = log.capacity();
-        let writer_cap = cap - (cap / 32).max(64 << 10).min(cap / 4);
-        let free_limit = writer_cap - writer_cap / 20;
+        let free_limit = free_check_limit(cap);
         let adm = Admission::new(
             log.clone(),
             wb.clone(),

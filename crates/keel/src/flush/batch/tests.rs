@@ -134,8 +134,10 @@ impl TestPool {
         let id = PageId::new(0, page_no);
         let mut w = self.pool.create(id).unwrap();
         init_page(&mut w, id, PageType::BtreeLeaf);
-        if let Some(s) = start {
-            self.pool.mark_dirty(&mut w, s, s + 10);
+        match start {
+            Some(s) => self.pool.mark_dirty(&mut w, s, s + 10),
+            // A clean page, as if read from disk: the guard keeps it.
+            None => w.keep_changes(),
         }
     }
 

@@ -840,6 +840,13 @@ impl FlushPolicy for Steady {
         } else {
             keep
         };
+        // Writers hold or wait for `redo_reserved` bytes, each let in only
+        // while `age + reserved ≤ L` (`engine::admission`): the age comes
+        // down to `L − reserved` whatever the setpoint says, or one large
+        // reservation (a bulk load's step on 64 KiB pages with a 1 MiB log
+        // needs more than `L − F`) waits for good with the flusher idle.
+        // Reservations already granted never ask for more than the age is.
+        let keep = keep.min(s.free_check_limit.saturating_sub(s.redo_reserved));
         let target = (s.current_lsn + ahead).saturating_sub(keep);
         let bw = self.device.bw.get();
         let capacity = self.capacity.get().filter(|&c| c > 0.0);

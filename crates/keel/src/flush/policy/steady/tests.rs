@@ -209,6 +209,30 @@ fn below_freerun_writers_run_free_and_nothing_young_is_flushed() {
     );
 }
 
+/// A writer waits for a reservation larger than `L − F` with the age
+/// under F, where nothing is otherwise flushed: the flusher must bring the
+/// age down to `L − reserved`. It used to stay idle, and the writer got
+/// `LogOverloaded` after a minute (a bulk load on 64 KiB pages and a 1 MiB
+/// log, reopened).
+#[test]
+fn a_writer_waiting_for_more_than_the_band_below_freerun_gets_pages_flushed() {
+    let mut p = Steady::new();
+    let oldest: Vec<Lsn> = (0..50).map(|i| 1_000_000 + i * 8000).collect();
+    let mut s = snapshot(0, 1_400_000, 1_000_000, &oldest);
+    s.redo_reserved = 700_000;
+    s.free_check_waiters = 1;
+    p.decide(&s);
+    s.now = Duration::from_millis(100);
+    s.current_lsn = 1_401_000;
+    let t = p.decide(&s);
+    // Age 401 kB, F 600 kB: only the waiter's need asks for a flush.
+    let target = t.instances[0].list_lsn_limit;
+    assert!(target >= 1_401_000 - 300_000, "{target}");
+    let below = oldest.iter().filter(|&&l| l < target).count();
+    assert!(below >= 13, "{below}");
+    assert_eq!(t.instances[0].list_pages, below);
+}
+
 #[test]
 fn above_the_setpoint_writers_are_slowed_and_old_pages_flushed() {
     let mut p = Steady::new();

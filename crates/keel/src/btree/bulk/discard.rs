@@ -1,0 +1,172 @@
+//! Dropping a bulk load's hidden tree (see the parent module): what a
+//! failed load does before it returns, and what the open after a crash or a
+//! close does for a load that never finished. Each step is one mtr that
+//! unlinks a batch of pages from the right edge and frees them, so the
+//! hidden tree stays a valid tree between steps and a drop cut short by a
+//! crash resumes where it stopped.
+
+use super::super::descend::expect_node;
+use super::super::node::{NodeMut, NodeRef};
+use crate::buffer::PageWrite;
+use crate::engine::admission::Purpose;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::mtr::{mtr_bound, Mtr};
+use crate::page::PageId;
+
+/// Pages one drop mtr frees below a node of the right edge, if the log and
+/// the pool take them (see [`drop_step_pages`]): a freed page's redo is
+/// about a page, so about 256 KiB of redo per mtr.
+fn drop_batch_pages(page_size: usize) -> usize {
+    ((256 << 10) / page_size).clamp(4, 64)
+}
+
+/// Pages one drop step below a hidden root at level `top` may change, and
+/// the children it frees: the right edge (`top` nodes: each may be emptied
+/// and freed, or lose a cell), the children, and the space header, all
+/// latched at once. The batch shrinks to what the log takes (`max_pages`,
+/// the most one mtr may change: `Admission::max_mtr_pages`) and to a
+/// quarter of the `frames` of a buffer-pool instance (other threads need
+/// theirs; one child at least). `None` when the log takes not even one
+/// child, which no tree a load could build under the same log reaches (a
+/// load needs `super::leaf_write_pages` of `top − 1` ≥ `top + 2` pages to grow
+/// to `top`; `Engine::open` checks the log against that).
+pub(crate) fn drop_step_pages(
+    top: u8,
+    page_size: usize,
+    max_pages: usize,
+    frames: usize,
+) -> Option<(usize, usize)> {
+    let fixed = usize::from(top) + 1;
+    let by_log = max_pages.checked_sub(fixed)?;
+    let by_pool = (frames / 4).saturating_sub(fixed).max(1);
+    let batch = drop_batch_pages(page_size).min(by_log).min(by_pool);
+    (batch > 0).then_some((fixed + batch, batch))
+}
+
+/// Free the hidden tree rooted at `hidden` and clear the pending mark of
+/// `target` if it still names it: what a failed bulk load and the open
+/// after a crash do. Crash-safe and idempotent (see the module doc).
+pub(crate) fn drop_hidden(e: &Engine, target: PageId, hidden: PageId) -> Result<()> {
+    let ps = e.page_size();
+    loop {
+        let budget = e.adm.budget(Purpose::New);
+        let root = e.pool.read(hidden)?;
+        expect_node(&root, hidden, None)?;
+        let top = NodeRef::new(&root).level();
+        drop(root);
+        if top == 0 {
+            break;
+        }
+        let max = e.adm.max_mtr_pages(ps);
+        let frames = e.pool.instances.iter().map(|i| i.frames.len()).min();
+        let Some((pages, batch)) = drop_step_pages(top, ps, max, frames.unwrap_or(0)) else {
+            return Err(Error::config(
+                "log_file_size",
+                format!(
+                    "dropping the hidden tree of a bulk load (root page {hidden}, level {top}) \
+                     needs mini-transactions of {} pages of {ps} bytes (page_size), but the \
+                     redo log takes at most {max} in one: no load can have built that tree \
+                     with this log",
+                    usize::from(top) + 2
+                ),
+            ));
+        };
+        budget.ensure(mtr_bound(pages, ps))?;
+        let mut mtr = Mtr::new(e, &budget);
+        drop_batch(e, &mut mtr, hidden, batch)?;
+        mtr.commit()?;
+    }
+    let budget = e.adm.budget(Purpose::New);
+    budget.ensure(mtr_bound(3, ps))?;
+    let mut mtr = Mtr::new(e, &budget);
+    let mut root = e.pool.write(target)?;
+    let h = e.pool.write(hidden)?;
+    mtr.latch_header()?;
+    // The hidden root is freed, and the table's mark cleared if it names
+    // it, in one mtr (a mark naming a freed page would be followed by the
+    // next open).
+    if NodeRef::new(&root).pending_bulk() == Some(hidden.page_no) {
+        NodeMut::new(&mut root).set_pending_bulk(None);
+        mtr.keep(root);
+    } else {
+        drop(root);
+    }
+    mtr.free_page(h)?;
+    mtr.commit()?;
+    Ok(())
+}
+
+/// One drop step: latch the right edge from the hidden root down to the
+/// level above the leaves, free up to `batch` of its last children, and
+/// unlink every node left without children. Every page it changes, and the
+/// space header, is latched (read if need be) before anything changes, so
+/// a failed read changes nothing; were anything to fail later, the pages
+/// go back as they were with the guards and the mtr (`mtr`'s module doc).
+fn drop_batch<'a>(e: &'a Engine, mtr: &mut Mtr<'a>, hidden: PageId, batch: usize) -> Result<()> {
+    let mut path: Vec<PageWrite<'a>> = vec![e.pool.write(hidden)?];
+    loop {
+        let last = &path[path.len() - 1];
+        let n = NodeRef::new(last);
+        if n.level() == 1 {
+            break;
+        }
+        let id = PageId::new(hidden.space, n.child(n.n_cells()));
+        let level = n.level() - 1;
+        let p = e.pool.write(id)?;
+        expect_node(&p, id, Some(level))?;
+        path.push(p);
+    }
+    // The children to free, from the last.
+    let d = path.len() - 1;
+    let cells = NodeRef::new(&path[d]).n_cells();
+    let batch = batch.min(cells + 1);
+    let mut emptied = batch == cells + 1;
+    let mut children = Vec::with_capacity(batch);
+    for pos in (cells + 1 - batch..=cells).rev() {
+        let id = PageId::new(hidden.space, NodeRef::new(&path[d]).child(pos));
+        if id.page_no == 0 || id == hidden {
+            return Err(Error::Corruption(format!(
+                "b-tree page {}: child {pos} names page {id}",
+                path[d].id()
+            )));
+        }
+        children.push(e.pool.write(id)?);
+    }
+    mtr.latch_header()?;
+    for page in children {
+        let n = NodeRef::new(&path[d]).n_cells();
+        if n > 0 {
+            NodeMut::new(&mut path[d]).remove_cell(n - 1);
+        }
+        mtr.free_page(page)?;
+    }
+    // Unlink emptied nodes bottom-up: each was its parent's last child.
+    let mut keep = Vec::new();
+    while let Some(p) = path.pop() {
+        if !emptied {
+            keep.push(p);
+            continue;
+        }
+        match path.last_mut() {
+            Some(parent) => {
+                let cells = NodeRef::new(parent).n_cells();
+                if cells > 0 {
+                    NodeMut::new(parent).remove_cell(cells - 1);
+                    emptied = false;
+                }
+                mtr.free_page(p)?;
+            }
+            None => {
+                // The hidden root lost its last child: an empty leaf again.
+                let mut root = p;
+                NodeMut::init(&mut root, 0, 0);
+                keep.push(root);
+            }
+        }
+    }
+    for p in keep {
+        mtr.keep(p);
+    }
+    Ok(())
+}
