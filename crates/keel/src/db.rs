@@ -434,6 +434,9 @@ impl Db {
     #[doc(hidden)]
     pub fn simulate_crash(self) {
         self.inner.engine.adm.close();
+        // A crashed process retries nothing: a commit already logged that
+        // is retrying a write the dead device keeps failing stops now.
+        self.inner.engine.adm.abandon_in_flight();
         if let Some(mut c) = self.inner.cleaners.lock().take() {
             c.stop(&self.inner.engine.wb);
         }

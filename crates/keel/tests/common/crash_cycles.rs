@@ -404,6 +404,10 @@ fn power_loss<W: Workload>(
         (Crash::At { .. }, None) => unreachable!("a failpoint crash arms a trigger"),
     };
     stop.store(true, Ordering::Release);
+    // The process is dead from here on: nothing of it retries (a commit
+    // whose page writes are held for retry would retry for minutes against
+    // the dead device). `recover` drops the last handle as a crash.
+    bed.db().clone().simulate_crash();
     for w in writers {
         w.join().unwrap();
     }
