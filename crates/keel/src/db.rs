@@ -1,5 +1,7 @@
 //! The public face: `Db`, `Table`, `Range`.
 
+mod open;
+
 use std::collections::HashMap;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
@@ -7,18 +9,18 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::btree::bulk::{self, BulkLoad};
+use crate::btree::bulk::BulkLoad;
 use crate::btree::{BTree, Cursor, TreeStats};
 use crate::config::Options;
 use crate::engine::admission::Purpose;
-use crate::engine::{space_header as sh, Engine};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::flush::{Cleaners, Decision};
 use crate::io::throttle::ThrottleStats;
 use crate::io::{FileSystem, ThrottleSpec, ThrottledFileSystem};
 use crate::metrics::Metrics;
 use crate::mtr::{mtr_bound, Mtr};
-use crate::page::{init_page, put_u32, PageId, PageType};
+use crate::page::PageId;
 
 /// Page number of the catalog's root (fixed at creation).
 const CATALOG_ROOT: u32 = 1;
@@ -87,7 +89,7 @@ impl Db {
         let engine = Arc::new(engine);
         let catalog = BTree::open(PageId::new(engine.space_id(), CATALOG_ROOT));
         let unfinished = if created {
-            format_space(&engine)?;
+            open::format_space(&engine)?;
             Vec::new()
         } else {
             let (report, unfinished) = crate::redo::recovery::recover(
@@ -110,8 +112,8 @@ impl Db {
         // Commits the crash interrupted are finished like any commit, with
         // the cleaners running (they may need log space), then a sharp
         // checkpoint leaves nothing for the next open to redo.
-        let finished = finish_recovery(&engine, unfinished)
-            .and_then(|()| finish_bulk_loads(&engine, catalog, created));
+        let finished = open::finish_recovery(&engine, unfinished)
+            .and_then(|()| open::finish_bulk_loads(&engine, catalog, created));
         if let Err(e) = finished {
             cleaners.stop(&engine.wb);
             return Err(e);
@@ -491,63 +493,6 @@ impl Inner {
     }
 }
 
-/// Finish the commits recovery found logged but not applied, then take a
-/// sharp checkpoint.
-fn finish_recovery(e: &Engine, unfinished: Vec<crate::redo::recovery::Unfinished>) -> Result<()> {
-    let n = unfinished.len() as u64;
-    for u in unfinished {
-        crate::txn::finish_unapplied(e, u.lsn, u.record)?;
-    }
-    Metrics::set(&e.metrics.recovery_txns_reapplied, n);
-    if n > 0 {
-        log::warn!("recovery: finished {n} commits that were logged but not applied");
-    }
-    e.flush_and_checkpoint()
-}
-
-/// Drop what unfinished bulk loads had built (see `btree::bulk`): every
-/// table whose root still carries a pending mark is left empty, and not a
-/// page leaks. A mark outlives its load when the database crashed while
-/// the load ran, when it was closed meanwhile (the load then fails with
-/// `Error::Closed` and may no longer write), or when a failed load could
-/// not free its pages (an I/O error); the open cannot tell which.
-fn finish_bulk_loads(e: &Engine, catalog: BTree, created: bool) -> Result<()> {
-    if created {
-        return Ok(());
-    }
-    let entries: Vec<(Vec<u8>, Vec<u8>)> = catalog
-        .range(e, Bound::Unbounded, Bound::Unbounded, false)
-        .collect::<Result<_>>()?;
-    for (name, v) in entries {
-        let name = String::from_utf8_lossy(&name);
-        // A table whose root cannot be read must not keep the database from
-        // opening (reading the table reports the error, as it always did);
-        // a load pending into it stays pending until an open can read it.
-        let pending = decode_root(e.space_id(), &name, &v)
-            .and_then(|root| Ok((root, e.pool.read(root)?)))
-            .map(|(root, page)| (root, crate::btree::node::NodeRef::new(&page).pending_bulk()));
-        let (root, pending) = match pending {
-            Ok(found) => found,
-            Err(err) => {
-                log::warn!(
-                    "table `{name}`: cannot read its root to look for an unfinished bulk \
-                     load: {err}"
-                );
-                continue;
-            }
-        };
-        if let Some(hidden) = pending {
-            log::warn!(
-                "table `{name}`: a bulk load into it never finished (the database was \
-                 closed or crashed while it ran, or the failed load could not free its \
-                 pages); freeing what it had written (the table stays empty)"
-            );
-            bulk::drop_hidden(e, root, PageId::new(e.space_id(), hidden))?;
-        }
-    }
-    Ok(())
-}
-
 impl Drop for Inner {
     fn drop(&mut self) {
         if self.crashed.load(std::sync::atomic::Ordering::Acquire) {
@@ -709,94 +654,6 @@ pub(crate) fn decode_root(space: u32, name: &str, v: &[u8]) -> Result<PageId> {
     }
 }
 
-/// Lay out a new space: the header page and an empty catalog tree. Once
-/// that is durable in the log, `data-0`'s header marks the database created
-/// (`engine::create`).
-fn format_space(e: &Engine) -> Result<()> {
-    let space = e.space_id();
-    let budget = e.adm.budget(Purpose::New);
-    budget.ensure(mtr_bound(2, e.page_size()))?;
-    let mut mtr = Mtr::new(e, &budget);
-    let mut hdr = e.pool.create(PageId::new(space, 0))?;
-    init_page(&mut hdr, PageId::new(space, 0), PageType::SpaceHeader);
-    put_u32(&mut hdr, sh::HWM, CATALOG_ROOT + 1);
-    put_u32(&mut hdr, sh::CATALOG_ROOT, CATALOG_ROOT);
-    let root_id = PageId::new(space, CATALOG_ROOT);
-    let mut root = e.pool.create(root_id)?;
-    init_page(&mut root, root_id, PageType::BtreeLeaf);
-    BTree::init_root(&mut root);
-    mtr.keep(hdr);
-    mtr.keep(root);
-    mtr.commit()?;
-    e.log.write_up_to(e.log.lsn(), true)?;
-    e.pool.space.finish_creation()?;
-    e.flush_and_checkpoint()
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn catalog_entries_naming_no_table_root_are_corruption() {
-        assert_eq!(
-            decode_root(0, "t", &7u32.to_le_bytes()).unwrap(),
-            PageId::new(0, 7)
-        );
-        for bad in [&0u32.to_le_bytes()[..], &1u32.to_le_bytes(), b"", b"12345"] {
-            assert!(matches!(
-                decode_root(0, "t", bad),
-                Err(Error::Corruption(m)) if m.contains("`t`")
-            ));
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn decode_root_never_panics(v in proptest::collection::vec(any::<u8>(), 0..9)) {
-            if let Ok(id) = decode_root(3, "t", &v) {
-                prop_assert_eq!(id.page_no.to_le_bytes().to_vec(), v);
-                prop_assert!(id.page_no > CATALOG_ROOT);
-            }
-        }
-    }
-
-    #[test]
-    fn a_node_with_a_bad_slot_but_a_valid_checksum_is_a_corrupt_page_not_a_panic() {
-        use crate::io::faulty::FaultyFs;
-        let dir = tempfile::tempdir().unwrap();
-        let fs = Arc::new(FaultyFs::new());
-        let opts = Options {
-            page_size: 4096,
-            data_files: 1,
-            ..Options::default()
-        };
-        let db = Db::open_with_fs(dir.path(), opts.clone(), Some(fs.clone())).unwrap();
-        let t = db.create_table("t").unwrap();
-        for i in 0..20u32 {
-            t.put(&i.to_be_bytes(), b"value").unwrap();
-        }
-        let root = t.tree.root();
-        drop(t);
-        db.close().unwrap();
-        // Slot 0 of the root leaf points past the page; the checksum is
-        // recomputed so that only the structure is wrong.
-        let path = dir.path().join(crate::space::data_file_name(0));
-        let (_, off) = crate::space::locate(root.page_no, 1, 4096);
-        let mut page = fs.durable_image(&path).unwrap()[off as usize..off as usize + 4096].to_vec();
-        crate::page::put_u16(&mut page, crate::btree::node::NODE_HEADER_END, 0xfff0);
-        crate::page::stamp_checksum(&mut page);
-        fs.write_durable(&path, off, &page).unwrap();
-        let db = Db::open_with_fs(dir.path(), opts, Some(fs.clone())).unwrap();
-        let t = db.table("t").unwrap();
-        match t.get(&3u32.to_be_bytes()) {
-            Err(Error::CorruptPage { page, reason, .. }) => {
-                assert_eq!(page, root);
-                assert!(reason.contains("checksum is valid"), "{reason}");
-            }
-            other => panic!("expected CorruptPage, got {other:?}"),
-        }
-    }
-}
+mod tests;
