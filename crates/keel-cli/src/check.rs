@@ -7,8 +7,8 @@
 //!
 //! Recovery writes, so the check opens the database as any process does,
 //! taking the directory's lock: if another process has it open, the check
-//! refuses (exit status 1, naming the holder's pid) and points to
-//! `--read-only`.
+//! refuses (exit status 2, naming the holder's pid; 1 means problems were
+//! found) and points to `--read-only`.
 //!
 //! `--read-only` opens no engine: it takes no lock, writes nothing and
 //! replays no log; it reads the data files as they stand through
@@ -93,6 +93,24 @@ struct Outcome {
     problems: Vec<String>,
 }
 
+/// `keel check` refused to recover a database another process has open:
+/// nothing was checked. The command exits with [`IN_USE_EXIT`], so that a
+/// script tells it from problems found (1).
+#[derive(Debug)]
+pub struct InUse(String);
+
+impl std::fmt::Display for InUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InUse {}
+
+/// Exit status of a check refused because another process has the
+/// database open ([`InUse`]).
+pub const IN_USE_EXIT: i32 = 2;
+
 /// Run `keel check`.
 pub fn run(args: CheckArgs) -> Result<()> {
     let dir = &args.dir;
@@ -167,15 +185,18 @@ fn check_dir(dir: &Path, engine: &EngineArgs) -> Result<Outcome> {
     }
     let db = match Db::open(dir, opts) {
         Ok(db) => db,
-        Err(keel::Error::Locked { pid, .. }) => bail!(
-            "{} is open in {}: keel check recovers a database before checking it, which \
-             writes to it, and Keel allows one process per database. Close it there first, or \
-             run `keel check --read-only {}` to verify the files as they stand (without \
-             replaying the redo log)",
-            dir.display(),
-            keel::io::lock::holder(pid),
-            dir.display()
-        ),
+        Err(keel::Error::Locked { pid, .. }) => {
+            return Err(InUse(format!(
+                "{} is open in {}: keel check recovers a database before checking it, which \
+                 writes to it, and Keel allows one process per database. Close it there first, \
+                 or run `keel check --read-only {}` to verify the files as they stand (without \
+                 replaying the redo log)",
+                dir.display(),
+                keel::io::lock::holder(pid),
+                dir.display()
+            ))
+            .into())
+        }
         Err(e) => {
             out.problems
                 .push(format!("cannot open (or recover) the database: {e}"));

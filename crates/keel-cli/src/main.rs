@@ -53,8 +53,9 @@ enum Command {
     /// Recover a database if a crash left it so, then verify every page
     /// checksum, every B+tree, and that the bench tables' `k` indexes agree
     /// with their rows; exits 1 on any problem (--json: one JSON object).
-    /// Refuses a database another process has open (recovery writes):
-    /// --read-only then checks the files as they stand, replaying no log.
+    /// Refuses a database another process has open (recovery writes), with
+    /// exit status 2: --read-only then checks the files as they stand,
+    /// replaying no log.
     Check(check::CheckArgs),
     /// Merge the JSON files of several benchmark invocations (Keel's runs and other
     /// engines') into one HTML report, one JSON file and one summary table.
@@ -148,7 +149,14 @@ fn main() {
             e.downcast_ref::<keel_bench::oltp::OltpError>(),
             Some(keel_bench::oltp::OltpError::Interrupted)
         );
-        std::process::exit(if interrupted { 130 } else { 1 });
+        let in_use = e.downcast_ref::<check::InUse>().is_some();
+        std::process::exit(if interrupted {
+            130
+        } else if in_use {
+            check::IN_USE_EXIT
+        } else {
+            1
+        });
     }
 }
 

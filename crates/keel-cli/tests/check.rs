@@ -254,7 +254,8 @@ fn a_database_open_in_another_process_is_refused_and_checked_read_only_as_it_sta
             args.push("--json");
         }
         let r = keel_in(tmp.path(), &args);
-        assert!(!r.ok(), "{r}");
+        // 2, not 1: nothing was checked, no problem was found.
+        assert_eq!(r.code, Some(2), "{r}");
         assert!(r.stdout.is_empty(), "{r}");
         assert!(
             r.stderr.contains(&format!(
@@ -339,7 +340,7 @@ fn a_process_killed_with_sigkill_leaves_a_lock_file_that_does_not_block_the_next
             assert_ne!(holder, std::process::id());
             let r = keel_in(tmp.path(), &["check", "db"]);
             assert!(
-                !r.ok()
+                r.code == Some(2)
                     && r.stderr
                         .contains(&format!("db is open in process {holder}")),
                 "{r}"
