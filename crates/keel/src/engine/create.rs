@@ -5,6 +5,8 @@
 //! # The order of creation
 //!
 //! Each step is durable before the next one starts:
+//! 0. the directory, if missing, synced into its parent (`Engine::open`,
+//!    before it locks the directory);
 //! 1. the data files, `data-0`'s header block left zero, each synced, then
 //!    the directory (`Tablespace::create`);
 //! 2. the redo log files, each allocated whole with its header holding the

@@ -171,7 +171,6 @@ impl Engine {
         validate: fn(&[u8]) -> std::result::Result<(), String>,
     ) -> Result<(Engine, bool)> {
         opts.validate()?;
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "create directory", e))?;
         let FileSystems {
             data: data_fs,
             log: log_fs,
@@ -184,6 +183,7 @@ impl Engine {
             },
             None => default_fs(&opts)?,
         };
+        create_dirs(&*data_fs, dir)?;
         let dir_lock = lock_dir(&*data_fs, dir)?;
         let metrics = Arc::new(Metrics::default());
         let created = create::prepare(&*data_fs, &*log_fs, dir)?;
@@ -478,6 +478,22 @@ impl Engine {
         }
         true
     }
+}
+
+/// Create `dir` if it is missing, and make its name durable (and the name
+/// of every directory created above it): a database whose files were
+/// synced must not vanish with a directory entry a power loss took.
+fn create_dirs(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+    let created = fs
+        .create_dirs(dir)
+        .map_err(|e| Error::io(dir, "create directory", e))?;
+    for d in &created {
+        if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs.sync_dir(parent)
+                .map_err(|e| Error::io(parent, "sync directory", e))?;
+        }
+    }
+    Ok(())
 }
 
 /// Lock `dir` for this process (see the module doc).

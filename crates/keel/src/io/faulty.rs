@@ -282,6 +282,9 @@ struct Shared {
     locks: MemLocks,
     /// Paths created or removed since their directory was last synced.
     unsynced_names: Mutex<std::collections::BTreeSet<PathBuf>>,
+    /// Directories made by `create_dirs` (others exist only as the
+    /// prefixes of files' paths).
+    dirs: Mutex<std::collections::BTreeSet<PathBuf>>,
 }
 
 /// The last write before power fails: applied as pending to its file under
@@ -404,6 +407,9 @@ impl FaultyFs {
 
     /// Is there a file at `path`, or a file below it (an implied directory)?
     pub fn exists(&self, path: &Path) -> bool {
+        if self.shared.dirs.lock().contains(path) {
+            return true;
+        }
         let files = self.shared.files.lock();
         files.contains_key(path) || files.keys().any(|p| p.starts_with(path))
     }
@@ -559,6 +565,17 @@ impl FileSystem for FaultyFs {
             .lock()
             .retain(|p| p.parent() != Some(dir));
         Ok(())
+    }
+
+    /// Models the directory `dir` itself, not the ones above it: they are
+    /// taken to exist.
+    fn create_dirs(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        if FaultyFs::exists(self, dir) {
+            return Ok(Vec::new());
+        }
+        self.shared.dirs.lock().insert(dir.to_owned());
+        self.shared.unsynced_names.lock().insert(dir.to_owned());
+        Ok(vec![dir.to_owned()])
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {

@@ -211,6 +211,25 @@ impl FileSystem for OsFileSystem {
     fn remove(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
     }
+
+    fn create_dirs(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        let mut missing: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+            .map(Path::to_path_buf)
+            .collect();
+        missing.reverse();
+        let mut created = Vec::with_capacity(missing.len());
+        for d in missing {
+            match std::fs::create_dir(&d) {
+                Ok(()) => created.push(d),
+                // Another process made it meanwhile: not ours to report.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && d.is_dir() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(created)
+    }
 }
 
 fn open_raw(path: &Path, mode: OpenMode, flags: libc::c_int) -> io::Result<File> {
@@ -676,6 +695,24 @@ mod tests {
             assert!(!path.exists(), "{method}");
             assert!(fs.remove(&path).is_err(), "{method}");
         }
+    }
+
+    #[test]
+    fn create_dirs_reports_the_directories_it_made_outermost_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = OsFileSystem::new(FlushMethod::Fsync);
+        let leaf = dir.path().join("a/b/c");
+        let made = fs.create_dirs(&leaf).unwrap();
+        let want: Vec<PathBuf> = ["a", "a/b", "a/b/c"]
+            .iter()
+            .map(|d| dir.path().join(d))
+            .collect();
+        assert_eq!(made, want);
+        assert!(leaf.is_dir());
+        assert_eq!(fs.create_dirs(&leaf).unwrap(), Vec::<PathBuf>::new());
+        // A file in the way is an error, not a directory.
+        std::fs::write(dir.path().join("f"), b"x").unwrap();
+        assert!(fs.create_dirs(&dir.path().join("f/g")).is_err());
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! through a dev-dependency on keel itself); a normal build leaves it out.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub mod aligned;
@@ -98,4 +98,9 @@ pub trait FileSystem: Send + Sync {
     /// on the unnamed file; the removal is durable once its directory is
     /// synced ([`FileSystem::sync_dir`]).
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Create directory `dir` and every missing directory above it;
+    /// returns the ones this call created, outermost first. A new
+    /// directory's name is durable only once its parent is synced
+    /// ([`FileSystem::sync_dir`]), as a new file's is.
+    fn create_dirs(&self, dir: &Path) -> io::Result<Vec<PathBuf>>;
 }

@@ -190,6 +190,10 @@ impl FileSystem for ThrottledFileSystem {
     fn remove(&self, path: &Path) -> std::io::Result<()> {
         self.inner.remove(path)
     }
+
+    fn create_dirs(&self, dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        self.inner.create_dirs(dir)
+    }
 }
 
 /// One file on the throttled disk.
