@@ -57,7 +57,8 @@ pub struct IobenchArgs {
     )]
     pub threads: Vec<usize>,
     /// Numbers of data files the requests are spread over, comma-separated
-    /// (one hot file can serialize writers in the file system; see SEEDS.md §3).
+    /// (one hot file can serialize writers in the file system, as the field report
+    /// "Linux I/O and Fusion-io" measured).
     #[arg(
         long,
         value_name = "COUNTS",

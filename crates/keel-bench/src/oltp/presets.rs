@@ -1,5 +1,6 @@
 //! Scenario presets: `keel bench oltp --preset NAME`. Each one is a
-//! scaled-down reproduction of one seed of `SEEDS.md`, sized to run in two
+//! scaled-down reproduction of one seed (a field report the project grew
+//! from, named by its title), sized to run in two
 //! to five minutes (prepare included) on a small machine.
 //!
 //! Every number lives in this file, one constant per preset, so the
@@ -35,7 +36,7 @@ pub struct Preset {
     pub name: &'static str,
     /// Settings taken from this preset first (own settings override them).
     pub base: Option<&'static Preset>,
-    /// Number of the seed in `SEEDS.md`.
+    /// Number of the seed (the field report) it reproduces.
     pub seed: u32,
     /// Title of the seed.
     pub seed_title: &'static str,
@@ -360,7 +361,7 @@ pub fn normalize_key(key: &str) -> String {
 pub struct PresetSettings {
     /// The preset's name.
     pub name: String,
-    /// Number of the seed in `SEEDS.md`.
+    /// Number of the seed (the field report) it reproduces.
     pub seed: u32,
     /// Title of the seed.
     pub seed_title: String,

@@ -1,5 +1,5 @@
-//! `classic`: InnoDB 8.0's adaptive flushing, restated from FLUSHING.md and
-//! InnoDB's `buf0flu.cc` / `log0chkp.cc` (learned from, not copied).
+//! `classic`: InnoDB 8.0's adaptive flushing, restated from the project's
+//! design notes (see docs/flushing.md) and InnoDB's `buf0flu.cc` / `log0chkp.cc` (learned from, not copied).
 //!
 //! Once a second (a *full round*) the coordinator asks for:
 //! - LRU flushing in every instance until `lru_scan_depth` frames are free
