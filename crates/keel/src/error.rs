@@ -265,6 +265,15 @@ impl Error {
         }
     }
 
+    /// Whether this is an I/O error of a device that is gone (unplugged,
+    /// powered off: [`crate::io::is_device_gone`]): no retry can outlive it.
+    pub fn is_device_gone(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => crate::io::is_device_gone(source),
+            _ => false,
+        }
+    }
+
     /// Whether the condition behind this error can pass by itself: a full
     /// disk, or page writes held for retry. A writer that waited for the
     /// page cleaners and got such an error may try again.

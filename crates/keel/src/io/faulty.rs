@@ -460,11 +460,11 @@ impl FaultyFs {
             Action::Fail(e) => Err(e),
             Action::Crash(mode, trigger) => {
                 self.shared.crash(mode, None);
-                Err(io::Error::other(format!(
+                Err(io::Error::other(super::DeviceGone(format!(
                     "{}: device lost power (EIO): power failed at failpoint `{}`",
                     path.display(),
                     trigger.spec()
-                )))
+                ))))
             }
             Action::Hold(timeout, trigger) => trigger.hold(path, op.name(), timeout),
             Action::Delay(pause) => {

@@ -28,6 +28,27 @@ pub use file::{FlushMethod, OsFileSystem};
 pub use lock::{DirLock, LockError, MemLocks, LOCK_FILE};
 pub use throttle::{SetSpecError, ThrottleSpec, ThrottledFileSystem};
 
+/// The device behind a file is gone: unplugged, or (in the faulty file
+/// system of the tests) its power failed. An I/O error carrying this, or
+/// the OS's ENODEV or ENXIO, is one no retry can outlive
+/// ([`is_device_gone`]).
+#[derive(Debug)]
+pub struct DeviceGone(pub String);
+
+impl std::fmt::Display for DeviceGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DeviceGone {}
+
+/// Does `e` say the device is gone ([`DeviceGone`], ENODEV, ENXIO)?
+pub fn is_device_gone(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ENXIO))
+        || e.get_ref().is_some_and(|inner| inner.is::<DeviceGone>())
+}
+
 /// Alignment of every buffer handed to a device (O_DIRECT needs the logical
 /// block size; 4 KiB covers every common device).
 pub const IO_ALIGN: usize = 4096;

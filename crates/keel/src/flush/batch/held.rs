@@ -45,7 +45,9 @@
 //!   starts nothing new then (another batch would only set another area
 //!   aside).
 //! - The data files are poisoned (the retry's sync failed, or another
-//!   did): the chunk is given up. Its area is kept until the restart,
+//!   did, or a write met a device that is gone: ENODEV, ENXIO, or the
+//!   faulty file system's power loss, which no retry outlives): the chunk
+//!   is given up. Its area is kept until the restart,
 //!   whose recovery repairs from it, and its pages are released unwritten.
 //!
 //! A thread that needs a frame and whose victim is a held page gets
@@ -143,6 +145,7 @@ impl WriteBack {
             area.area()
         );
         log::warn!("page writes held for retry: {reason}");
+        self.poison_if_gone(&err);
         let area = area.set_aside();
         let mut places = Vec::with_capacity(items.len());
         let mut claims = Vec::with_capacity(items.len());
@@ -171,6 +174,7 @@ impl WriteBack {
     /// doublewrite: nothing to hold (no copy to protect), the pages stay
     /// dirty for a later flush; the error for the caller.
     pub(super) fn unheld_failure(&self, items: &[Item<'_>], err: Error) -> Error {
+        self.poison_if_gone(&err);
         let fallback = self.space.file_path(items[0].file).to_path_buf();
         Error::WriteBackFailing {
             path: path_of(&err, fallback),
@@ -185,12 +189,25 @@ impl WriteBack {
     /// (its write or its sync): nothing was written in place and nothing
     /// relies on the area, so nothing is held; the error for the caller.
     pub(super) fn copy_failed(&self, pages: usize, err: Error) -> Error {
+        self.poison_if_gone(&err);
         Error::WriteBackFailing {
             path: path_of(&err, PathBuf::new()),
             reason: format!(
                 "the doublewrite copy of {pages} pages failed ({err}); nothing was written \
                  in place and the pages stay dirty"
             ),
+        }
+    }
+
+    /// A device that is gone (`Error::is_device_gone`) takes no retry: the
+    /// data files are poisoned, as after a failed fsync, so that writers
+    /// and commits retrying a held write stop at once, and a held chunk is
+    /// given up at its next retry (its area kept for recovery).
+    fn poison_if_gone(&self, err: &Error) {
+        if err.is_device_gone() {
+            self.space.poison(format!(
+                "a page write failed on a device that is gone: {err}"
+            ));
         }
     }
 

@@ -45,10 +45,10 @@ impl FaultyDevice {
     }
 
     fn lost_power(&self, why: &str) -> io::Error {
-        io::Error::other(format!(
+        io::Error::other(crate::io::DeviceGone(format!(
             "{}: device lost power (EIO): {why}",
             self.path.display()
-        ))
+        )))
     }
 
     /// Run the failpoints for `op`, then [`Self::live`]. `write` is the

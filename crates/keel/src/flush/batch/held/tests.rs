@@ -253,3 +253,25 @@ fn a_held_page_is_written_by_nobody_else_while_its_retry_is_under_way() {
     t.pool.space.read_page(PageId::new(0, 0), &mut buf).unwrap();
     assert_eq!(page_lsn(&buf), 510, "the newest image");
 }
+
+/// A write that meets a device that is gone (here the power failed) is no
+/// passing failure: the data files are poisoned at once, so that nothing
+/// retries it for minutes, and the chunk is given up with its area kept.
+#[test]
+fn a_write_to_a_device_that_is_gone_poisons_instead_of_waiting_for_a_retry() {
+    for point in ["/data-.write:crash", "/dblwr-.write:crash"] {
+        let fs = FaultyFs::new();
+        let t = TestPool::with_doublewrite(&fs, AREA);
+        for p in 0..3 {
+            t.put(p, Some(100 + p as u64));
+        }
+        fs.arm(point, 0).unwrap();
+        let err =
+            t.wb.flush_list_batch(&t.pool, 0, 3, u64::MAX, FlushKind::Background)
+                .unwrap_err();
+        assert!(t.wb.space.check_poisoned().is_err(), "{point}: {err}");
+        // A retry gives the held chunk up rather than writing again.
+        let _ = t.wb.retry_held(&t.pool, true);
+        assert_eq!(t.metric("buffer_flush_held_pages"), 0, "{point}");
+    }
+}
