@@ -7,7 +7,8 @@
 //! still in memory. So the engine neither poisons nor waits for a restart:
 //! the chunk is *held* and its in-place writes are retried, with a backoff,
 //! until the device takes them. (Only a failed fsync poisons: after it the
-//! kernel may have dropped the dirty pages, and nothing can be trusted.)
+//! kernel may have dropped the dirty pages, and nothing can be trusted;
+//! and a device that is gone, which no retry outlives.)
 //!
 //! # What a held chunk keeps
 //! - **Its area, set aside** (`doublewrite::areas`): never reused, so that
