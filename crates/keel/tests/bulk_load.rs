@@ -28,105 +28,15 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use keel::failpoint::Hold;
-use keel::format::data::{self, space_header, FileHeader, HEADER_LEN};
-use keel::format::page::{get_u32, verify_page, PageId};
-use keel::io::faulty::{CrashMode, FaultyFs};
+use common::bulk::{close_without_leak, Bed, HeldLoad};
+use keel::format::data;
 use keel::{Db, Error, Options, Table};
 use proptest::prelude::*;
 
 const PAGE: usize = 4096;
 const WAIT: Duration = Duration::from_secs(20);
-
-// ---------------------------------------------------------------------------
-// Space accounting
-
-/// High-water mark and free-page count from the space header (page 0) in
-/// an image of `data-0.keel`.
-fn space_counts(data0: &[u8]) -> (u32, u32) {
-    let h = FileHeader::decode(&data0[..HEADER_LEN]).unwrap();
-    let ps = h.page_size as usize;
-    // Page 0 is the first page after the file header block.
-    let page = &data0[ps..2 * ps];
-    verify_page(page, PageId::new(h.space_id, 0)).unwrap();
-    (
-        get_u32(page, space_header::HWM),
-        get_u32(page, space_header::FREE_COUNT),
-    )
-}
-
-/// Pages of every tree, the catalog included, as `Db::check` counts them.
-fn tree_pages(db: &Db) -> u64 {
-    db.check()
-        .unwrap()
-        .iter()
-        .map(|(_, s)| (s.leaf_pages + s.internal_pages) as u64)
-        .sum()
-}
-
-/// Close `db` and check that no page leaked: the pages the space header
-/// counts in use are exactly the trees' pages. `data0` reads the closed
-/// `data-0.keel`. Returns the free-page count.
-fn close_without_leak(db: Db, data0: impl FnOnce() -> Vec<u8>) -> u32 {
-    let in_trees = tree_pages(&db);
-    db.close().unwrap();
-    let (hwm, free) = space_counts(&data0());
-    let in_use = u64::from(hwm - 1 - free);
-    assert_eq!(
-        in_use, in_trees,
-        "pages leaked: the space header says {in_use} pages are in use (high-water mark \
-         {hwm}, {free} free), the trees hold {in_trees}"
-    );
-    free
-}
-
-// ---------------------------------------------------------------------------
-// A database on the faulty file system
-
-struct Bed {
-    dir: tempfile::TempDir,
-    fs: Arc<FaultyFs>,
-    opts: Options,
-}
-
-impl Bed {
-    fn new(opts: Options) -> Bed {
-        Bed {
-            dir: tempfile::tempdir().unwrap(),
-            fs: Arc::new(FaultyFs::new()),
-            opts,
-        }
-    }
-
-    fn try_open(&self) -> keel::Result<Db> {
-        Db::open_with_fs(self.dir.path(), self.opts.clone(), Some(self.fs.clone()))
-    }
-
-    fn open(&self) -> Db {
-        self.try_open().unwrap()
-    }
-
-    /// What survives power loss of `data-0.keel`.
-    fn data0(&self) -> Vec<u8> {
-        self.fs
-            .durable_image(&self.dir.path().join(data::file_name(0)))
-            .unwrap()
-    }
-
-    fn close_without_leak(&self, db: Db) -> u32 {
-        close_without_leak(db, || self.data0())
-    }
-
-    /// Power fails: every unsynced write is lost, the engine stops.
-    fn crash(&self, db: Db) {
-        self.fs.crash(CrashMode::DropUnsynced);
-        db.simulate_crash();
-    }
-}
 
 /// Options of the crash tests: 4 KiB pages, a pool of 64 pages (the hidden
 /// trees are hundreds of pages, so the cleaners and evictions write them),
@@ -153,53 +63,6 @@ fn row(i: u32) -> (Vec<u8>, Vec<u8>) {
         .map(|j| (i.wrapping_mul(31) ^ j) as u8)
         .collect();
     (k, v)
-}
-
-/// A bulk load of `row(0..n)` running on its own thread.
-struct HeldLoad {
-    thread: JoinHandle<keel::Result<u64>>,
-    hold: Arc<Hold>,
-}
-
-impl HeldLoad {
-    /// Start loading rows `0..n` into `t` and wait until the load is held
-    /// at `bulk.leaf`, which the row iterator arms when it hands over row
-    /// `hold_at`: the load stops before writing the leaf that row's push
-    /// (or the finish) completes, with every leaf before it in the hidden
-    /// tree (`hold_at / ROWS_PER_LEAF - 1` leaves at fill factor 100, for
-    /// `hold_at` a multiple of three).
-    fn start(db: &Db, t: &Table, n: u32, hold_at: u32) -> HeldLoad {
-        let (tx, rx) = mpsc::channel();
-        let (db2, t2) = (db.clone(), t.clone());
-        let thread = std::thread::spawn(move || {
-            let rows = (0..n).map(move |i| {
-                if i == hold_at {
-                    tx.send(db2.failpoint("bulk.leaf")).unwrap();
-                }
-                row(i)
-            });
-            t2.bulk_load(rows)
-        });
-        let hold = rx
-            .recv_timeout(WAIT)
-            .expect("the load never reached the row that arms `bulk.leaf`");
-        assert!(
-            hold.wait_held(WAIT),
-            "the load was never held at `bulk.leaf`"
-        );
-        HeldLoad { thread, hold }
-    }
-
-    /// Release the load and wait for its result.
-    fn finish(self) -> keel::Result<u64> {
-        self.hold.release();
-        let deadline = Instant::now() + WAIT;
-        while !self.thread.is_finished() {
-            assert!(Instant::now() < deadline, "the released load never ended");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        self.thread.join().unwrap()
-    }
 }
 
 fn all_rows(t: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -439,7 +302,7 @@ fn crash_in_the_middle_of_a_load(before: BeforeCrash) {
     let db = bed.open();
     let t = db.create_table("t").unwrap();
     db.create_table("other").unwrap().put(b"k", b"v").unwrap();
-    let load = HeldLoad::start(&db, &t, N, HOLD_AT);
+    let load = HeldLoad::start(&db, &t, N, HOLD_AT, row, WAIT);
     // Readers see an empty table meanwhile.
     assert_eq!(all_rows(&t), vec![]);
     match before {
@@ -549,7 +412,7 @@ fn crashes_while_the_open_drops_a_hidden_tree_leave_the_table_empty() {
     let bed = Bed::new(crash_opts());
     let db = bed.open();
     let t = db.create_table("t").unwrap();
-    let load = HeldLoad::start(&db, &t, ROWS, ROWS - 1);
+    let load = HeldLoad::start(&db, &t, ROWS, ROWS - 1, row, WAIT);
     db.flush().unwrap();
     drop(t);
     bed.crash(db);
@@ -592,7 +455,7 @@ fn a_row_written_during_the_load_makes_it_fail_and_stays() {
     let bed = Bed::new(crash_opts());
     let db = bed.open();
     let t = db.create_table("t").unwrap();
-    let load = HeldLoad::start(&db, &t, N, HOLD_AT);
+    let load = HeldLoad::start(&db, &t, N, HOLD_AT, row, WAIT);
     assert_eq!(all_rows(&t), vec![]);
     assert!(!t.put(b"concurrent", b"row").unwrap());
     db.check().unwrap();
@@ -640,7 +503,7 @@ fn rows_that_split_the_root_during_the_load_make_it_fail_and_stay() {
     let bed = Bed::new(crash_opts());
     let db = bed.open();
     let t = db.create_table("t").unwrap();
-    let load = HeldLoad::start(&db, &t, N, HOLD_AT);
+    let load = HeldLoad::start(&db, &t, N, HOLD_AT, row, WAIT);
     let concurrent = split_the_root(&t);
     let (_, reason) = bulk_error(load.finish());
     assert!(reason.contains("rows were written"), "{reason}");
@@ -656,7 +519,7 @@ fn a_crash_after_rows_split_the_root_during_a_load_leaks_nothing() {
     let bed = Bed::new(crash_opts());
     let db = bed.open();
     let t = db.create_table("t").unwrap();
-    let load = HeldLoad::start(&db, &t, N, HOLD_AT);
+    let load = HeldLoad::start(&db, &t, N, HOLD_AT, row, WAIT);
     // flush_log_at_trx_commit 1: each put is durable when it returns.
     let concurrent = split_the_root(&t);
     db.flush_log().unwrap();
@@ -723,7 +586,7 @@ fn refused_loads_leave_the_table_as_it_was() {
     let db = bed.open();
     let t = db.table("t").unwrap();
     // A second load into the table while one is under way.
-    let load = HeldLoad::start(&db, &t, N, HOLD_AT);
+    let load = HeldLoad::start(&db, &t, N, HOLD_AT, row, WAIT);
     let (_, reason) = bulk_error(t.bulk_load([row(0)]));
     assert!(reason.contains("another bulk load"), "{reason}");
     assert_eq!(load.finish().unwrap(), u64::from(N));

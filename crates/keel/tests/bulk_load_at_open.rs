@@ -15,108 +15,12 @@
 
 mod common;
 
-use std::sync::{mpsc, Arc, Mutex, Once};
-use std::thread::JoinHandle;
+use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-use keel::failpoint::Hold;
-use keel::format::data::{self, space_header, FileHeader, HEADER_LEN};
-use keel::format::page::{get_u32, verify_page, PageId};
-use keel::io::faulty::{CrashMode, FaultyFs};
-use keel::{Db, Error, Options, Table};
-
-struct Bed {
-    dir: tempfile::TempDir,
-    fs: Arc<FaultyFs>,
-    opts: Options,
-}
-
-impl Bed {
-    fn new(opts: Options) -> Bed {
-        Bed {
-            dir: tempfile::tempdir().unwrap(),
-            fs: Arc::new(FaultyFs::new()),
-            opts,
-        }
-    }
-
-    fn open(&self) -> Db {
-        Db::open_with_fs(self.dir.path(), self.opts.clone(), Some(self.fs.clone())).unwrap()
-    }
-
-    /// Close `db` and check that no page leaked; returns the free pages.
-    fn close_without_leak(&self, db: Db) -> u32 {
-        let in_trees: u64 = db
-            .check()
-            .unwrap()
-            .iter()
-            .map(|(_, s)| (s.leaf_pages + s.internal_pages) as u64)
-            .sum();
-        db.close().unwrap();
-        let data0 = self
-            .fs
-            .durable_image(&self.dir.path().join(data::file_name(0)))
-            .unwrap();
-        let h = FileHeader::decode(&data0[..HEADER_LEN]).unwrap();
-        let ps = h.page_size as usize;
-        let page = &data0[ps..2 * ps];
-        verify_page(page, PageId::new(h.space_id, 0)).unwrap();
-        let (hwm, free) = (
-            get_u32(page, space_header::HWM),
-            get_u32(page, space_header::FREE_COUNT),
-        );
-        assert_eq!(
-            u64::from(hwm - 1 - free),
-            in_trees,
-            "pages leaked (high-water mark {hwm}, {free} free, {in_trees} in trees)"
-        );
-        free
-    }
-}
-
-/// A bulk load of `row(0..n)` on its own thread, held at `bulk.leaf` when
-/// the row iterator hands over row `hold_at`: before the leaf that row's
-/// push completes is written.
-struct HeldLoad {
-    thread: JoinHandle<keel::Result<u64>>,
-    hold: Arc<Hold>,
-}
-
-impl HeldLoad {
-    fn start(
-        db: &Db,
-        t: &Table,
-        n: u32,
-        hold_at: u32,
-        row: fn(u32) -> (Vec<u8>, Vec<u8>),
-        wait: Duration,
-    ) -> HeldLoad {
-        let (tx, rx) = mpsc::channel();
-        let (db2, t2) = (db.clone(), t.clone());
-        let thread = std::thread::spawn(move || {
-            let rows = (0..n).map(move |i| {
-                if i == hold_at {
-                    tx.send(db2.failpoint("bulk.leaf")).unwrap();
-                }
-                row(i)
-            });
-            t2.bulk_load(rows)
-        });
-        let hold = rx
-            .recv_timeout(wait)
-            .expect("the load never reached the row that arms `bulk.leaf`");
-        assert!(
-            hold.wait_held(wait),
-            "the load was never held at `bulk.leaf`"
-        );
-        HeldLoad { thread, hold }
-    }
-
-    fn finish(self) -> keel::Result<u64> {
-        self.hold.release();
-        self.thread.join().unwrap()
-    }
-}
+use common::bulk::{Bed, HeldLoad};
+use keel::io::faulty::CrashMode;
+use keel::{Error, Options, Table};
 
 fn all_rows(t: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
     t.range(..).unwrap().map(|r| r.unwrap()).collect()

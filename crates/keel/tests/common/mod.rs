@@ -2,6 +2,7 @@
 //! Helpers shared by the integration tests.
 
 pub mod bank;
+pub mod bulk;
 pub mod crash_cycles;
 
 use keel::Options;
