@@ -89,6 +89,15 @@ pub struct Options {
     pub flush_log_at_trx_commit: u8,
     /// Seconds a transaction waits for a row lock before `LockWaitTimeout`.
     pub lock_wait_timeout: f64,
+    /// The isolation level of transactions begun with [`Db::begin`](crate::Db::begin)
+    /// (InnoDB's `transaction_isolation`): `REPEATABLE-READ` (the default:
+    /// a transaction's plain reads see one snapshot, taken at its first
+    /// read) or `READ-COMMITTED` (each read call sees a snapshot taken when
+    /// it starts). `SERIALIZABLE` is refused.
+    pub transaction_isolation: Isolation,
+    /// Background threads that purge the history no read view needs any
+    /// more (InnoDB's `innodb_purge_threads`): 1 to 32.
+    pub purge_threads: usize,
     /// Percent of each page a bulk load (`Table::bulk_load`) fills, as
     /// InnoDB's `innodb_fill_factor` for sorted index builds: 10 to 100,
     /// where 100 still leaves 1/16 of the page free for rows that grow.
@@ -131,6 +140,8 @@ impl Default for Options {
             log_files_in_group: 2,
             flush_log_at_trx_commit: 1,
             lock_wait_timeout: 50.0,
+            transaction_isolation: Isolation::RepeatableRead,
+            purge_threads: 4,
             fill_factor: 100,
             doublewrite: true,
             doublewrite_files: 2,
@@ -324,6 +335,9 @@ impl Options {
                 "must be 0, 1 or 2",
             ));
         }
+        if !(1..=32).contains(&self.purge_threads) {
+            return Err(Error::config("purge_threads", "must be between 1 and 32"));
+        }
         if !(self.lock_wait_timeout > 0.0 && self.lock_wait_timeout <= 1e6) {
             return Err(Error::config(
                 "lock_wait_timeout",
@@ -425,9 +439,83 @@ pub const RUNTIME_OPTIONS: &[&str] = &[
     "flush_sync",
     "flush_log_at_trx_commit",
     "lock_wait_timeout",
+    "transaction_isolation",
     "fill_factor",
     "device",
 ];
+
+/// Transaction isolation levels (`transaction_isolation`), with InnoDB's
+/// names. Written `REPEATABLE-READ` / `READ-COMMITTED` (any case; `_` or a
+/// space may stand for `-`). See the `txn` module for what each promises.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Isolation {
+    /// A transaction's plain reads all see one snapshot, taken at its first
+    /// read, plus its own writes. InnoDB's default, and Keel's.
+    #[default]
+    RepeatableRead,
+    /// Each plain read call sees a snapshot taken when the call starts,
+    /// plus the transaction's own writes.
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// The name as written in options and reports (InnoDB's spelling).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::RepeatableRead => "REPEATABLE-READ",
+            Isolation::ReadCommitted => "READ-COMMITTED",
+        }
+    }
+}
+
+impl std::fmt::Display for Isolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Isolation {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let norm: String = s
+            .trim()
+            .chars()
+            .map(|c| match c {
+                '_' | ' ' => '-',
+                c => c.to_ascii_uppercase(),
+            })
+            .collect();
+        match norm.as_str() {
+            "REPEATABLE-READ" => Ok(Isolation::RepeatableRead),
+            "READ-COMMITTED" => Ok(Isolation::ReadCommitted),
+            "SERIALIZABLE" => Err(
+                "SERIALIZABLE is not supported: Keel offers REPEATABLE-READ \
+                                   (the default) and READ-COMMITTED; for serializable \
+                                   read-modify-write, read with get_for_update, which locks"
+                    .to_string(),
+            ),
+            "READ-UNCOMMITTED" => Err("READ-UNCOMMITTED is not supported: Keel never shows \
+                                       uncommitted rows; use READ-COMMITTED"
+                .to_string()),
+            _ => Err(format!(
+                "`{s}` is not an isolation level; expected REPEATABLE-READ or READ-COMMITTED"
+            )),
+        }
+    }
+}
+
+impl Serialize for Isolation {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Isolation {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
 
 /// The flushing policies (`flush_policy`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

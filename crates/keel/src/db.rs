@@ -1,40 +1,33 @@
-//! The public face: `Db`, `Table`, `Range`.
+//! The public face: `Db`, the handle to an open database. Tables are in
+//! `table`, the catalog of their names in `catalog`, transactions in `txn`.
 
 mod open;
 
-use std::collections::HashMap;
-use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
-use crate::btree::bulk::BulkLoad;
-use crate::btree::{BTree, Cursor, TreeStats};
-use crate::config::Options;
-use crate::engine::admission::Purpose;
+use crate::btree::{BTree, TreeStats};
+use crate::catalog::Catalog;
+use crate::config::{Isolation, Options};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::flush::{Cleaners, Decision};
 use crate::io::throttle::ThrottleStats;
 use crate::io::{FileSystem, ThrottleSpec, ThrottledFileSystem};
 use crate::metrics::Metrics;
-use crate::mtr::{mtr_bound, Mtr};
 use crate::page::PageId;
-
-/// Page number of the catalog's root (fixed at creation).
-const CATALOG_ROOT: u32 = 1;
-/// Longest table name in bytes.
-const MAX_TABLE_NAME: usize = 255;
+use crate::table::Table;
+use crate::txn::{TrxSys, Txn};
 
 pub(crate) struct Inner {
     pub(crate) engine: Arc<Engine>,
     pub(crate) dir: PathBuf,
-    pub(crate) catalog: BTree,
-    pub(crate) tables: RwLock<HashMap<String, PageId>>,
-    pub(crate) ddl: Mutex<()>,
+    pub(crate) catalog: Catalog,
     pub(crate) cleaners: Mutex<Option<Cleaners>>,
-    pub(crate) trx_sys: crate::txn::TrxSys,
+    /// The transaction system: row locks, read views, undo, purge.
+    pub(crate) trx: Arc<TrxSys>,
     pub(crate) crashed: std::sync::atomic::AtomicBool,
 }
 
@@ -42,14 +35,6 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct Db {
     pub(crate) inner: Arc<Inner>,
-}
-
-/// A handle to one table (a B+tree of byte-string keys and values).
-#[derive(Clone)]
-pub struct Table {
-    pub(crate) inner: Arc<Inner>,
-    pub(crate) name: Arc<str>,
-    pub(crate) tree: BTree,
 }
 
 impl Db {
@@ -87,7 +72,7 @@ impl Db {
         let dir = dir.as_ref().to_path_buf();
         let (engine, created) = Engine::open(&dir, opts, fs, crate::btree::node::validate)?;
         let engine = Arc::new(engine);
-        let catalog = BTree::open(PageId::new(engine.space_id(), CATALOG_ROOT));
+        let catalog = Catalog::open(&engine);
         let unfinished = if created {
             open::format_space(&engine)?;
             Vec::new()
@@ -113,7 +98,7 @@ impl Db {
         // the cleaners running (they may need log space), then a sharp
         // checkpoint leaves nothing for the next open to redo.
         let finished = open::finish_recovery(&engine, unfinished)
-            .and_then(|()| open::finish_bulk_loads(&engine, catalog, created));
+            .and_then(|()| open::finish_bulk_loads(&engine, catalog.tree, created));
         if let Err(e) = finished {
             cleaners.stop(&engine.wb);
             return Err(e);
@@ -134,14 +119,12 @@ impl Db {
         );
         Ok(Db {
             inner: Arc::new(Inner {
+                trx: Arc::new(TrxSys::new(engine.clone())),
                 engine,
                 dir,
                 catalog,
-                tables: RwLock::new(HashMap::new()),
-                ddl: Mutex::new(()),
                 cleaners: Mutex::new(Some(cleaners)),
                 crashed: std::sync::atomic::AtomicBool::new(false),
-                trx_sys: crate::txn::TrxSys::default(),
             }),
         })
     }
@@ -291,41 +274,13 @@ impl Db {
     /// the log refuses every write, as after any failed sync, until a
     /// restart.
     pub fn create_table(&self, name: &str) -> Result<Table> {
-        check_name(name)?;
-        let e = &*self.inner.engine;
-        e.adm.check_writable(Purpose::New)?;
-        let _ddl = self.inner.ddl.lock();
-        if self.inner.catalog.get(e, name.as_bytes())?.is_some() {
-            return Err(Error::TableExists(name.to_string()));
-        }
-        // The root page and the space header page.
-        let budget = e.adm.budget(Purpose::New);
-        budget.ensure(mtr_bound(2, e.page_size()))?;
-        let mut mtr = Mtr::new(e, &budget);
-        let tree = BTree::create(&mut mtr)?;
-        mtr.commit()?;
-        let root = tree.root();
-        self.inner
-            .catalog
-            .put(e, name.as_bytes(), &root.page_no.to_le_bytes())?;
-        e.log.write_up_to(e.log.lsn(), true)?;
-        self.inner.tables.write().insert(name.to_string(), root);
+        let root = self.inner.catalog.create(&self.inner.engine, name)?;
         Ok(self.handle(name, root))
     }
 
     /// Open an existing table.
     pub fn table(&self, name: &str) -> Result<Table> {
-        if let Some(&root) = self.inner.tables.read().get(name) {
-            return Ok(self.handle(name, root));
-        }
-        let e = &*self.inner.engine;
-        let v = self
-            .inner
-            .catalog
-            .get(e, name.as_bytes())?
-            .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
-        let root = decode_root(e.space_id(), name, &v)?;
-        self.inner.tables.write().insert(name.to_string(), root);
+        let root = self.inner.catalog.lookup(&self.inner.engine, name)?;
         Ok(self.handle(name, root))
     }
 
@@ -340,20 +295,27 @@ impl Db {
         }
     }
 
+    /// Start a transaction at the isolation level the
+    /// `transaction_isolation` option gives now (see the `txn` module).
+    pub fn begin(&self) -> Txn {
+        self.begin_with(self.inner.engine.live.isolation())
+    }
+
+    /// Start a transaction at isolation level `level`, whatever the
+    /// `transaction_isolation` option says.
+    pub fn begin_with(&self, level: Isolation) -> Txn {
+        Txn::begin(self.inner.trx.clone(), self.inner.clone(), level)
+    }
+
     /// Names of every table, sorted.
     pub fn table_names(&self) -> Result<Vec<String>> {
-        let e = &*self.inner.engine;
-        self.inner
-            .catalog
-            .range(e, Bound::Unbounded, Bound::Unbounded, false)
-            .map(|r| r.map(|(k, _)| String::from_utf8_lossy(&k).into_owned()))
-            .collect()
+        self.inner.catalog.names(&self.inner.engine)
     }
 
     /// Check every tree's invariants (and every page checksum on the way).
     pub fn check(&self) -> Result<Vec<(String, TreeStats)>> {
         let e = &*self.inner.engine;
-        let mut out = vec![("<catalog>".to_string(), self.inner.catalog.check(e)?)];
+        let mut out = vec![("<catalog>".to_string(), self.inner.catalog.tree.check(e)?)];
         for name in self.table_names()? {
             let t = self.table(&name)?;
             out.push((name, t.tree.check(e)?));
@@ -450,7 +412,8 @@ impl Db {
 
     fn handle(&self, name: &str, root: PageId) -> Table {
         Table {
-            inner: self.inner.clone(),
+            sys: self.inner.trx.clone(),
+            _db: self.inner.clone(),
             name: name.into(),
             tree: BTree::open(root),
         }
@@ -501,156 +464,6 @@ impl Drop for Inner {
         if let Err(e) = self.shutdown() {
             log::error!("shutdown of {} failed: {e}", self.dir.display());
         }
-    }
-}
-
-impl Table {
-    /// The table's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The value stored under `key`.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.tree.get(&self.inner.engine, key)
-    }
-
-    /// Insert or replace; returns true if a value was replaced. Runs as a
-    /// one-row transaction: waits for the row lock if a transaction holds it.
-    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        crate::txn::autocommit(self, key, Some(value))
-    }
-
-    /// Remove `key`; returns true if it existed. Runs as a one-row
-    /// transaction: waits for the row lock if a transaction holds it.
-    pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        crate::txn::autocommit(self, key, None)
-    }
-
-    /// Rows with keys in `range`, in ascending key order.
-    pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Range<'_>> {
-        self.range_dir(range, false)
-    }
-
-    /// Rows with keys in `range`, in descending key order.
-    pub fn range_rev<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Range<'_>> {
-        self.range_dir(range, true)
-    }
-
-    fn range_dir<'k, R: RangeBounds<&'k [u8]>>(
-        &self,
-        range: R,
-        reverse: bool,
-    ) -> Result<Range<'_>> {
-        let own = |b: Bound<&&[u8]>| match b {
-            Bound::Included(k) => Bound::Included(k.to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let lo = own(range.start_bound());
-        let hi = own(range.end_bound());
-        Ok(Range {
-            cursor: self.tree.range(&self.inner.engine, lo, hi, reverse),
-        })
-    }
-
-    /// Load `rows` into this table, which must be empty, building its
-    /// B+tree bottom-up: each leaf is filled in memory and written once, to
-    /// `fill_factor` percent of the page ([`Options::fill_factor`], as
-    /// InnoDB's `innodb_fill_factor`), with no descent, no split, no row
-    /// lock and no transaction. Returns the rows loaded.
-    ///
-    /// Keys must be strictly ascending: sort the rows first (a secondary
-    /// index is loaded the same way, from its entries sorted). Keys and
-    /// values have the limits of [`Table::put`].
-    ///
-    /// All or nothing: the rows become visible together when the load ends,
-    /// and the load is durable when this returns `Ok`, whatever
-    /// `flush_log_at_trx_commit` says. A crash before that leaves the table
-    /// empty (the next open frees the pages the load had written); so does
-    /// an error, which this returns after freeing them, and a close of the
-    /// database while the load runs (the load fails with [`Error::Closed`]
-    /// and the next open frees its pages). (One exception: if
-    /// the final log sync fails, the rows are already visible but may not
-    /// survive a crash; the log then refuses every write, as after any
-    /// failed sync, until a restart.) Every page is redo-logged; see
-    /// `btree::bulk` for the protocol.
-    ///
-    /// Errors: [`Error::BulkLoad`] if the table is not empty, another bulk
-    /// load into it is under way, a key is not greater than the one before,
-    /// or rows were written into the table while it loaded (those rows
-    /// stay, the loaded ones are discarded); [`Error::KeyTooLarge`],
-    /// [`Error::ValueTooLarge`]; and the errors of any write ([`Error::Closed`],
-    /// I/O errors). Other tables can be read and written meanwhile; loading
-    /// several tables from several threads at once is how to use more than
-    /// one core.
-    pub fn bulk_load<I, K, V>(&self, rows: I) -> Result<u64>
-    where
-        I: IntoIterator<Item = (K, V)>,
-        K: AsRef<[u8]>,
-        V: AsRef<[u8]>,
-    {
-        let e = &*self.inner.engine;
-        e.adm.check_writable(Purpose::New)?;
-        let fill = e.live.current().fill_factor;
-        let mut load = BulkLoad::begin(e, self.tree, &self.name, fill)?;
-        for (k, v) in rows {
-            load.push(k.as_ref(), v.as_ref())?;
-        }
-        let (n, lsn) = load.finish()?;
-        if lsn > 0 {
-            e.log.write_up_to(lsn, true)?;
-        }
-        Ok(n)
-    }
-
-    /// Check this tree's invariants.
-    pub fn check(&self) -> Result<TreeStats> {
-        self.tree.check(&self.inner.engine)
-    }
-}
-
-/// An iterator over rows; each item is a (key, value) pair or an I/O or
-/// corruption error.
-pub struct Range<'t> {
-    cursor: Cursor<'t>,
-}
-
-impl Iterator for Range<'_> {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-    fn next(&mut self) -> Option<Self::Item> {
-        self.cursor.next()
-    }
-}
-
-fn check_name(name: &str) -> Result<()> {
-    let bad = |reason: &str| Error::InvalidTableName {
-        name: name.to_string(),
-        reason: reason.to_string(),
-    };
-    if name.is_empty() {
-        return Err(bad("empty"));
-    }
-    if name.len() > MAX_TABLE_NAME {
-        return Err(bad("longer than 255 bytes"));
-    }
-    Ok(())
-}
-
-/// A catalog entry's value: the table's root page number. Page 0 (the space
-/// header) and the catalog's own root are never a table's root.
-pub(crate) fn decode_root(space: u32, name: &str, v: &[u8]) -> Result<PageId> {
-    let b: [u8; 4] = v.try_into().map_err(|_| {
-        Error::Corruption(format!(
-            "catalog entry of table `{name}` is {} bytes, expected 4",
-            v.len()
-        ))
-    })?;
-    match u32::from_le_bytes(b) {
-        r @ (0 | CATALOG_ROOT) => Err(Error::Corruption(format!(
-            "catalog entry of table `{name}` names page {r}, which is no table's root"
-        ))),
-        r => Ok(PageId::new(space, r)),
     }
 }
 

@@ -90,6 +90,7 @@
 
 mod btree;
 mod buffer;
+mod catalog;
 mod config;
 mod db;
 mod engine;
@@ -106,11 +107,12 @@ mod mtr;
 mod page;
 mod redo;
 mod space;
+mod table;
 mod txn;
 
 pub use btree::TreeStats;
-pub use config::{FlushPolicyName, Options, CLASSIC_ONLY, RUNTIME_OPTIONS};
-pub use db::{Db, Range, Table};
+pub use config::{FlushPolicyName, Isolation, Options, CLASSIC_ONLY, RUNTIME_OPTIONS};
+pub use db::Db;
 pub use error::{Error, Result};
 #[cfg(feature = "prometheus")]
 pub use exporter::MetricsServer;
@@ -120,4 +122,5 @@ pub use metrics::{
     PROMETHEUS_CONTENT_TYPE,
 };
 pub use page::Lsn;
+pub use table::{Range, Table};
 pub use txn::{Scan, Txn};

@@ -4,9 +4,9 @@
 
 use std::ops::Bound;
 
-use super::{decode_root, CATALOG_ROOT};
 use crate::btree::bulk;
 use crate::btree::BTree;
+use crate::catalog::{decode_root, CATALOG_ROOT};
 use crate::engine::admission::Purpose;
 use crate::engine::{space_header as sh, Engine};
 use crate::error::Result;

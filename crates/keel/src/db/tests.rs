@@ -1,6 +1,7 @@
 //! Catalog decoding and corrupt nodes met through the public API.
 
 use super::*;
+use crate::catalog::{decode_root, CATALOG_ROOT};
 use proptest::prelude::*;
 
 #[test]

@@ -7,7 +7,7 @@
 //! (`Db::options`, the status report, a bulk load reading `fill_factor`
 //! once at its start); the paths that run per commit, per
 //! lock wait or per cleaner round read their option from an atomic copy
-//! (`flush_log_at_trx_commit`, `lock_wait_timeout`, the flush-list sample
+//! (`flush_log_at_trx_commit`, `lock_wait_timeout`, `transaction_isolation`, the flush-list sample
 //! size here; `flush_neighbors` in `WriteBack`), so a change costs them
 //! nothing and they never wait for a setter. The policy's knobs and the
 //! policy itself go to the page-cleaner coordinator as a
@@ -47,7 +47,7 @@ use std::time::Duration;
 use parking_lot::RwLock;
 
 use super::Engine;
-use crate::config::{Options, CLASSIC_ONLY, RUNTIME_OPTIONS};
+use crate::config::{Isolation, Options, CLASSIC_ONLY, RUNTIME_OPTIONS};
 use crate::error::{Error, Result};
 use crate::flush::{policy, PolicyUpdate};
 
@@ -56,6 +56,8 @@ pub(crate) struct Live {
     current: RwLock<Options>,
     flush_log_at_trx_commit: AtomicU8,
     lock_wait_timeout_us: AtomicU64,
+    /// `transaction_isolation`: 0 = REPEATABLE-READ, 1 = READ-COMMITTED.
+    isolation: AtomicU8,
     flush_list_sample: AtomicUsize,
 }
 
@@ -66,6 +68,7 @@ impl Live {
             current: RwLock::new(opts.clone()),
             flush_log_at_trx_commit: AtomicU8::new(0),
             lock_wait_timeout_us: AtomicU64::new(0),
+            isolation: AtomicU8::new(0),
             flush_list_sample: AtomicUsize::new(0),
         };
         live.publish(opts);
@@ -79,6 +82,11 @@ impl Live {
         let us = Duration::from_secs_f64(o.lock_wait_timeout).as_micros();
         self.lock_wait_timeout_us
             .store(u64::try_from(us).unwrap_or(u64::MAX), Ordering::Relaxed);
+        let iso = match o.transaction_isolation {
+            Isolation::RepeatableRead => 0,
+            Isolation::ReadCommitted => 1,
+        };
+        self.isolation.store(iso, Ordering::Relaxed);
         // The classic policy caps pages_for_lsn at 2 × io_capacity_max after
         // dividing the count by 3: it never needs more entries than this.
         let sample = (6 * o.effective_io_capacity_max() as usize).clamp(1024, 1 << 16);
@@ -98,6 +106,14 @@ impl Live {
     /// `lock_wait_timeout` now.
     pub(crate) fn lock_wait_timeout(&self) -> Duration {
         Duration::from_micros(self.lock_wait_timeout_us.load(Ordering::Relaxed))
+    }
+
+    /// `transaction_isolation` now (for transactions begun from now on).
+    pub(crate) fn isolation(&self) -> Isolation {
+        match self.isolation.load(Ordering::Relaxed) {
+            0 => Isolation::RepeatableRead,
+            _ => Isolation::ReadCommitted,
+        }
     }
 
     /// How many flush-list entries per instance a cleaner's snapshot

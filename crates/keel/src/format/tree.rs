@@ -81,7 +81,7 @@ impl OnDisk {
             .into_iter()
             .map(|(k, v)| {
                 let name = String::from_utf8_lossy(&k).into_owned();
-                let root = crate::db::decode_root(self.space.space_id(), &name, &v)?;
+                let root = crate::catalog::decode_root(self.space.space_id(), &name, &v)?;
                 Ok((name, root))
             })
             .collect()

@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use crate::btree::node::{check_entry, max_key_len};
 use crate::btree::BTree;
-use crate::db::Table;
 use crate::engine::admission::Budget;
 use crate::engine::commit::CommitTicket;
 use crate::engine::Engine;
@@ -128,9 +127,14 @@ pub(crate) fn finish_unapplied(e: &Engine, lsn: Lsn, rec: Arc<[u8]>) -> Result<u
 /// transaction: take the row lock (waiting behind a transaction that holds
 /// it), log, apply, wait for durability, release. Returns whether the key
 /// was present before.
-pub(crate) fn autocommit(t: &Table, key: &[u8], value: Option<&[u8]>) -> Result<bool> {
-    let inner = &*t.inner;
-    let e = &*inner.engine;
+pub(crate) fn autocommit(
+    sys: &super::TrxSys,
+    tree: BTree,
+    table: &str,
+    key: &[u8],
+    value: Option<&[u8]>,
+) -> Result<bool> {
+    let e = &*sys.engine;
     match value {
         Some(v) => check_entry(e.page_size(), key, v)?,
         // Such a key cannot be stored, so it is not there to delete.
@@ -138,11 +142,10 @@ pub(crate) fn autocommit(t: &Table, key: &[u8], value: Option<&[u8]>) -> Result<
         None => {}
     }
     e.pace_writer()?;
-    let sys = &inner.trx_sys;
     let id = sys.next_id();
-    let lk = (t.tree.root().page_no, key.to_vec());
+    let lk = (tree.root().page_no, key.to_vec());
     sys.locks.note_thread(id, std::thread::current().id());
-    if let Err(err) = sys.lock(e, id, &lk, t.name()) {
+    if let Err(err) = sys.lock(e, id, &lk, table) {
         sys.locks.release(id, []);
         return Err(err);
     }

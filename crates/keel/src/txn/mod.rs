@@ -53,22 +53,52 @@ pub(crate) use commit::{autocommit, finish_unapplied};
 pub(crate) use lock::{LockError, LockKey, LockManager};
 
 use crate::btree::node::{check_entry, max_key_len};
-use crate::db::{Db, Inner, Table};
+use crate::btree::BTree;
+use crate::config::Isolation;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::table::Table;
 use record::Op;
 use scan::TableWrites;
 
-/// Transaction state shared by a database: ids and the row-lock manager
-/// (InnoDB's `trx_sys` and `lock_sys`).
-#[derive(Default)]
+/// Transaction state shared by a database: the engine, ids and the
+/// row-lock manager (InnoDB's `trx_sys` and `lock_sys`).
 pub(crate) struct TrxSys {
+    pub(crate) engine: Arc<Engine>,
     next_id: AtomicU64,
     pub(crate) locks: LockManager,
 }
 
 impl TrxSys {
+    /// The transaction system of the engine `engine`.
+    pub(crate) fn new(engine: Arc<Engine>) -> TrxSys {
+        TrxSys {
+            engine,
+            next_id: AtomicU64::new(0),
+            locks: LockManager::default(),
+        }
+    }
+
+    /// `key` of `tree` in a snapshot taken now (`Table::get`).
+    pub(crate) fn get_now(&self, tree: BTree, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        tree.get(&self.engine, key)
+    }
+
+    /// Rows of `tree` between `lo` and `hi` in a snapshot taken now
+    /// (`Table::range`).
+    pub(crate) fn range_now(
+        &self,
+        tree: BTree,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        reverse: bool,
+    ) -> Snapshot<'_> {
+        Snapshot {
+            cursor: tree.range(&self.engine, lo, hi, reverse),
+        }
+    }
+
     /// A fresh transaction id (unique within this open of the database).
     pub(crate) fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed) + 1
@@ -111,17 +141,15 @@ impl TrxSys {
     }
 }
 
-impl Db {
-    /// Start a transaction (READ COMMITTED; see the `txn` module).
-    pub fn begin(&self) -> Txn {
-        Txn {
-            id: self.inner.trx_sys.next_id(),
-            inner: self.inner.clone(),
-            writes: BTreeMap::new(),
-            locks: HashSet::new(),
-            state: State::Active,
-            thread: std::cell::Cell::new(None),
-        }
+/// Rows of one table as a snapshot shows them (behind `Table::range`).
+pub(crate) struct Snapshot<'t> {
+    cursor: crate::btree::Cursor<'t>,
+}
+
+impl Iterator for Snapshot<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.cursor.next()
     }
 }
 
@@ -141,7 +169,10 @@ enum State {
 /// Every method taking a `&Table` panics if the table belongs to another
 /// database.
 pub struct Txn {
-    inner: Arc<Inner>,
+    sys: Arc<TrxSys>,
+    /// Keeps the database open while the transaction lives (opaque here).
+    _db: Arc<dyn std::any::Any + Send + Sync>,
+    isolation: Isolation,
     id: u64,
     /// Table root page number → pending changes.
     writes: BTreeMap<u32, TableWrites>,
@@ -154,6 +185,30 @@ pub struct Txn {
 }
 
 impl Txn {
+    /// A new transaction of `sys` at isolation level `isolation`; `db`
+    /// keeps the database open until the transaction ends.
+    pub(crate) fn begin(
+        sys: Arc<TrxSys>,
+        db: Arc<dyn std::any::Any + Send + Sync>,
+        isolation: Isolation,
+    ) -> Txn {
+        Txn {
+            id: sys.next_id(),
+            sys,
+            _db: db,
+            isolation,
+            writes: BTreeMap::new(),
+            locks: HashSet::new(),
+            state: State::Active,
+            thread: std::cell::Cell::new(None),
+        }
+    }
+
+    /// This transaction's isolation level.
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
     /// This transaction's id (written into its commit record).
     pub fn id(&self) -> u64 {
         self.id
@@ -166,7 +221,7 @@ impl Txn {
         if let Some(w) = self.own_write(table, key) {
             return Ok(w.map(<[u8]>::to_vec));
         }
-        table.tree.get(&self.inner.engine, key)
+        table.tree.get(&self.sys.engine, key)
     }
 
     /// Lock `key` exclusively (waiting like a writer), then read it like
@@ -174,7 +229,7 @@ impl Txn {
     /// row, so a read-modify-write through it loses no update.
     pub fn get_for_update(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check(table)?;
-        if key.len() > max_key_len(self.inner.engine.page_size()) {
+        if key.len() > max_key_len(self.sys.engine.page_size()) {
             return Ok(None);
         }
         self.lock(table, key)?;
@@ -185,7 +240,7 @@ impl Txn {
     /// locking the row. Sizes are checked here, not at commit.
     pub fn put(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
         self.check(table)?;
-        check_entry(self.inner.engine.page_size(), key, value)?;
+        check_entry(self.sys.engine.page_size(), key, value)?;
         self.lock(table, key)?;
         self.set(table, key, Some(value.to_vec()));
         Ok(())
@@ -195,7 +250,7 @@ impl Txn {
     /// transaction sees it.
     pub fn delete(&mut self, table: &Table, key: &[u8]) -> Result<bool> {
         self.check(table)?;
-        if key.len() > max_key_len(self.inner.engine.page_size()) {
+        if key.len() > max_key_len(self.sys.engine.page_size()) {
             return Ok(false);
         }
         self.lock(table, key)?;
@@ -231,7 +286,7 @@ impl Txn {
         let writes = self.writes.get(&table.tree.root().page_no);
         let cursor = table
             .tree
-            .range(&self.inner.engine, lo.clone(), hi.clone(), reverse);
+            .range(&self.sys.engine, lo.clone(), hi.clone(), reverse);
         Ok(Scan::new(cursor, writes, &lo, &hi, reverse))
     }
 
@@ -257,11 +312,11 @@ impl Txn {
         let r = if ops.is_empty() {
             Ok(())
         } else {
-            commit::log_and_apply(&self.inner.engine, self.id, &ops).map(drop)
+            commit::log_and_apply(&self.sys.engine, self.id, &ops).map(drop)
         };
         self.release();
         if r.is_ok() {
-            Metrics::add(&self.inner.engine.metrics.trx_commits, 1);
+            Metrics::add(&self.sys.engine.metrics.trx_commits, 1);
         }
         r
     }
@@ -274,11 +329,11 @@ impl Txn {
         // to this thread's waits (see the lock manager's module doc).
         let me = std::thread::current().id();
         if !self.locks.is_empty() && self.thread.get() != Some(me) {
-            self.inner.trx_sys.locks.note_thread(self.id, me);
+            self.sys.locks.note_thread(self.id, me);
             self.thread.set(Some(me));
         }
         assert!(
-            Arc::ptr_eq(&self.inner, &table.inner),
+            Arc::ptr_eq(&self.sys, &table.sys),
             "table `{}` belongs to another database than transaction {}",
             table.name(),
             self.id
@@ -311,15 +366,15 @@ impl Txn {
         // Paced before the first lock, holding none (see
         // `Engine::pace_writer`).
         if self.locks.is_empty() {
-            self.inner.engine.pace_writer()?;
+            self.sys.engine.pace_writer()?;
         }
-        let sys = &self.inner.trx_sys;
+        let sys = &self.sys;
         let me = std::thread::current().id();
         if self.thread.get() != Some(me) {
             sys.locks.note_thread(self.id, me);
             self.thread.set(Some(me));
         }
-        match sys.lock(&self.inner.engine, self.id, &lk, table.name()) {
+        match sys.lock(&self.sys.engine, self.id, &lk, table.name()) {
             Ok(()) => {
                 self.locks.insert(lk);
                 Ok(())
@@ -328,7 +383,7 @@ impl Txn {
                 self.writes.clear();
                 self.release();
                 self.state = State::Aborted;
-                Metrics::add(&self.inner.engine.metrics.trx_rollbacks, 1);
+                Metrics::add(&self.sys.engine.metrics.trx_rollbacks, 1);
                 log::debug!("txn {} rolled back: {e}", self.id);
                 Err(e)
             }
@@ -338,7 +393,7 @@ impl Txn {
 
     fn release(&mut self) {
         let locks = std::mem::take(&mut self.locks);
-        self.inner.trx_sys.locks.release(self.id, &locks);
+        self.sys.locks.release(self.id, &locks);
         self.state = State::Done;
     }
 }
@@ -348,7 +403,7 @@ impl Drop for Txn {
         if self.state == State::Active {
             self.writes.clear();
             self.release();
-            Metrics::add(&self.inner.engine.metrics.trx_rollbacks, 1);
+            Metrics::add(&self.sys.engine.metrics.trx_rollbacks, 1);
         }
     }
 }

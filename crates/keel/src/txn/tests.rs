@@ -4,6 +4,7 @@
 use super::record::{encode, Op};
 use super::*;
 use crate::config::Options;
+use crate::Db;
 
 fn db() -> (tempfile::TempDir, Db) {
     let dir = tempfile::tempdir().unwrap();
@@ -88,9 +89,9 @@ fn commit_logs_one_record_and_releases_locks() {
     let mut tx = db.begin();
     tx.put(&t, b"k1", b"v1").unwrap();
     tx.put(&t, b"k2", b"v2").unwrap();
-    assert_eq!(db.inner.trx_sys.locks.held(), 2);
+    assert_eq!(db.inner.trx.locks.held(), 2);
     tx.commit().unwrap();
-    assert_eq!(db.inner.trx_sys.locks.held(), 0);
+    assert_eq!(db.inner.trx.locks.held(), 0);
     let after = db.inner.engine.metrics.trx_commits.load(Ordering::Relaxed);
     assert_eq!(after - before, 1);
     assert_eq!(t.get(b"k2").unwrap().as_deref(), Some(&b"v2"[..]));

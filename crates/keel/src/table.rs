@@ -1,0 +1,149 @@
+//! `Table`: a handle to one table, and `Range`, its iterator.
+//!
+//! Plain reads (`get`, `range`, `range_rev`) run outside any transaction
+//! and see one snapshot for the whole call, however long the iteration
+//! runs (see the `txn` module); `put` and `delete` are one-row
+//! transactions.
+
+use std::any::Any;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use crate::btree::bulk::BulkLoad;
+use crate::btree::{BTree, TreeStats};
+use crate::engine::admission::Purpose;
+use crate::error::Result;
+use crate::txn::{Snapshot, TrxSys};
+
+/// A handle to one table (a B+tree of byte-string keys and values).
+#[derive(Clone)]
+pub struct Table {
+    /// The transaction system of the table's database.
+    pub(crate) sys: Arc<TrxSys>,
+    /// Keeps the database open while the handle lives (opaque here).
+    pub(crate) _db: Arc<dyn Any + Send + Sync>,
+    pub(crate) name: Arc<str>,
+    pub(crate) tree: BTree,
+}
+
+impl Table {
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The value stored under `key`, in a snapshot taken now: the latest
+    /// committed value (never part of a commit still being applied).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.sys.get_now(self.tree, key)
+    }
+
+    /// Insert or replace; returns true if a value was replaced. Runs as a
+    /// one-row transaction: waits for the row lock if a transaction holds it.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        crate::txn::autocommit(&self.sys, self.tree, &self.name, key, Some(value))
+    }
+
+    /// Remove `key`; returns true if it existed. Runs as a one-row
+    /// transaction: waits for the row lock if a transaction holds it.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        crate::txn::autocommit(&self.sys, self.tree, &self.name, key, None)
+    }
+
+    /// Rows with keys in `range`, in ascending key order, as one snapshot
+    /// taken now shows them, however long the iteration runs.
+    pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Range<'_>> {
+        self.range_dir(range, false)
+    }
+
+    /// Rows with keys in `range`, in descending key order, as one snapshot
+    /// taken now shows them.
+    pub fn range_rev<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Range<'_>> {
+        self.range_dir(range, true)
+    }
+
+    fn range_dir<'k, R: RangeBounds<&'k [u8]>>(
+        &self,
+        range: R,
+        reverse: bool,
+    ) -> Result<Range<'_>> {
+        let own = |b: Bound<&&[u8]>| match b {
+            Bound::Included(k) => Bound::Included(k.to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let lo = own(range.start_bound());
+        let hi = own(range.end_bound());
+        Ok(Range {
+            rows: self.sys.range_now(self.tree, lo, hi, reverse),
+        })
+    }
+
+    /// Load `rows` into this table, which must be empty, building its
+    /// B+tree bottom-up: each leaf is filled in memory and written once, to
+    /// `fill_factor` percent of the page ([`Options::fill_factor`](crate::Options::fill_factor), as
+    /// InnoDB's `innodb_fill_factor`), with no descent, no split, no row
+    /// lock and no transaction. Returns the rows loaded.
+    ///
+    /// Keys must be strictly ascending: sort the rows first (a secondary
+    /// index is loaded the same way, from its entries sorted). Keys and
+    /// values have the limits of [`Table::put`].
+    ///
+    /// All or nothing: the rows become visible together when the load ends,
+    /// and the load is durable when this returns `Ok`, whatever
+    /// `flush_log_at_trx_commit` says. A crash before that leaves the table
+    /// empty (the next open frees the pages the load had written); so does
+    /// an error, which this returns after freeing them, and a close of the
+    /// database while the load runs (the load fails with [`Error::Closed`]
+    /// and the next open frees its pages). (One exception: if
+    /// the final log sync fails, the rows are already visible but may not
+    /// survive a crash; the log then refuses every write, as after any
+    /// failed sync, until a restart.) Every page is redo-logged; see
+    /// `btree::bulk` for the protocol.
+    ///
+    /// Errors: [`Error::BulkLoad`] if the table is not empty, another bulk
+    /// load into it is under way, a key is not greater than the one before,
+    /// or rows were written into the table while it loaded (those rows
+    /// stay, the loaded ones are discarded); [`Error::KeyTooLarge`],
+    /// [`Error::ValueTooLarge`]; and the errors of any write ([`Error::Closed`],
+    /// I/O errors). Other tables can be read and written meanwhile; loading
+    /// several tables from several threads at once is how to use more than
+    /// one core.
+    pub fn bulk_load<I, K, V>(&self, rows: I) -> Result<u64>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let e = &*self.sys.engine;
+        e.adm.check_writable(Purpose::New)?;
+        let fill = e.live.current().fill_factor;
+        let mut load = BulkLoad::begin(e, self.tree, &self.name, fill)?;
+        for (k, v) in rows {
+            load.push(k.as_ref(), v.as_ref())?;
+        }
+        let (n, lsn) = load.finish()?;
+        if lsn > 0 {
+            e.log.write_up_to(lsn, true)?;
+        }
+        Ok(n)
+    }
+
+    /// Check this tree's invariants.
+    pub fn check(&self) -> Result<TreeStats> {
+        self.tree.check(&self.sys.engine)
+    }
+}
+
+/// An iterator over rows; each item is a (key, value) pair or an I/O or
+/// corruption error.
+pub struct Range<'t> {
+    rows: Snapshot<'t>,
+}
+
+impl Iterator for Range<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rows.next()
+    }
+}
