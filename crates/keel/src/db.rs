@@ -241,6 +241,12 @@ impl Db {
             .map(ThrottledFileSystem::stats)
     }
 
+    /// The history list, the oldest read view and purge's progress (for
+    /// status reports): see [`HistoryStatus`](crate::HistoryStatus).
+    pub fn history(&self) -> crate::HistoryStatus {
+        self.inner.trx.history()
+    }
+
     /// The engine's counters and gauges.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.engine.metrics

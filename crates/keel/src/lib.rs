@@ -123,4 +123,4 @@ pub use metrics::{
 };
 pub use page::Lsn;
 pub use table::{Range, Table};
-pub use txn::{Scan, Txn};
+pub use txn::{HistoryStatus, Scan, Txn, ViewInfo};

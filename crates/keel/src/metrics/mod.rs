@@ -300,6 +300,29 @@ registry! {
     lock_deadlocks,
     /// Row-lock waits that ended in `LockWaitTimeout`.
     lock_timeouts,
+    /// Gauge: committed transactions whose undo records are not purged yet
+    /// (InnoDB's `trx_rseg_history_len`, the history list length).
+    trx_rseg_history_len,
+    /// Undo pages purge emptied and freed (or reset, for a segment's last
+    /// page) (InnoDB's `purge_undo_log_pages`).
+    purge_undo_log_pages,
+    /// Delete-marked records purge removed from the trees once no read
+    /// view could see them (InnoDB's `purge_del_mark_records`).
+    purge_del_mark_records,
+    /// Undo records purge processed.
+    purge_undo_records,
+    /// Gauge: read views open now (snapshots of running reads and
+    /// transactions).
+    trx_read_views_open,
+    /// Gauge: milliseconds the oldest open read view has been open (0 with
+    /// none), updated by the purge coordinator about every 100 ms.
+    trx_oldest_view_age_ms,
+    /// Undo records written (one per row a commit changes).
+    trx_undo_records,
+    /// Older row versions rebuilt from undo records for a read view.
+    trx_versions_rebuilt,
+    /// Undo and undo-directory pages written by the page cleaners.
+    buffer_flush_undo_pages_written,
 }
 
 /// Upper bounds of the writer-pause histogram buckets, in microseconds.

@@ -80,6 +80,11 @@ impl TrxSys {
         }
     }
 
+    /// The history and purge, for `Db::history`.
+    pub(crate) fn history(&self) -> HistoryStatus {
+        HistoryStatus::default()
+    }
+
     /// `key` of `tree` in a snapshot taken now (`Table::get`).
     pub(crate) fn get_now(&self, tree: BTree, key: &[u8]) -> Result<Option<Vec<u8>>> {
         tree.get(&self.engine, key)
@@ -139,6 +144,43 @@ impl TrxSys {
             }),
         }
     }
+}
+
+/// The history (the undo records kept for read views) and purge, as the
+/// status report shows them ([`Db::history`](crate::Db::history)).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HistoryStatus {
+    /// Committed transactions whose undo is not purged yet (InnoDB's
+    /// `trx_rseg_history_len`).
+    pub history_len: u64,
+    /// Undo pages in use (linked in a rollback segment).
+    pub undo_pages: u64,
+    /// Undo pages cached in the buffer pool now.
+    pub undo_pages_in_pool: u64,
+    /// Frames in the buffer pool.
+    pub pool_pages: u64,
+    /// Read views open now.
+    pub views_open: u64,
+    /// The oldest open read view: the one that holds purge back.
+    pub oldest_view: Option<ViewInfo>,
+    /// Undo records purged since open.
+    pub purged_records: u64,
+    /// Undo pages purge freed since open.
+    pub purged_pages: u64,
+    /// Delete-marked records purge removed since open.
+    pub purged_del_marks: u64,
+}
+
+/// One open read view, as [`HistoryStatus::oldest_view`] names it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ViewInfo {
+    /// The transaction that holds it (0 for a `Table::get`/`Table::range`
+    /// outside any transaction).
+    pub txn_id: u64,
+    /// How long it has been open, in milliseconds.
+    pub age_ms: u64,
+    /// The name of the thread that opened it, if it has one.
+    pub thread: Option<String>,
 }
 
 /// Rows of one table as a snapshot shows them (behind `Table::range`).
