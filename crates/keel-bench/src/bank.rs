@@ -11,10 +11,15 @@
 //! - every account's balance equals its initial balance plus what the
 //!   `bank_log` rows say it received minus what they say it sent (the log
 //!   row and the balance changes landed together, or not at all).
+//!
+//! While transfers run, readers check the snapshots
+//! ([`Bank::check_snapshot_total`], [`Bank::check_plain_ranges`]): a
+//! REPEATABLE-READ transaction that scans both tables sees one snapshot,
+//! so its balances sum to the total whatever commits meanwhile.
 
 use std::collections::HashMap;
 
-use keel::{Db, Error, Result, Table, TreeStats};
+use keel::{Db, Error, Isolation, Result, Table, TreeStats};
 use rand::Rng;
 
 /// Balance every account starts with.
@@ -211,6 +216,96 @@ impl Bank {
         Ok(t)
     }
 
+    /// What the balances must sum to: `accounts × INITIAL_BALANCE`.
+    pub fn total_expected(&self) -> u128 {
+        u128::from(self.accounts) * u128::from(INITIAL_BALANCE)
+    }
+
+    /// Sum every balance in one snapshot: a REPEATABLE-READ transaction
+    /// scans `bank_a` and `bank_b` (its plain reads all see the snapshot
+    /// taken at its first read), then scans `bank_a` again. `Ok(None)` when
+    /// the sum is the total and the second scan saw what the first did;
+    /// otherwise the violation, naming the totals seen and expected. Takes
+    /// no lock and writes nothing.
+    pub fn check_snapshot_total(&self) -> Result<Option<String>> {
+        let tx = self.db.begin_with(Isolation::RepeatableRead);
+        let sum = |tx: &keel::Txn, t: &Table| -> Result<(u128, u64)> {
+            let (mut total, mut rows) = (0u128, 0u64);
+            for row in tx.scan(t, ..)? {
+                let (k, v) = row?;
+                let acct = k
+                    .as_slice()
+                    .try_into()
+                    .map(u64::from_be_bytes)
+                    .unwrap_or(u64::MAX);
+                total += u128::from(decode_balance(acct, &v)?);
+                rows += 1;
+            }
+            Ok((total, rows))
+        };
+        let (a, rows_a) = sum(&tx, &self.a)?;
+        let (b, rows_b) = sum(&tx, &self.b)?;
+        let (again, rows_again) = sum(&tx, &self.a)?;
+        drop(tx);
+        let expected = self.total_expected();
+        if a + b != expected || rows_a + rows_b != self.accounts {
+            return Ok(Some(format!(
+                "REPEATABLE-READ snapshot: {} accounts sum to {}, expected {} accounts summing \
+                 to {expected} ({TABLE_A} {a} + {TABLE_B} {b})",
+                rows_a + rows_b,
+                a + b,
+                self.accounts
+            )));
+        }
+        if (again, rows_again) != (a, rows_a) {
+            return Ok(Some(format!(
+                "REPEATABLE-READ snapshot: a second scan of {TABLE_A} in the same transaction \
+                 summed to {again} ({rows_again} accounts), the first to {a} ({rows_a} accounts)"
+            )));
+        }
+        Ok(None)
+    }
+
+    /// Read each account table with one plain [`Table::range`] call (one
+    /// snapshot per call, taken as the call starts): each holds its accounts
+    /// (the even ones in `bank_a`, the odd ones in `bank_b`), no balance is
+    /// above the bank's total. The accounts are split over two tables, so
+    /// two calls are two snapshots and their sum is not an invariant: the
+    /// total is asserted by [`check_snapshot_total`](Self::check_snapshot_total).
+    pub fn check_plain_ranges(&self) -> Result<Option<String>> {
+        let expected = self.total_expected();
+        for (table, parity) in [(&self.a, 0), (&self.b, 1)] {
+            let want = (self.accounts + 1 - parity) / 2;
+            let (mut rows, mut total) = (0u64, 0u128);
+            for row in table.range(..)? {
+                let (k, v) = row?;
+                let acct = k
+                    .as_slice()
+                    .try_into()
+                    .map(u64::from_be_bytes)
+                    .unwrap_or(u64::MAX);
+                let b = decode_balance(acct, &v)?;
+                if u128::from(b) > expected {
+                    return Ok(Some(format!(
+                        "Table::range of {}: account {acct} holds {b}, more than the bank's \
+                         total {expected}",
+                        table.name()
+                    )));
+                }
+                rows += 1;
+                total += u128::from(b);
+            }
+            if rows != want || total > expected {
+                return Ok(Some(format!(
+                    "Table::range of {}: {rows} accounts summing to {total}, expected {want} \
+                     accounts summing to at most {expected}",
+                    table.name()
+                )));
+            }
+        }
+        Ok(None)
+    }
+
     /// Check the bank after a crash: see [`verify`].
     pub fn verify(&self, acked: &[TransferId]) -> Result<VerifyReport> {
         let mut r = VerifyReport::default();
@@ -242,13 +337,17 @@ impl Bank {
                 Some(_) => {}
             }
         }
-        r.total_expected = u128::from(self.accounts) * u128::from(INITIAL_BALANCE);
+        r.total_expected = self.total_expected();
         r.total = balances.values().map(|&b| u128::from(b)).sum();
         if r.total != r.total_expected {
             r.problem(format!(
                 "total balance is {} but should be {}",
                 r.total, r.total_expected
             ));
+        }
+        // The same total through a REPEATABLE-READ transaction's snapshot.
+        if let Some(v) = self.check_snapshot_total()? {
+            r.problem(v);
         }
         let mut missing = 0usize;
         for id in acked {
@@ -315,7 +414,8 @@ impl Bank {
 }
 
 /// Check a bank after a crash and reopen: every tree's invariants hold,
-/// the balances sum to the initial total, every id in `acked` is in
+/// the balances sum to the initial total (read with `Table::range` and in
+/// a REPEATABLE-READ transaction's snapshot), every id in `acked` is in
 /// `bank_log`, and every balance agrees with the `bank_log` rows. Engine
 /// errors are errors; violations are listed in the report.
 pub fn verify(db: &Db, accounts: u64, acked: &[TransferId]) -> Result<VerifyReport> {
@@ -398,7 +498,27 @@ mod tests {
         let db = Db::open(dir.path(), small_options()).unwrap();
         let bank = setup(&db, 50).unwrap();
         let mut acked = Vec::new();
+        let done = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
+            // Readers: every snapshot sums to the total while transfers run.
+            let readers: Vec<_> = (0..2)
+                .map(|r| {
+                    let (bank, done) = (bank.clone(), &done);
+                    s.spawn(move || {
+                        let (mut reads, mut bad) = (0u64, Vec::new());
+                        while !done.load(std::sync::atomic::Ordering::Relaxed) || reads == 0 {
+                            let v = if r == 0 {
+                                bank.check_snapshot_total().unwrap()
+                            } else {
+                                bank.check_plain_ranges().unwrap()
+                            };
+                            bad.extend(v);
+                            reads += 1;
+                        }
+                        (reads, bad)
+                    })
+                })
+                .collect();
             let hs: Vec<_> = (0..4u64)
                 .map(|w| {
                     let bank = bank.clone();
@@ -412,6 +532,16 @@ mod tests {
                 .collect();
             for h in hs {
                 acked.extend(h.join().unwrap());
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            for h in readers {
+                let (reads, bad) = h.join().unwrap();
+                assert!(
+                    bad.is_empty(),
+                    "{} of {reads} snapshot reads during the transfers were wrong; the first: {}",
+                    bad.len(),
+                    bad[0]
+                );
             }
         });
         let r = verify(&db, 50, &acked).unwrap();

@@ -54,6 +54,7 @@ fn plan(e: Engine, dir: &Path, params: OltpParams) -> Plan {
         preset: None,
         device_changes: vec![],
         option_changes: vec![],
+        hold_view: None,
     }
 }
 

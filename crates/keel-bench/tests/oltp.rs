@@ -51,6 +51,7 @@ fn plan(dir: &Path, params: OltpParams, vary: Vec<VaryAxis>) -> Plan {
         preset: None,
         device_changes: vec![],
         option_changes: vec![],
+        hold_view: None,
     }
 }
 

@@ -22,8 +22,10 @@
 //! proof of corruption (as with innochecksum on a running InnoDB).
 //!
 //! `--json` prints one object instead of the lines:
-//! `{ "ok": bool, "recovered": bool, "replayed_log": bool, "tables": [ {"name", "rows", "pages"} ], "problems": [ "..." ] }`
-//! where an index is listed as its own entry, `sbtestN.k`; with
+//! `{ "ok": bool, "recovered": bool, "replayed_log": bool, "tables": [ {"name", "rows", "delete_marked", "pages"} ], "problems": [ "..." ] }`
+//! where an index is listed as its own entry, `sbtestN.k`, `rows` counts
+//! the rows a read sees and `delete_marked` the deleted rows purge has not
+//! removed yet (still in the tree; see the README's Transactions); with
 //! `--read-only`, `replayed_log` is false, `recovered` too, and
 //! `redo_beyond_checkpoint` gives the bytes of log that were not replayed
 //! (when the log could be read).
@@ -251,6 +253,9 @@ fn check_files(dir: &Path) -> Outcome {
     };
     let checked = check_trees(&disk, &mut out.problems);
     out.entries = pair_up(&disk, checked, &mut out.problems);
+    if let Err(e) = disk.check_undo() {
+        out.problems.push(format!("undo lists: {e}"));
+    }
     out
 }
 
@@ -287,7 +292,7 @@ impl Trees for Db {
 
 impl Trees for OnDisk {
     fn check_all(&self) -> std::result::Result<Vec<(String, TreeStats)>, String> {
-        let catalog = self.check(self.catalog_root());
+        let catalog = self.check_catalog();
         let mut all = vec![("<catalog>".to_string(), catalog.map_err(|e| e.to_string())?)];
         for (name, root) in self.tables().map_err(|e| e.to_string())? {
             let stats = self.check(root).map_err(|e| e.to_string())?;
@@ -436,6 +441,7 @@ struct JsonOut<'a> {
 struct JsonTable<'a> {
     name: &'a str,
     rows: usize,
+    delete_marked: usize,
     pages: usize,
 }
 
@@ -454,7 +460,8 @@ fn to_json(out: &Outcome) -> JsonOut<'_> {
                 let s = e.stats.as_ref()?;
                 Some(JsonTable {
                     name: &e.name,
-                    rows: s.entries,
+                    rows: s.entries - s.delete_marked,
+                    delete_marked: s.delete_marked,
                     pages: pages(s),
                 })
             })
@@ -485,15 +492,19 @@ fn print_human(w: &mut impl Write, out: &Outcome) -> std::io::Result<()> {
         match &e.stats {
             Some(s) => writeln!(
                 w,
-                "{:<width$}  {:>10} rows  {:>8} pages  height {}  {}",
+                "{:<width$}  {:>10} rows  {:>8} pages  height {}  {}{}",
                 e.name,
-                s.entries,
+                s.entries - s.delete_marked,
                 pages(s),
                 s.height,
                 if e.disagrees {
                     "index and rows disagree"
                 } else {
                     "ok"
+                },
+                match s.delete_marked {
+                    0 => String::new(),
+                    n => format!(" ({n} deleted rows await purge)"),
                 }
             )?,
             None => writeln!(w, "{:<width$}  FAILED (see problems)", e.name)?,

@@ -6,6 +6,15 @@
 //! total balance is unchanged and that every acknowledged transfer is
 //! there, closes it, and starts the next cycle.
 //!
+//! Reader threads in the child (`--readers`) sum every balance in one
+//! snapshot while the transfers run: half of them in a REPEATABLE-READ
+//! transaction (its scans of both tables see one snapshot, so the sum must
+//! be the total), half with plain `Table::range` calls (one snapshot each:
+//! every account of a table, no balance above the total). Each check
+//! prints `READ`, or `BAD <what it saw>` when it found a wrong total; any
+//! `BAD` line fails the cycle with what was seen and expected. After each
+//! recovery the total is checked in a REPEATABLE-READ snapshot too.
+//!
 //! Layout of the work directory: `db/` is the database, `crash-image/` a
 //! copy of it taken after the kill and before recovery (kept on failure, so
 //! the recovery that failed can be replayed).
@@ -52,6 +61,11 @@ pub struct CrashtestArgs {
     /// Threads running transfers in the child.
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
+    /// Threads in the child that check, while the transfers run, that every
+    /// balance sums to the total in one snapshot (half in a REPEATABLE-READ
+    /// transaction, half with plain Table::range calls); 0 for none.
+    #[arg(long, default_value_t = 2)]
+    pub readers: usize,
     /// Accounts, split over the tables bank_a and bank_b.
     #[arg(long, default_value_t = 200)]
     pub accounts: u64,
@@ -85,6 +99,9 @@ pub struct ChildArgs {
     /// Transfer threads.
     #[arg(long)]
     pub threads: usize,
+    /// Snapshot reader threads.
+    #[arg(long, default_value_t = 0)]
+    pub readers: usize,
     /// Random seed of this child.
     #[arg(long)]
     pub seed: u64,
@@ -124,9 +141,10 @@ pub fn run_with_exe(exe: &Path, child_args_prefix: &[&str], args: &CrashtestArgs
     let (work, tmp) = work_dir(args)?;
     let db_dir = work.join("db");
     println!(
-        "keel crashtest: {} cycles, {} threads, {} accounts, kill after {}..={} ms, seed {seed}, dir {}",
+        "keel crashtest: {} cycles, {} threads, {} snapshot readers, {} accounts, kill after {}..={} ms, seed {seed}, dir {}",
         args.cycles,
         args.threads,
+        args.readers,
         args.accounts,
         args.min_ms,
         args.max_ms,
@@ -169,6 +187,10 @@ fn check_args(args: &CrashtestArgs) -> Result<()> {
         "--threads must be between 1 and {MAX_THREADS}"
     );
     ensure!(args.accounts >= 2, "--accounts must be at least 2");
+    ensure!(
+        args.readers <= MAX_THREADS,
+        "--readers must be at most {MAX_THREADS}"
+    );
     ensure!(
         args.min_ms <= args.max_ms,
         "--min-ms must not exceed --max-ms"
@@ -223,6 +245,18 @@ struct Parent<'a> {
 struct Cycle {
     killed_after_ms: u128,
     acked: Vec<TransferId>,
+    /// Snapshot checks the child's readers finished.
+    reads: u64,
+    /// What the readers saw that was wrong (one line each).
+    bad: Vec<String>,
+}
+
+/// What the child printed before it was killed.
+#[derive(Default)]
+struct ChildLines {
+    acked: Vec<TransferId>,
+    reads: u64,
+    bad: Vec<String>,
 }
 
 impl Parent<'_> {
@@ -234,21 +268,33 @@ impl Parent<'_> {
         db.close()?;
         let mut rng = SmallRng::seed_from_u64(self.seed);
         let mut acked: Vec<TransferId> = Vec::new();
+        let mut reads = 0u64;
         for cycle in 1..=self.args.cycles {
             let c = self
                 .kill_child(cycle, &mut rng)
                 .with_context(|| format!("cycle {cycle}: child process"))?;
             let new = c.acked.len();
             acked.extend(c.acked);
-            self.recover_and_verify(cycle, c.killed_after_ms, new, &acked)
+            reads += c.reads;
+            self.recover_and_verify(cycle, c.killed_after_ms, new, c.reads, &acked)
                 .with_context(|| format!("cycle {cycle} of {}", self.args.cycles))?;
+            if let Some(first) = c.bad.first() {
+                bail!(
+                    "cycle {cycle} of {}: {} of {} snapshot reads during the transfers saw a \
+                     wrong total (expected {}); the first: {first}",
+                    self.args.cycles,
+                    c.bad.len(),
+                    c.reads + c.bad.len() as u64,
+                    u128::from(self.args.accounts) * u128::from(bank::INITIAL_BALANCE),
+                );
+            }
         }
         ensure!(
             !acked.is_empty(),
             "the child never acknowledged a transfer: raise --max-ms"
         );
         println!(
-            "crashtest passed: {} cycles, {} acknowledged transfers, all present, in {:.1} s (seed {})",
+            "crashtest passed: {} cycles, {} acknowledged transfers, all present, {reads} snapshot reads right, in {:.1} s (seed {})",
             self.args.cycles,
             acked.len(),
             started.elapsed().as_secs_f64(),
@@ -264,6 +310,7 @@ impl Parent<'_> {
             .arg(&self.db_dir)
             .args(["--accounts", &self.args.accounts.to_string()])
             .args(["--threads", &self.args.threads.to_string()])
+            .args(["--readers", &self.args.readers.to_string()])
             .args(["--seed", &child_seed.to_string()])
             .args(["--base-id", &(cycle * CYCLE_IDS).to_string()])
             .args(self.args.engine.to_args());
@@ -304,7 +351,7 @@ impl Parent<'_> {
             child.kill().context("sending SIGKILL")?;
         }
         let status = child.wait()?;
-        let acked = join(acks)?;
+        let lines = join(acks)?;
         let stderr = join(errs)?;
         if !killed_by_sigkill(&status) {
             bail!(
@@ -312,10 +359,13 @@ impl Parent<'_> {
                 String::from_utf8_lossy(&stderr)
             );
         }
+        let lines = lines
+            .with_context(|| format!("child stderr:\n{}", String::from_utf8_lossy(&stderr)))?;
         Ok(Cycle {
             killed_after_ms,
-            acked: acked
-                .with_context(|| format!("child stderr:\n{}", String::from_utf8_lossy(&stderr)))?,
+            acked: lines.acked,
+            reads: lines.reads,
+            bad: lines.bad,
         })
     }
 
@@ -324,6 +374,7 @@ impl Parent<'_> {
         cycle: u64,
         killed_after_ms: u128,
         new_acks: usize,
+        reads: u64,
         acked: &[TransferId],
     ) -> Result<()> {
         copy_dir(&self.db_dir, &self.image_dir).context("copying the crash image")?;
@@ -334,7 +385,7 @@ impl Parent<'_> {
         let metric = |n: &str| m.get(n).unwrap_or(0);
         let report = bank::verify(&db, self.args.accounts, acked).context("verifying")?;
         println!(
-            "cycle {cycle:>5}/{}: killed after {killed_after_ms:>4} ms, {new_acks:>5} acked ({} in all), {} transfers in log; recovery {} ms (open {open_ms} ms), {} page records applied, {} txns reapplied",
+            "cycle {cycle:>5}/{}: killed after {killed_after_ms:>4} ms, {new_acks:>5} acked ({} in all), {reads} snapshot reads, {} transfers in log; recovery {} ms (open {open_ms} ms), {} page records applied, {} txns reapplied",
             self.args.cycles,
             acked.len(),
             report.transfers,
@@ -352,24 +403,32 @@ impl Parent<'_> {
     }
 }
 
-/// Every `ACK <id>` line the child finished; a line cut by the kill (no
-/// newline) was not acknowledged and is ignored.
-fn read_acks(out: impl Read) -> Result<Vec<TransferId>> {
+/// Every line the child finished: `ACK <id>` for a transfer, `READ` for
+/// a snapshot check that found the total, `BAD <what>` for one that did
+/// not. A line cut by the kill (no newline) is ignored: that transfer was
+/// not acknowledged.
+fn read_acks(out: impl Read) -> Result<ChildLines> {
     let mut r = BufReader::new(out);
-    let mut acked = Vec::new();
+    let mut lines = ChildLines::default();
     let mut line = Vec::new();
     loop {
         line.clear();
         if r.read_until(b'\n', &mut line)? == 0 || line.last() != Some(&b'\n') {
-            return Ok(acked);
+            return Ok(lines);
         }
         let text = String::from_utf8_lossy(&line);
-        let id = text
-            .trim_end()
-            .strip_prefix("ACK ")
-            .and_then(|s| s.parse::<TransferId>().ok())
-            .with_context(|| format!("unexpected line from the child: {text:?}"))?;
-        acked.push(id);
+        let text = text.trim_end();
+        if text == "READ" {
+            lines.reads += 1;
+        } else if let Some(what) = text.strip_prefix("BAD ") {
+            lines.bad.push(what.to_string());
+        } else {
+            let id = text
+                .strip_prefix("ACK ")
+                .and_then(|s| s.parse::<TransferId>().ok())
+                .with_context(|| format!("unexpected line from the child: {text:?}"))?;
+            lines.acked.push(id);
+        }
     }
 }
 
@@ -424,7 +483,9 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// `keel crashtest-child`: run transfers on `threads` threads until killed,
-/// printing `ACK <id>` (flushed) after each commit that returned `Ok`.
+/// printing `ACK <id>` (flushed) after each commit that returned `Ok`, and
+/// snapshot checks on `readers` threads, printing `READ` or `BAD <what>`
+/// after each.
 pub fn child(args: ChildArgs) -> Result<()> {
     ensure!(
         (1..=MAX_THREADS).contains(&args.threads),
@@ -449,15 +510,52 @@ pub fn child(args: ChildArgs) -> Result<()> {
                 })
             })
             .collect();
+        let rs: Vec<_> = (0..args.readers)
+            .map(|r| {
+                let (bank, stop) = (&bank, &stop);
+                s.spawn(move || read_loop(bank, r % 2 == 0, stop, deadline))
+            })
+            .collect();
         for h in hs {
             h.join()
                 .map_err(|_| anyhow::anyhow!("a transfer thread panicked"))??;
+        }
+        for h in rs {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a reader thread panicked"))??;
         }
         Ok(())
     });
     drop(bank);
     db.close()?;
     r
+}
+
+/// Pause between two snapshot checks of one reader, so that the readers
+/// take a share of the cores and do not starve the transfers.
+const READ_PAUSE: Duration = Duration::from_millis(2);
+
+/// Check snapshots until `stop` or `deadline`: in a REPEATABLE-READ
+/// transaction (`snapshot`) or with plain `Table::range` calls.
+fn read_loop(bank: &Bank, snapshot: bool, stop: &AtomicBool, deadline: Instant) -> Result<()> {
+    while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+        let found = if snapshot {
+            bank.check_snapshot_total()
+        } else {
+            bank.check_plain_ranges()
+        }
+        .context("snapshot read")?;
+        let line = match found {
+            None => "READ\n".to_string(),
+            Some(what) => format!("BAD {}\n", what.replace('\n', " ")),
+        };
+        let mut out = std::io::stdout().lock();
+        out.write_all(line.as_bytes())?;
+        out.flush()?;
+        drop(out);
+        std::thread::sleep(READ_PAUSE);
+    }
+    Ok(())
 }
 
 fn transfer_loop(

@@ -90,6 +90,8 @@ pub struct SpaceHeader {
     pub free_pages: u32,
     /// Catalog root page number.
     pub catalog_root: u32,
+    /// Undo directory page number (0 = none: laid out before undo existed).
+    pub undo_dir: u32,
     /// Pages allocated: high-water mark minus free pages.
     pub allocated_pages: u32,
     /// Data pages the files hold (sum over the files).
@@ -335,6 +337,7 @@ fn data(dir: &Path, warnings: &mut Vec<String>) -> Result<(Vec<DataFile>, Option
             free_list_head: get_u32(&page, space_header::FREE_HEAD),
             free_pages: free,
             catalog_root: get_u32(&page, space_header::CATALOG_ROOT),
+            undo_dir: get_u32(&page, space_header::UNDO_DIR),
             allocated_pages: hwm.saturating_sub(free),
             file_pages: files.iter().map(|d| d.pages).sum(),
         })

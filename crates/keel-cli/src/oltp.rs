@@ -15,8 +15,8 @@ use clap::Args;
 use keel::{FlushPolicyName, Options};
 use keel_bench::cgroup::Throttle;
 use keel_bench::oltp::{
-    self, DeviceChange, Engine, Event, OltpParams, OltpReport, OptionChange, Plan, RandType,
-    RunResult, Workload,
+    self, DeviceChange, Engine, Event, HoldView, OltpParams, OltpReport, OptionChange, Plan,
+    RandType, RunResult, Workload,
 };
 
 use crate::engine_args::EngineArgs;
@@ -143,6 +143,22 @@ pub struct OltpArgs {
     /// report's charts mark them with dashed vertical lines.
     #[arg(long = "set-at", value_name = "AT:KEY=VALUE", value_parser = parse_option_change)]
     pub option_changes: Vec<OptionChange>,
+    /// Hold a read view open during the measurement: at AT (time since the measurement
+    /// started: 0, 30s, 1m30s, 500ms) a thread of its own, not one of the clients, begins a
+    /// REPEATABLE-READ transaction, reads one row so that its snapshot is taken, and keeps it
+    /// open for FOR (a time likewise: 300, 5m), then rolls it back. It simulates a long
+    /// report query, or a transaction someone forgot to close. The writers are not stopped:
+    /// they go on committing, while purge cannot remove the old row versions the view might
+    /// still read, so the history list grows and undo pages take more of the buffer pool;
+    /// once the view is released, purge catches up. E.g. a 10-minute run with the view held
+    /// for the first 5 minutes: --time 600 --hold-view 0:5m. An AT at or after --time is an
+    /// error (the view would never open), checked before any work; AT + FOR past the end
+    /// holds the view until the run ends (a note says so). Prints `[ 0s ] view opened` and
+    /// `[ 300s ] view released` between the interval lines; the JSON records when (hold_view
+    /// per run), and the report's charts mark both with dashed vertical lines next to the
+    /// history list length and undo's share of the pool. Keel only.
+    #[arg(long = "hold-view", value_name = "AT:FOR", value_parser = parse_hold_view)]
+    pub hold_view: Option<HoldView>,
     /// Run once per value, on identical data, e.g. --vary buffer_pool_size=32MiB,64MiB
     /// or --vary threads=1,8 (repeatable: every combination runs).
     #[arg(long, value_name = "KEY=V1,V2,...")]
@@ -183,7 +199,7 @@ fn after_help() -> String {
          buffer_pool_size as their cache size (SQLite's split over its connections; LMDB has no \
          cache of its own and refuses it); sqlite and rocksdb also read lock_wait_timeout (busy \
          timeout, row-lock timeout). Any other option (--set, --config, --vary), --device, --device-change, \
-         --prepare-set and --preset apply to Keel only and are refused. See docs/engines.md.",
+         --set-at, --hold-view, --prepare-set and --preset apply to Keel only and are refused. See docs/engines.md.",
         keel_help(&names),
         Engine::built_names().join(", "),
         others.join(", "),
@@ -261,6 +277,10 @@ fn parse_option_change(s: &str) -> std::result::Result<OptionChange, String> {
     s.parse()
 }
 
+fn parse_hold_view(s: &str) -> std::result::Result<HoldView, String> {
+    s.parse()
+}
+
 /// Run `keel bench oltp`.
 pub fn run(a: OltpArgs) -> Result<()> {
     check_engine_flags(&a)?;
@@ -330,6 +350,9 @@ fn check_engine_flags(a: &OltpArgs) -> Result<()> {
     if !a.option_changes.is_empty() {
         return Err(flag("--set-at"));
     }
+    if a.hold_view.is_some() {
+        return Err(flag("--hold-view (a read view on Keel's Db)"));
+    }
     if !a.prepare_sets.is_empty() {
         return Err(flag("--prepare-set"));
     }
@@ -358,6 +381,7 @@ fn plan(a: &OltpArgs, datadir: PathBuf) -> Result<Plan> {
         preset,
         device_changes,
         option_changes,
+        hold_view,
     } = resolve(a)?;
     let plan = Plan {
         engine: a.engine_name.unwrap_or_default(),
@@ -370,8 +394,13 @@ fn plan(a: &OltpArgs, datadir: PathBuf) -> Result<Plan> {
         preset,
         device_changes,
         option_changes,
+        hold_view,
     };
-    plan.runs()?;
+    for (label, p, _) in plan.runs()? {
+        if let Some(note) = plan.hold_view.as_ref().and_then(|v| v.note(&p, &label)) {
+            eprintln!("note: {note}");
+        }
+    }
     Ok(plan)
 }
 
@@ -593,6 +622,9 @@ fn on_event(e: Event<'_>, progress: &mut Progress) {
         ),
         Event::DeviceChanged { change } => println!("{}", oltp::device_change_line(change)),
         Event::OptionChanged { change } => println!("{}", oltp::option_change_line(change)),
+        Event::ViewOpened { view } | Event::ViewReleased { view } => {
+            println!("{}", oltp::view_line(view))
+        }
         Event::RunDone { result } => print_result(result),
         _ => {}
     }
@@ -658,11 +690,12 @@ fn print_other_header(
 fn print_header(index: usize, count: usize, label: &str, p: &OltpParams, o: &Options) {
     println!(
         "\n{}keel bench oltp {}: {}; \
-         buffer pool {} MiB, page {} B, redo {} × {} MiB, device {}, flush_method {}, \
-         flush policy {}",
+         isolation {}, buffer pool {} MiB, page {} B, redo {} × {} MiB, device {}, \
+         flush_method {}, flush policy {}",
         run_prefix(index, count, label),
         p.workload,
         workload_text(p),
+        o.transaction_isolation,
         o.buffer_pool_size >> 20,
         o.page_size,
         o.log_files_in_group,
@@ -729,6 +762,17 @@ fn print_result(r: &RunResult) {
             s.sync_flush_waits,
             s.sync_flush_wait_ms_total,
             s.throttle_delay_ms_total,
+        );
+        println!(
+            "history ({}): list length up to {}, {} undo records purged, {} undo pages written",
+            if r.isolation.is_empty() {
+                "isolation not recorded"
+            } else {
+                r.isolation.as_str()
+            },
+            s.history_len_max,
+            s.undo_records_purged_total,
+            s.undo_pages_written_total,
         );
     }
     println!(

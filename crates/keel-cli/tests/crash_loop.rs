@@ -2,7 +2,10 @@
 //! The crash loop with real processes: `keel crashtest` kills a child that
 //! runs bank transfers (flush_log_at_trx_commit = 1) with SIGKILL, 20 times,
 //! and after each recovery checks the total balance and that every
-//! acknowledged transfer is present. A 64-page pool (smaller than the
+//! acknowledged transfer is present; meanwhile two reader threads of the
+//! child sum every balance in one snapshot (a REPEATABLE-READ transaction,
+//! and plain `Table::range` calls) and any wrong total fails the cycle. A
+//! 64-page pool (smaller than the
 //! tables after a few cycles), eager page cleaning and a 2 MiB log make
 //! page eviction, doublewrite batches cut by the kill, checkpoints during
 //! the child's run and log wrap-around happen within the 20 cycles; four
@@ -42,6 +45,13 @@ fn sigkilled_bank_transfers_keep_total_and_every_acknowledged_commit() {
         );
     }
     assert!(text.contains("crashtest passed: 20 cycles"), "{text}");
+    let reads: u64 = text
+        .split(" snapshot reads right")
+        .next()
+        .and_then(|t| t.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(reads > 0, "the readers checked no snapshot: {text}");
     assert_eq!(text.matches("\ncycle ").count(), 20, "{text}");
     eprintln!("{text}crash loop took {:?}", started.elapsed());
 }

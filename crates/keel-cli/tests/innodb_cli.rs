@@ -109,6 +109,23 @@ fn a_short_innodb_run_writes_a_report_in_keels_format() {
             .and_then(|v| v.as_str()),
         Some("100")
     );
+    // Keel's default isolation level and purge threads reached the server,
+    // and its history list is read under InnoDB's name.
+    assert_eq!(run.isolation, "REPEATABLE-READ");
+    assert_eq!(
+        run.options
+            .get("innodb_purge_threads")
+            .and_then(|v| v.as_str()),
+        Some("4")
+    );
+    assert!(
+        run.intervals.iter().any(|i| i.history_len > 0),
+        "trx_rseg_history_len never above 0: {:?}",
+        run.intervals
+            .iter()
+            .map(|i| i.history_len)
+            .collect::<Vec<_>>()
+    );
     assert!(dir.path().join("rep/index.html").exists());
     // The server's files are gone and no server is left running.
     let left: Vec<_> = std::fs::read_dir(dir.path())

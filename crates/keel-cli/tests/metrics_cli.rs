@@ -216,6 +216,11 @@ fn every_metric_the_grafana_dashboard_queries_is_in_a_scrape() {
         "keel_buffer_flush_sync_waits_total",
         "keel_writer_pause_seconds_bucket",
         "keel_device_write_bw_estimate",
+        "keel_trx_rseg_history_len",
+        "keel_purge_undo_records_total",
+        "keel_purge_undo_log_pages_total",
+        "keel_trx_oldest_view_age_seconds",
+        "keel_buffer_flush_undo_pages_written_total",
     ] {
         assert!(
             queried.iter().any(|(_, n)| n == want),

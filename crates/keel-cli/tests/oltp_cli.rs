@@ -36,6 +36,15 @@ fn bench_oltp_prints_interval_lines_status_and_writes_json_csv_and_report() {
     assert!(json.contains("\"version\": 1"), "{json}");
     assert!(json.contains("\"buffer_pool_size\": 1048576"), "{json}");
     assert!(json.contains("\"flush_policy\": \"steady\""), "{json}");
+    // InnoDB's default isolation level, recorded per run.
+    assert!(
+        json.contains("\"isolation\": \"REPEATABLE-READ\""),
+        "{json}"
+    );
+    assert!(
+        out.contains("History list length") && out.contains("isolation REPEATABLE-READ"),
+        "{out}"
+    );
     assert!(!json.contains("\"preset\""), "{json}");
     assert!(
         json.contains("\"intervals\": [") && json.contains("\"tps_p01\""),
@@ -74,6 +83,53 @@ fn bench_oltp_prints_interval_lines_status_and_writes_json_csv_and_report() {
         "{}",
         run.stderr
     );
+}
+
+/// `--set` passes any engine option through: the isolation level of the
+/// workload's transactions, shown in the header line and the status
+/// report and recorded in the JSON; a level Keel does not offer is refused
+/// before any work.
+#[test]
+fn set_transaction_isolation_runs_the_workload_at_that_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "bench",
+        "oltp",
+        "--json",
+        "out.json",
+        "--report",
+        "rep",
+        "--set",
+        "transaction_isolation=READ-COMMITTED",
+    ];
+    args.extend(tiny_oltp_flags("2", "1"));
+    let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
+    assert!(ok, "{out}");
+    assert!(out.contains("isolation READ-COMMITTED"), "{out}");
+    assert!(out.contains("Isolation level     READ-COMMITTED"), "{out}");
+    let json = std::fs::read_to_string(dir.path().join("out.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let run = &v["runs"][0];
+    assert_eq!(run["isolation"], "READ-COMMITTED", "{json}");
+    assert_eq!(run["options"]["transaction_isolation"], "READ-COMMITTED");
+    assert!(run["summary"]["transactions"].as_u64().unwrap() > 0);
+
+    let mut args = vec![
+        "bench",
+        "oltp",
+        "--report",
+        "rep2",
+        "--set",
+        "transaction_isolation=SERIALIZABLE",
+    ];
+    args.extend(tiny_oltp_flags("2", "1"));
+    let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
+    assert!(!ok, "SERIALIZABLE accepted: {out}");
+    assert!(
+        out.contains("transaction_isolation") && out.contains("SERIALIZABLE is not supported"),
+        "{out}"
+    );
+    assert!(!out.contains("prepare"), "work started: {out}");
 }
 
 #[test]
@@ -407,7 +463,7 @@ fn a_preset_runs_end_to_end_and_flags_and_sets_win_over_it() {
         .lines()
         .next()
         .unwrap()
-        .ends_with("flush_mode,free_check_waits,free_check_wait_ms"));
+        .contains("flush_mode,free_check_waits,free_check_wait_ms,history_len,"));
     let page = std::fs::read_to_string(dir.path().join("rep/index.html")).unwrap();
     assert!(page.contains("preset disaster-55</h1>"), "{page}");
     assert!(page.contains("Disaster: MySQL 5.5 flushing"));
@@ -541,4 +597,111 @@ fn the_showdown_runs_every_preset_under_both_policies_and_judges_steady() {
     .ok_and_text();
     assert!(!ok && out.contains("bogus"), "{out}");
     assert!(!out.contains("prepare"), "work started: {out}");
+}
+
+#[test]
+fn hold_view_holds_a_read_view_the_history_list_grows_behind_and_refuses_bad_schedules() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "bench",
+        "oltp",
+        "--json",
+        "out.json",
+        "--report",
+        "rep",
+        "--hold-view",
+        "0.5:1.5",
+    ];
+    args.extend(tiny_oltp_flags("2", "3"));
+    let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
+    assert!(ok, "{out}");
+    assert!(out.contains("] view opened (REPEATABLE-READ"), "{out}");
+    assert!(out.contains("] view released (held "), "{out}");
+    let text = std::fs::read_to_string(dir.path().join("out.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let run = &v["runs"][0];
+    let view = &run["hold_view"];
+    assert_eq!(
+        (view["at_s"].as_f64(), view["for_s"].as_f64()),
+        (Some(0.5), Some(1.5))
+    );
+    let opened = view["opened_at_s"].as_f64().unwrap();
+    let released = view["released_at_s"].as_f64().unwrap();
+    assert!((0.5..1.0).contains(&opened), "{view}");
+    assert!((2.0..2.9).contains(&released), "{view}");
+    assert!(view.get("until_end").is_none(), "{view}");
+    // Sampled while the view was held: history not purged, and the view
+    // as the oldest one.
+    let held: Vec<&serde_json::Value> = run["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| {
+            let t = i["t_s"].as_f64().unwrap();
+            t > opened + 0.25 && t < released
+        })
+        .collect();
+    assert!(!held.is_empty(), "{text}");
+    for i in &held {
+        assert!(i["history_len"].as_u64().unwrap() > 0, "{i}");
+        assert!(i["read_views_open"].as_u64().unwrap() >= 1, "{i}");
+    }
+    assert!(
+        held.iter()
+            .any(|i| i["oldest_view_age_ms"].as_u64().unwrap() >= 500),
+        "{held:?}"
+    );
+    let html = std::fs::read_to_string(dir.path().join("rep/index.html")).unwrap();
+    assert!(
+        html.contains("view opened") && html.contains("view released"),
+        "no markers"
+    );
+    assert!(html.contains("History list length"));
+
+    // Past the end: held until the run ends, and said so before it starts.
+    let mut args = vec!["bench", "oltp", "--json", "end.json", "--report", "rep2"];
+    args.extend(tiny_oltp_flags("2", "1"));
+    args.extend(["--hold-view", "0.5:10s"]);
+    let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("--hold-view 0.5s:10s") && out.contains("held until the run ends"),
+        "{out}"
+    );
+    assert!(
+        out.contains("] view released at the end of the run"),
+        "{out}"
+    );
+    let text = std::fs::read_to_string(dir.path().join("end.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["runs"][0]["hold_view"]["until_end"], true, "{text}");
+
+    for (extra, needle) in [
+        (&["--hold-view", "1s:1s"][..], "never be opened"),
+        (&["--hold-view", "300"], "is not AT:FOR"),
+        (&["--hold-view", "0.5:0"], "FOR must be more than 0"),
+        (
+            &["--engine", "sqlite", "--hold-view", "0.5:1"],
+            "--hold-view (a read view on Keel's Db) applies to Keel only",
+        ),
+    ] {
+        let mut args = vec!["bench", "oltp"];
+        args.extend(tiny_oltp_flags("2", "1"));
+        args.extend(extra.iter());
+        let (ok, out) = keel_in(dir.path(), &args).ok_and_text();
+        assert!(!ok, "{extra:?} accepted: {out}");
+        assert!(
+            out.contains("--hold-view") && out.contains(needle),
+            "{extra:?}: {out}"
+        );
+        assert!(!out.contains("prepare"), "{extra:?}: work started: {out}");
+    }
+    let (ok, help) = keel_in(dir.path(), &["bench", "oltp", "--help"]).ok_and_text();
+    assert!(ok, "{help}");
+    assert!(
+        help.contains("--hold-view <AT:FOR>")
+            && help.contains("forgot to close")
+            && help.contains("purge catches up"),
+        "{help}"
+    );
 }

@@ -96,13 +96,22 @@ impl Db {
             .map_err(|e| Error::io(&dir, "start page cleaner thread", e))?;
         // Commits the crash interrupted are finished like any commit, with
         // the cleaners running (they may need log space), then a sharp
-        // checkpoint leaves nothing for the next open to redo.
-        let finished = open::finish_recovery(&engine, unfinished)
-            .and_then(|()| open::finish_bulk_loads(&engine, catalog.tree, created));
-        if let Err(e) = finished {
-            cleaners.stop(&engine.wb);
-            return Err(e);
-        }
+        // checkpoint leaves nothing for the next open to redo. Purge starts
+        // last: it resumes the history the last run left.
+        let trx = TrxSys::open(engine.clone()).map(Arc::new);
+        let finished = trx.and_then(|trx| {
+            open::finish_recovery(&trx, unfinished)?;
+            open::finish_bulk_loads(&engine, catalog.tree, created)?;
+            trx.start_purge()?;
+            Ok(trx)
+        });
+        let trx = match finished {
+            Ok(trx) => trx,
+            Err(e) => {
+                cleaners.stop(&engine.wb);
+                return Err(e);
+            }
+        };
         log::info!(
             "{} database in {} ({} frames of {} bytes, {} instances, {} data files)",
             if created { "created" } else { "opened" },
@@ -119,7 +128,7 @@ impl Db {
         );
         Ok(Db {
             inner: Arc::new(Inner {
-                trx: Arc::new(TrxSys::new(engine.clone())),
+                trx,
                 engine,
                 dir,
                 catalog,
@@ -318,15 +327,30 @@ impl Db {
         self.inner.catalog.names(&self.inner.engine)
     }
 
-    /// Check every tree's invariants (and every page checksum on the way).
+    /// Check every tree's invariants (and every page checksum on the way),
+    /// the undo lists, every row's version header, and every version chain
+    /// a read view could still follow (see `txn::check`).
     pub fn check(&self) -> Result<Vec<(String, TreeStats)>> {
         let e = &*self.inner.engine;
         let mut out = vec![("<catalog>".to_string(), self.inner.catalog.tree.check(e)?)];
+        let mut trees = Vec::new();
         for name in self.table_names()? {
             let t = self.table(&name)?;
-            out.push((name, t.tree.check(e)?));
+            out.push((name.clone(), t.check()?));
+            trees.push((name, t.tree));
         }
+        // The undo lists and every version chain a read view could follow.
+        self.inner.trx.check_history(&trees)?;
         Ok(out)
+    }
+
+    /// Pages the undo lists hold, the undo directory included, after
+    /// checking the lists (page types, links, record framing). With the
+    /// trees' pages, these are every page in use: for leak checks.
+    #[doc(hidden)]
+    pub fn undo_pages(&self) -> Result<u64> {
+        let e = &*self.inner.engine;
+        Ok(crate::undo::check_space(e, e.space_id())?.map_or(0, |c| c.pages + 1))
     }
 
     /// Write every page changed before this call, sync, and checkpoint (a
@@ -368,6 +392,15 @@ impl Db {
         e.failpoints.arm(name)
     }
 
+    /// Stop the purge threads for good (until the next open), waiting for
+    /// a purge step under way: the history then only grows. For tests that
+    /// count pages, which purge would free meanwhile.
+    #[doc(hidden)]
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn stop_purge(&self) {
+        self.inner.trx.stop_purge();
+    }
+
     /// Arm failpoint `name` of this database's engine so that the next
     /// thread to reach it panics. For tests of what survives a bug.
     #[doc(hidden)]
@@ -407,6 +440,7 @@ impl Db {
         // A crashed process retries nothing: a commit already logged that
         // is retrying a write the dead device keeps failing stops now.
         self.inner.engine.adm.abandon_in_flight();
+        self.inner.trx.stop_purge();
         if let Some(mut c) = self.inner.cleaners.lock().take() {
             c.stop(&self.inner.engine.wb);
         }
@@ -449,6 +483,8 @@ impl Inner {
             );
             e.adm.abandon_in_flight();
         }
+        // Purge writes pages too: it stops before the cleaners do.
+        self.trx.stop_purge();
         e.failpoints.hit("close.cleaners_stopping");
         c.stop(&e.wb);
         e.flush_and_checkpoint()?;

@@ -73,7 +73,10 @@ pub enum Error {
         max: usize,
     },
     /// A value is longer than can be stored inline.
-    #[error("value of {len} bytes is longer than the maximum of {max} bytes (a quarter page)")]
+    #[error(
+        "value of {len} bytes is longer than the maximum of {max} bytes (a quarter page less \
+         the 15-byte version header)"
+    )]
     ValueTooLarge {
         /// Length given.
         len: usize,

@@ -22,6 +22,12 @@
 //! - `checkpoint.relocated`: in `Engine::checkpoint_locked`, after the
 //!   records of the commits in flight were relocated to the end of the log
 //!   and before that group is synced.
+//! - `commit.between_ops`: in a commit's apply (`txn::commit`), after its
+//!   first operation is in place and before its second, holding the row
+//!   locks and no latch: readers must see neither row's new version.
+//! - `purge.del_mark`: in purge (`txn::purge`), after it chose a delete
+//!   mark to remove and before it latches the leaf, holding no latch: a
+//!   commit writing the row again meanwhile must keep its new version.
 //! - `cleaner.tick`: in the page-cleaner coordinator's round, after the
 //!   policy decided and the round's batches were written, before the log
 //!   flush and the checkpoint (`CleanerHost::tick`).

@@ -31,7 +31,7 @@ pub mod data {
     /// Fields of the space header (page 0): byte offsets in the page, as
     /// the engine reads them.
     pub mod space_header {
-        pub use crate::engine::space_header::{CATALOG_ROOT, FREE_COUNT, FREE_HEAD, HWM};
+        pub use crate::engine::space_header::{CATALOG_ROOT, FREE_COUNT, FREE_HEAD, HWM, UNDO_DIR};
     }
 }
 

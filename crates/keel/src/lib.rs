@@ -109,6 +109,7 @@ mod redo;
 mod space;
 mod table;
 mod txn;
+pub(crate) mod undo;
 
 pub use btree::TreeStats;
 pub use config::{FlushPolicyName, Isolation, Options, CLASSIC_ONLY, RUNTIME_OPTIONS};

@@ -94,6 +94,27 @@ impl<'a> Mtr<'a> {
         }
     }
 
+    /// Adopt `page`, the space header this thread has just created (a new
+    /// space being laid out), as the mtr's header page, so that a later
+    /// [`Mtr::alloc_page`] uses it instead of latching page 0 again.
+    pub(crate) fn keep_header(&mut self, page: PageWrite<'a>) -> Result<()> {
+        if self.header.is_some() || page.id().page_no != 0 {
+            return Err(Error::Corruption(format!(
+                "page {} cannot become the space header of this mini-transaction",
+                page.id()
+            )));
+        }
+        self.header = Some(page);
+        Ok(())
+    }
+
+    /// Set the u32 field at `off` of the space header (latching it if
+    /// needed).
+    pub(crate) fn set_header_u32(&mut self, off: usize, v: u32) -> Result<()> {
+        put_u32(self.header()?, off, v);
+        Ok(())
+    }
+
     /// A new page, exclusively latched, zeroed, with its header initialised.
     pub fn alloc_page(&mut self, t: PageType) -> Result<PageWrite<'a>> {
         let space = self.e.space_id();

@@ -94,18 +94,18 @@ impl Table {
     /// `flush_log_at_trx_commit` says. A crash before that leaves the table
     /// empty (the next open frees the pages the load had written); so does
     /// an error, which this returns after freeing them, and a close of the
-    /// database while the load runs (the load fails with [`Error::Closed`]
+    /// database while the load runs (the load fails with [`Error::Closed`](crate::Error::Closed)
     /// and the next open frees its pages). (One exception: if
     /// the final log sync fails, the rows are already visible but may not
     /// survive a crash; the log then refuses every write, as after any
     /// failed sync, until a restart.) Every page is redo-logged; see
     /// `btree::bulk` for the protocol.
     ///
-    /// Errors: [`Error::BulkLoad`] if the table is not empty, another bulk
+    /// Errors: [`Error::BulkLoad`](crate::Error::BulkLoad) if the table is not empty, another bulk
     /// load into it is under way, a key is not greater than the one before,
     /// or rows were written into the table while it loaded (those rows
-    /// stay, the loaded ones are discarded); [`Error::KeyTooLarge`],
-    /// [`Error::ValueTooLarge`]; and the errors of any write ([`Error::Closed`],
+    /// stay, the loaded ones are discarded); [`Error::KeyTooLarge`](crate::Error::KeyTooLarge),
+    /// [`Error::ValueTooLarge`](crate::Error::ValueTooLarge); and the errors of any write ([`Error::Closed`](crate::Error::Closed),
     /// I/O errors). Other tables can be read and written meanwhile; loading
     /// several tables from several threads at once is how to use more than
     /// one core.
@@ -118,9 +118,18 @@ impl Table {
         let e = &*self.sys.engine;
         e.adm.check_writable(Purpose::New)?;
         let fill = e.live.current().fill_factor;
+        // A table emptied by deletes still holds their delete marks until
+        // purge removes them: those no read view can see go now.
+        self.sys.remove_dead_marks(self.tree)?;
         let mut load = BulkLoad::begin(e, self.tree, &self.name, fill)?;
+        let ps = e.page_size();
         for (k, v) in rows {
-            load.push(k.as_ref(), v.as_ref())?;
+            let (k, v) = (k.as_ref(), v.as_ref());
+            crate::txn::check_user_entry(ps, k, v)?;
+            // Versions of commit 0, which every read view sees (see
+            // "Bulk loads and snapshots" in the `txn` module).
+            let stored = crate::txn::version::encode(0, crate::undo::RollPtr::NONE, Some(v));
+            load.push(k, &stored)?;
         }
         let (n, lsn) = load.finish()?;
         if lsn > 0 {
@@ -129,9 +138,10 @@ impl Table {
         Ok(n)
     }
 
-    /// Check this tree's invariants.
+    /// Check this tree's invariants; `delete_marked` counts the deleted
+    /// rows purge has not removed yet.
     pub fn check(&self) -> Result<TreeStats> {
-        self.tree.check(&self.sys.engine)
+        crate::txn::version::check_table(&*self.sys.engine, self.tree.root())
     }
 }
 

@@ -56,6 +56,7 @@ fn every_runtime_option_changes_and_options_shows_it() {
         ("flush_sync", "false"),
         ("flush_log_at_trx_commit", "2"),
         ("lock_wait_timeout", "7.5"),
+        ("transaction_isolation", "READ-COMMITTED"),
         ("fill_factor", "70"),
         ("device", "sata-ssd"),
     ];
@@ -67,6 +68,7 @@ fn every_runtime_option_changes_and_options_shows_it() {
     }
     assert_eq!(db.options().flush_policy, FlushPolicyName::Classic);
     assert_eq!(db.device().unwrap().to_string(), "sata-ssd");
+    assert_eq!(db.begin().isolation(), keel::Isolation::ReadCommitted);
     // Setting a value already in effect is no change, and no error.
     db.set_option("io_capacity", "1500").unwrap();
     // Every option is one kind or the other.

@@ -153,7 +153,9 @@ fn uncommitted_writes_are_invisible_to_others() {
     a.put(&t, b"a", b"dirty").unwrap();
     a.put(&t, b"new", b"dirty").unwrap();
     a.delete(&t, b"d").unwrap();
-    let b = db.begin();
+    let b = db.begin_with(keel::Isolation::ReadCommitted);
+    let rr = db.begin();
+    assert_eq!(rr.get(&t, b"a").unwrap().as_deref(), Some(&b"A"[..]));
     assert_eq!(b.get(&t, b"a").unwrap().as_deref(), Some(&b"A"[..]));
     assert_eq!(b.get(&t, b"new").unwrap(), None);
     let seen = txn_scan(&b, &t);
@@ -163,8 +165,15 @@ fn uncommitted_writes_are_invisible_to_others() {
     );
     assert_eq!(rows(t.range(..).unwrap()), seen);
     a.commit().unwrap();
-    // Read committed: the same txn now sees the new committed state.
+    // Read committed: the same txn now sees the new committed state;
+    // repeatable read (the default) keeps its snapshot.
     assert_eq!(b.get(&t, b"a").unwrap().as_deref(), Some(&b"dirty"[..]));
+    assert_eq!(rr.get(&t, b"a").unwrap().as_deref(), Some(&b"A"[..]));
+    assert_eq!(
+        txn_scan(&rr, &t),
+        pairs(&[("a", "A"), ("b", "B"), ("c", "C"), ("d", "D")])
+    );
+    rr.commit().unwrap();
     assert_eq!(
         txn_scan(&b, &t),
         pairs(&[("a", "dirty"), ("b", "B"), ("c", "C"), ("new", "dirty")])

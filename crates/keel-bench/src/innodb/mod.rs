@@ -58,6 +58,15 @@ pub const NOT_MEASURED: &[&str] = &[
     "sync_flush_wait_ms",
     "free_check_waits",
     "free_check_wait_ms",
+    "undo_records_purged",
+    "undo_pages_in_pool",
+    "undo_pages_written",
+    "read_views_open",
+    "oldest_view_age_ms",
+    "undo_records_written",
+    "versions_rebuilt",
+    "undo_records_purged_total",
+    "undo_pages_written_total",
 ];
 
 /// Metrics read under the same name in `INNODB_METRICS` and Keel.
@@ -76,6 +85,9 @@ const SAME_NAMES: &[&str] = &[
     "buffer_pages_written",
     "os_data_reads",
     "os_data_writes",
+    "trx_rseg_history_len",
+    "purge_undo_log_pages",
+    "purge_del_mark_records",
 ];
 
 /// What to run.
@@ -252,6 +264,13 @@ pub fn run_until(
         .and_then(|v| v.as_str())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    // MariaDB 10.11 calls it tx_isolation; 11.1 and later,
+    // transaction_isolation.
+    let isolation = ["tx_isolation", "transaction_isolation"]
+        .iter()
+        .find_map(|n| run_options.get(*n).and_then(|v| v.as_str()))
+        .unwrap_or_default()
+        .to_string();
     server.stop()?;
     drop(server);
     Ok(OltpReport {
@@ -264,11 +283,13 @@ pub fn run_until(
             engine: ENGINE.to_string(),
             options: run_options,
             io_capacity_max,
+            isolation,
             workload: p.clone(),
             summary,
             intervals,
             device_changes: Vec::new(),
             option_changes: Vec::new(),
+            hold_view: None,
             status: status_text,
         }],
     })

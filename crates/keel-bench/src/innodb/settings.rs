@@ -85,6 +85,10 @@ pub const MAPPINGS: &[(&str, Mapping)] = &[
         "lock_wait_timeout",
         Mapping::Same("innodb_lock_wait_timeout"),
     ),
+    // MariaDB 10.11 names it `tx_isolation` (`transaction_isolation` from
+    // 11.1); the startup flag is `--transaction-isolation` in both.
+    ("transaction_isolation", Mapping::Same("tx_isolation")),
+    ("purge_threads", Mapping::Same("innodb_purge_threads")),
     ("fill_factor", Mapping::Same("innodb_fill_factor")),
     ("doublewrite", Mapping::Same("innodb_doublewrite")),
     (
@@ -166,6 +170,8 @@ pub fn server_flags(o: &Options) -> Vec<String> {
             "--innodb-lock-wait-timeout={}",
             o.lock_wait_timeout.ceil().max(1.0) as u64
         ),
+        format!("--transaction-isolation={}", o.transaction_isolation),
+        format!("--innodb-purge-threads={}", o.purge_threads),
         format!("--innodb-fill-factor={}", o.fill_factor),
         format!("--innodb-doublewrite={}", on(o.doublewrite)),
     ];
@@ -221,7 +227,11 @@ mod tests {
         // with Keel's value and not its own default; `io_capacity_max` 0
         // (automatic) alone is left to InnoDB.
         for name in vars {
-            let flag = format!("--{}=", name.replace('_', "-"));
+            // MariaDB 10.11's `tx_isolation` is set by `--transaction-isolation`.
+            let flag = match name {
+                "tx_isolation" => "--transaction-isolation=".to_string(),
+                name => format!("--{}=", name.replace('_', "-")),
+            };
             assert!(
                 name == "innodb_io_capacity_max" || flags.iter().any(|f| f.starts_with(&flag)),
                 "no {flag}... among {flags:?}"

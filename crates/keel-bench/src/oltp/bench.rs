@@ -13,13 +13,14 @@ use serde::{Deserialize, Serialize};
 
 use super::device_change::check_schedule;
 use super::engine::{Database, Engine};
+use super::hold_view::check_hold_view;
 use super::option_change::check_option_schedule;
 use super::params::{apply, same_data, CREATION_OPTIONS};
 use super::presets::{Preset, PresetSettings};
 use super::runner::Tick;
 use super::sample::val;
 use super::{
-    has_tables, prepare, prewarm, run, status_report, DeviceChange, Interval, OltpError,
+    has_tables, prepare, prewarm, run, status_report, DeviceChange, HoldView, Interval, OltpError,
     OltpParams, OptionChange, Summary, VaryAxis,
 };
 
@@ -58,6 +59,9 @@ pub struct Plan {
     /// Option changes during every run's measurement (`--set-at`), in
     /// time order; each run gets the same schedule.
     pub option_changes: Vec<OptionChange>,
+    /// A read view held open during every run's measurement
+    /// (`--hold-view`): each run gets the same schedule.
+    pub hold_view: Option<HoldView>,
 }
 
 /// One run as it goes into the JSON file.
@@ -75,6 +79,13 @@ pub struct RunResult {
     /// `io_capacity_max` after the automatic rule (`options` may say 0;
     /// 0 for another engine).
     pub io_capacity_max: u64,
+    /// The isolation level the run's transactions ran at, in InnoDB's
+    /// spelling (`REPEATABLE-READ`, `READ-COMMITTED`): Keel's
+    /// `transaction_isolation` at the start of the run, InnoDB's
+    /// `tx_isolation`; absent where the engine's driver does not say (and
+    /// in files written before it was recorded).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub isolation: String,
     /// Every workload parameter.
     pub workload: OltpParams,
     /// The run's figures.
@@ -89,6 +100,10 @@ pub struct RunResult {
     /// (empty, and absent from the JSON, without `--set-at`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub option_changes: Vec<OptionChange>,
+    /// The read view held open during the measurement, with when it was
+    /// opened and released (absent from the JSON without `--hold-view`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_view: Option<HoldView>,
     /// Keel's status report at the end of the run (not in the JSON; empty
     /// for another engine).
     #[serde(skip)]
@@ -201,6 +216,16 @@ pub enum Event<'a> {
         /// The change, with when it was applied.
         change: &'a OptionChange,
     },
+    /// The held read view was opened (`--hold-view`).
+    ViewOpened {
+        /// The view, with when it was opened.
+        view: &'a HoldView,
+    },
+    /// The held read view was released (`--hold-view`).
+    ViewReleased {
+        /// The view, with when it was opened and released.
+        view: &'a HoldView,
+    },
     /// A run ended.
     RunDone {
         /// Its result, with the status report.
@@ -242,6 +267,9 @@ impl Plan {
             }
             check_schedule(&self.device_changes, p, o, label)?;
             check_option_schedule(&self.option_changes, p, o, label)?;
+            if let Some(v) = &self.hold_view {
+                check_hold_view(v, p, label)?;
+            }
             self.engine.check_options(o)?;
         }
         Ok(runs)
@@ -267,6 +295,9 @@ impl Plan {
         }
         if !self.option_changes.is_empty() {
             return Err(keel_only("--set-at"));
+        }
+        if self.hold_view.is_some() {
+            return Err(keel_only("--hold-view (a read view on Keel's Db)"));
         }
         if !self.prepare_sets.is_empty() {
             return Err(keel_only("--prepare-set"));
@@ -403,6 +434,7 @@ fn run_one(
     on_event: &mut dyn FnMut(Event<'_>),
 ) -> Result<RunResult, OltpError> {
     let settings = db.settings();
+    let isolation = db.isolation().unwrap_or_default();
     on_event(Event::RunStart {
         index,
         count,
@@ -431,6 +463,7 @@ fn run_one(
         params,
         &plan.device_changes,
         &plan.option_changes,
+        plan.hold_view.as_ref(),
         &mut |tick| match tick {
             Tick::Interval { interval, warmup } => on_event(Event::Interval {
                 threads: params.threads,
@@ -439,6 +472,8 @@ fn run_one(
             }),
             Tick::DeviceChanged(change) => on_event(Event::DeviceChanged { change }),
             Tick::OptionChanged(change) => on_event(Event::OptionChanged { change }),
+            Tick::ViewOpened(view) => on_event(Event::ViewOpened { view }),
+            Tick::ViewReleased(view) => on_event(Event::ViewReleased { view }),
         },
     )?;
     let keel = db.keel();
@@ -450,11 +485,13 @@ fn run_one(
         engine: db.engine().name().to_string(),
         options: settings,
         io_capacity_max: keel.map_or(0, |k| k.options().effective_io_capacity_max()),
+        isolation,
         workload: params.clone(),
         summary: measured.summary,
         intervals: measured.intervals,
         device_changes: measured.device_changes,
         option_changes: measured.option_changes,
+        hold_view: measured.hold_view,
         status,
     };
     on_event(Event::RunDone { result: &result });

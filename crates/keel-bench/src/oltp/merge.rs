@@ -245,6 +245,7 @@ pub fn summary_text(report: &OltpReport) -> String {
     let header = [
         "run",
         "engine",
+        "isolation",
         "tps avg",
         "tps min",
         "s <50% avg",
@@ -254,6 +255,7 @@ pub fn summary_text(report: &OltpReport) -> String {
         "sync waits",
         "pages/txn",
         "bytes/txn",
+        "history max",
         "peak RSS MiB",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
@@ -262,6 +264,11 @@ pub fn summary_text(report: &OltpReport) -> String {
         rows.push(vec![
             r.label.clone(),
             r.engine.clone(),
+            if r.isolation.is_empty() {
+                "?".to_string()
+            } else {
+                r.isolation.clone()
+            },
             format!("{:.1}", s.tps_avg),
             format!("{:.1}", s.tps_min),
             below_average(r, 0.5).to_string(),
@@ -279,6 +286,7 @@ pub fn summary_text(report: &OltpReport) -> String {
                 "bytes_written_per_txn",
                 format!("{:.0}", s.bytes_written_per_txn),
             ),
+            measured(r, "history_len_max", s.history_len_max.to_string()),
             measured(
                 r,
                 "peak_rss_bytes",
@@ -326,6 +334,7 @@ mod tests {
             engine: engine.into(),
             options: serde_json::Map::new(),
             io_capacity_max: 0,
+            isolation: String::new(),
             workload: Default::default(),
             summary: Summary {
                 tps_median: 100.0,
@@ -335,6 +344,7 @@ mod tests {
             intervals,
             device_changes: Vec::new(),
             option_changes: Vec::new(),
+            hold_view: None,
             status: String::new(),
         }
     }

@@ -16,6 +16,7 @@ mod bench;
 mod device_change;
 pub mod engine;
 mod error;
+mod hold_view;
 mod keys;
 mod merge;
 mod option_change;
@@ -39,11 +40,13 @@ pub use engine::{
     Database, DbError, Engine, Home, KeelDatabase, Session, Span, Transaction, TreeId,
 };
 pub use error::OltpError;
+pub use hold_view::{HoldView, HOLD_VIEW_FLAG};
 pub use keys::{KeyGen, RandType};
 pub use merge::{below_average, merge, read_report, repeats_text, summary_text};
 pub use option_change::{OptionChange, SET_AT_FLAG};
 pub use output::{
-    csv_text, device_change_line, interval_line, option_change_line, write_csv, write_json,
+    csv_text, device_change_line, interval_line, option_change_line, view_line, write_csv,
+    write_json,
 };
 pub use params::{options_json, parse_bool, OltpParams, VaryAxis, Workload, WORKLOAD_KEYS};
 pub use prepare::{has_tables, prepare, prewarm};
@@ -54,7 +57,7 @@ pub use presets::{
 pub use report::{render_html, write_html_report, CHART_TITLES};
 pub use rows::{index_key, index_name, table_name, Row, INDEX_SUFFIX};
 pub use runner::{run, Measured, Tick};
-pub(crate) use sample::{Counts, Snapshot, PROCESS_WRITE_BYTES};
+pub(crate) use sample::{Counts, Snapshot, PROCESS_WRITE_BYTES, UNDO_PAGES_IN_POOL};
 pub use sample::{Interval, PagesFlushed, KEEL_METRIC_FIELDS};
 pub use showdown::{
     criteria, judge, preset_file, render_showdown_html, showdown_text, write_showdown, Check,

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{DeviceChange, Interval, OltpError, OltpReport, OptionChange};
+use super::{DeviceChange, HoldView, Interval, OltpError, OltpReport, OptionChange};
 
 fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -20,7 +20,8 @@ fn pct(part: u64, whole: u64) -> f64 {
 /// sync, single page, neighbors), and the throttle's mean delay per
 /// transaction. Under `steady` the marks are its setpoint S and hard level
 /// H, and the writers' pauses follow: how many, p99 and longest (as
-/// histogram bucket bounds).
+/// histogram bucket bounds). Last, the history list length at the
+/// interval's end (committed transactions not purged yet).
 ///
 /// An interval without Keel's metrics (another engine: no log capacity, no
 /// pool) has the sysbench part and the bytes the process wrote per second.
@@ -58,7 +59,7 @@ pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
         "[ {t} ]{} thds: {threads} tps: {:.1} qps: {:.1} lat(ms,95%): {:.1} err/s: {:.1} \
          | ckpt age {:.0}% ({} {:.0}%, {} {:.0}%) mode {} dirty {:.0}% free {:.1}% \
          | flushed/s adapt {:.0} bg {:.0} lru {:.0} sync {:.0} single {:.0} nbr {:.0} \
-         | throttle {:.1} ms{pauses}",
+         | throttle {:.1} ms{pauses} | history {}",
         if warmup { " (warmup)" } else { "" },
         iv.tps,
         iv.qps,
@@ -83,6 +84,7 @@ pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
         per_s(f.single),
         per_s(f.neighbors),
         iv.throttle_delay_ms / iv.transactions.max(1) as f64,
+        iv.history_len,
     )
 }
 
@@ -112,6 +114,32 @@ pub fn option_change_line(change: &OptionChange) -> String {
     format!("[ {t} ] set {} = {}", change.key, change.value)
 }
 
+/// The line printed when a held view (`--hold-view`) opens or is
+/// released, between the interval lines: `[ 30s ] view opened
+/// (REPEATABLE-READ, held for 120 s)`, `[ 150s ] view released (held
+/// 120.0 s)`. The view's state says which: released once
+/// `released_at_s` is set.
+pub fn view_line(view: &HoldView) -> String {
+    match (view.opened_at_s, view.released_at_s) {
+        (Some(opened), Some(released)) => format!(
+            "[ {} ] view released{} (held {:.1} s); purge can catch up",
+            time_label(released),
+            if view.until_end {
+                " at the end of the run"
+            } else {
+                ""
+            },
+            released - opened
+        ),
+        (opened, _) => format!(
+            "[ {} ] view opened (REPEATABLE-READ, held for {} s or until the run ends); \
+             writers go on, the history list grows",
+            time_label(opened.unwrap_or(view.at_s)),
+            view.for_s
+        ),
+    }
+}
+
 /// Write the report as pretty JSON.
 pub fn write_json(report: &OltpReport, path: &Path) -> Result<(), OltpError> {
     let text = serde_json::to_string_pretty(report)
@@ -127,7 +155,8 @@ const CSV_HEADER: &str = "label,t_s,interval_s,transactions,queries,tps,qps,lat_
 errors,checkpoint_age,log_capacity,async_mark,sync_mark,dirty_pages,free_pages,total_pages,\
 flushed_list,flushed_lru,flushed_sync,flushed_single,flushed_neighbors,os_data_reads,\
 os_data_writes,log_bytes,sync_flush_waits,sync_flush_wait_ms,throttle_delay_ms,pages_written,\
-flushed_adaptive,flushed_background,flush_mode,free_check_waits,free_check_wait_ms";
+flushed_adaptive,flushed_background,flush_mode,free_check_waits,free_check_wait_ms,\
+history_len,undo_records_purged,undo_pages_purged,undo_pages_in_pool,undo_pages_written";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -147,13 +176,15 @@ pub fn csv_text(report: &OltpReport) -> String {
             let f = &i.pages_flushed;
             let _ = writeln!(
                 out,
-                "{label},{:.3},{:.3},{},{},{:.2},{:.2},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{},{},{},{},{},{:.3}",
+                "{label},{:.3},{:.3},{},{},{:.2},{:.2},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{},{},{},{},{},{:.3},{},{},{},{},{}",
                 i.t_s, i.interval_s, i.transactions, i.queries, i.tps, i.qps, i.lat_p95_ms,
                 i.lat_max_ms, i.errors, i.checkpoint_age, i.log_capacity, i.async_mark,
                 i.sync_mark, i.dirty_pages, i.free_pages, i.total_pages, f.list, f.lru, f.sync,
                 f.single, f.neighbors, i.os_data_reads, i.os_data_writes, i.log_bytes,
                 i.sync_flush_waits, i.sync_flush_wait_ms, i.throttle_delay_ms, i.pages_written,
-                f.adaptive, f.background, i.flush_mode, i.free_check_waits, i.free_check_wait_ms
+                f.adaptive, f.background, i.flush_mode, i.free_check_waits, i.free_check_wait_ms,
+                i.history_len, i.undo_records_purged, i.undo_pages_purged, i.undo_pages_in_pool,
+                i.undo_pages_written
             );
         }
     }
@@ -204,7 +235,8 @@ mod tests {
             line,
             "[ 12s ] thds: 8 tps: 812.0 qps: 16240.3 lat(ms,95%): 14.2 err/s: 0.0 \
              | ckpt age 71% (async 88%, sync 94%) mode adaptive dirty 2% free 1.2% \
-             | flushed/s adapt 600 bg 10 lru 40 sync 0 single 0 nbr 7 | throttle 0.0 ms"
+             | flushed/s adapt 600 bg 10 lru 40 sync 0 single 0 nbr 7 | throttle 0.0 ms \
+             | history 0"
         );
         // steady: its setpoint and hard level, and the writers' pauses.
         let iv = Interval {
@@ -215,12 +247,13 @@ mod tests {
             transactions: 812,
             pause_p99_ms: 20.0,
             pause_max_ms: 50.0,
+            history_len: 4321,
             ..iv
         };
         let line = interval_line(8, &iv, false);
         assert!(
             line.contains("| ckpt age 71% (S 77%, H 95%) mode adaptive")
-                && line.ends_with("| throttle 0.5 ms | pauses 120 p99 20 max 50 ms"),
+                && line.ends_with("| throttle 0.5 ms | pauses 120 p99 20 max 50 ms | history 4321"),
             "{line}"
         );
     }
@@ -235,6 +268,28 @@ mod tests {
         assert_eq!(
             option_change_line(&c),
             "[ 60.8s ] set flush_policy = steady"
+        );
+    }
+
+    #[test]
+    fn view_line_shows_when_the_view_opened_and_was_released() {
+        let mut v: HoldView = "30s:2m".parse().unwrap_or_else(|e| panic!("{e}"));
+        v.opened_at_s = Some(30.02);
+        assert_eq!(
+            view_line(&v),
+            "[ 30s ] view opened (REPEATABLE-READ, held for 120 s or until the run ends); \
+             writers go on, the history list grows"
+        );
+        v.released_at_s = Some(150.04);
+        assert_eq!(
+            view_line(&v),
+            "[ 150s ] view released (held 120.0 s); purge can catch up"
+        );
+        v.released_at_s = Some(100.5);
+        v.until_end = true;
+        assert_eq!(
+            view_line(&v),
+            "[ 100.5s ] view released at the end of the run (held 70.5 s); purge can catch up"
         );
     }
 
@@ -272,11 +327,13 @@ mod tests {
                 engine: "keel".into(),
                 options: serde_json::Map::new(),
                 io_capacity_max: 2000,
+                isolation: String::new(),
                 workload: crate::oltp::OltpParams::default(),
                 summary: crate::oltp::Summary::default(),
                 intervals: vec![iv],
                 device_changes: Vec::new(),
                 option_changes: Vec::new(),
+                hold_view: None,
                 status: String::new(),
             }],
         };

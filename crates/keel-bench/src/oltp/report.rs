@@ -8,9 +8,12 @@
 //! when there are several), the flushing mode, pages flushed by kind
 //! (against `io_capacity_max`), dirty and free pages, throttle delay, the
 //! writers' pauses (p99 and longest), and the device's write bandwidth as
-//! `steady` estimates it against what was written — each with a sentence
-//! on what to look for; each `--device-change` is a labelled vertical line
-//! on every chart. One self-contained page: inline SVG and CSS, no script.
+//! `steady` estimates it against what was written, the history list
+//! length, purge's progress (undo records and pages purged per second) and
+//! undo's share of the buffer pool and of the pages written — each with a
+//! sentence on what to look for; each `--device-change` is a labelled vertical line
+//! on every chart, as are a `--hold-view`'s opening and release of its
+//! read view. One self-contained page: inline SVG and CSS, no script.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -19,10 +22,10 @@ use crate::chart::{escape, legend_html, line_chart, LineChart, Marker, Series, D
 
 use super::merge::{below_average, measured};
 use super::summary::stalls;
-use super::{Engine, Interval, OltpError, OltpReport, PresetSettings, RunResult};
+use super::{Engine, HoldView, Interval, OltpError, OltpReport, PresetSettings, RunResult};
 
 /// Titles of the charts, in page order (the report check counts them).
-pub const CHART_TITLES: [&str; 9] = [
+pub const CHART_TITLES: [&str; 12] = [
     "Throughput",
     "Latency, 95th percentile",
     "Checkpoint age and its marks",
@@ -32,11 +35,14 @@ pub const CHART_TITLES: [&str; 9] = [
     "Throttle delay",
     "Writer pauses per interval (steady)",
     "Write bandwidth: estimated and achieved (steady)",
+    "History list length",
+    "Purge: undo records and pages purged per second",
+    "Undo pages: share of the buffer pool and of the pages written",
 ];
 
 /// What to look for in each chart of [`CHART_TITLES`], in the same order:
 /// one sentence under it.
-const LOOK_FOR: [&str; 9] = [
+const LOOK_FOR: [&str; 12] = [
     "Look for dips toward zero: a flat line is steady throughput; drops that line up with \
      the checkpoint age reaching the sync mark (classic) or the hard level H (steady) on the \
      checkpoint chart are flushing stalls.",
@@ -66,6 +72,17 @@ const LOOK_FOR: [&str; 9] = [
      the device (dashed) and the flusher's capacity (dotted): a gap while the checkpoint \
      age climbs means the device is not being used, and the estimate should follow each \
      device change.",
+    "Look for a history list that keeps growing instead of levelling off: committed \
+     transactions whose old row versions purge cannot remove yet, because a read view that \
+     might still need them is open (the status report names the oldest one) or because \
+     purge falls behind the writers; a --hold-view run's dashed lines mark when its view \
+     opened and was released, and the list should fall back once it is gone.",
+    "Look at whether purge keeps pace with the writers: undo records purged per second \
+     (solid) near the rate transactions commit changes, and undo pages freed (dashed); a \
+     drop to zero while the history list grows means an old read view holds purge back.",
+    "Look at how much of the buffer pool undo pages take (solid, % of the pool's pages) and \
+     how much of the page writes are undo pages (dashed, % of the pages written): a share \
+     that climbs with the history list is undo crowding out table pages.",
 ];
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -97,8 +114,10 @@ fn per_s(n: u64, iv: &Interval) -> f64 {
 }
 
 /// The device and option changes of every run as chart markers, at their
-/// scheduled times: every run of a plan has the same schedule, so each
-/// shows once; changes due at the same time share one marker.
+/// scheduled times, and the held view's opening and release
+/// (`--hold-view`; the release only when it came before the run's end):
+/// every run of a plan has the same schedule, so each shows once; changes
+/// due at the same time share one marker.
 fn change_markers(runs: &[RunResult]) -> Vec<Marker> {
     let mut out: Vec<Marker> = Vec::new();
     let devices = runs
@@ -109,7 +128,15 @@ fn change_markers(runs: &[RunResult]) -> Vec<Marker> {
         .iter()
         .flat_map(|r| &r.option_changes)
         .map(|c| (c.at_s, format!("{}={}", c.key, c.value)));
-    for (x, label) in devices.chain(options) {
+    let views = runs.iter().flat_map(|r| {
+        let v = r.hold_view.as_ref();
+        let opened = v.map(|v| (v.at_s, "view opened".to_string()));
+        let released = v
+            .filter(|v| !v.held_until_end(&r.workload))
+            .map(|v| (v.release_due_s(), "view released".to_string()));
+        opened.into_iter().chain(released)
+    });
+    for (x, label) in devices.chain(options).chain(views) {
         match out.iter_mut().find(|m| m.x == x) {
             Some(m) if m.label.split("; ").any(|l| l == label) => {}
             Some(m) => {
@@ -322,11 +349,44 @@ fn flushed_series(runs: &[RunResult]) -> Vec<Series> {
     out
 }
 
+/// `part` as a percentage of `whole` (0 when `whole` is 0).
+fn share_pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// Purge's progress per run: undo records purged per second (solid) and
+/// undo pages freed per second (dashed).
+fn purge_series(runs: &[RunResult]) -> Vec<Series> {
+    let mut s = per_run(runs, DASHES[0], ": undo records purged/s", |i| {
+        per_s(i.undo_records_purged, i)
+    });
+    s.extend(per_run(runs, DASHES[1], ": undo pages purged/s", |i| {
+        per_s(i.undo_pages_purged, i)
+    }));
+    s
+}
+
+/// Undo's share per run: of the buffer pool's pages at the interval's end
+/// (solid) and of the pages written in the interval (dashed).
+fn undo_share_series(runs: &[RunResult]) -> Vec<Series> {
+    let mut s = per_run(runs, DASHES[0], ": % of the buffer pool", |i| {
+        share_pct(i.undo_pages_in_pool, i.total_pages)
+    });
+    s.extend(per_run(runs, DASHES[1], ": % of the pages written", |i| {
+        share_pct(i.undo_pages_written, i.pages_written)
+    }));
+    s
+}
+
 fn charts_html(runs: &[RunResult]) -> String {
     let mut pages = per_run(runs, DASHES[0], ": dirty", |i| i.dirty_pages as f64);
     pages.extend(per_run(runs, DASHES[1], ": free", |i| i.free_pages as f64));
-    let [t0, t1, t2, t3, t4, t5, t6, t7, t8] = CHART_TITLES;
-    let [l0, l1, l2, l3, l4, l5, l6, l7, l8] = LOOK_FOR;
+    let [t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11] = CHART_TITLES;
+    let [l0, l1, l2, l3, l4, l5, l6, l7, l8, l9, l10, l11] = LOOK_FOR;
     let markers = change_markers(runs);
     let a = &Axis {
         x_max: run_length(runs),
@@ -398,6 +458,16 @@ fn charts_html(runs: &[RunResult]) -> String {
             l7,
         ),
         chart(a, t8, "pages/s", false, &bandwidth_series(runs), l8),
+        chart(
+            a,
+            t9,
+            "transactions not purged",
+            false,
+            &per_run(runs, "", "", |i| i.history_len as f64),
+            l9,
+        ),
+        chart(a, t10, "per second", false, &purge_series(runs), l10),
+        chart(a, t11, "% undo pages", false, &undo_share_series(runs), l11),
     ]
     .concat()
 }
@@ -575,25 +645,30 @@ fn verdict_html(runs: &[RunResult]) -> String {
 
 fn summary_table(runs: &[RunResult]) -> String {
     let mut t = String::from(
-        "<div class=\"wide\"><table><tr><th>run</th><th>engine</th><th>tps avg</th><th>median</th><th>min</th><th>p01</th><th>cv</th>\
+        "<div class=\"wide\"><table><tr><th>run</th><th>engine</th><th>isolation</th><th>tps avg</th><th>median</th><th>min</th><th>p01</th><th>cv</th>\
          <th>stall intervals</th><th>longest stall (s)</th><th>s &lt;50% avg</th><th>s &lt;10% avg</th>\
          <th>lat avg (ms)</th><th>p95</th>\
          <th>p99</th><th>p99.9</th><th>max</th><th>transactions</th><th>errors</th>\
          <th>pages written/txn</th><th>redo bytes/txn</th><th>sync flush waits</th>\
          <th>sync wait (ms)</th><th>throttle (ms)</th><th>bytes written/txn</th>\
-         <th>peak RSS (MiB)</th></tr>",
+         <th>peak RSS (MiB)</th><th>history list max</th><th>undo records purged</th></tr>",
     );
     for r in runs {
         let s = &r.summary;
         let l = &s.latency_ms;
         let _ = write!(
             t,
-            "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.3}</td>\
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.3}</td>\
              <td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
              <td>{:.2}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.0}</td><td>{}</td>\
-             <td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",
+             <td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&r.label),
             escape(&r.engine),
+            if r.isolation.is_empty() {
+                "?".to_string()
+            } else {
+                escape(&r.isolation)
+            },
             s.tps_avg,
             s.tps_median,
             s.tps_min,
@@ -617,6 +692,12 @@ fn summary_table(runs: &[RunResult]) -> String {
             s.throttle_delay_ms_total,
             measured(r, "bytes_written_per_txn", format!("{:.0}", s.bytes_written_per_txn)),
             measured(r, "peak_rss_bytes", format!("{:.0}", s.peak_rss_bytes as f64 / MIB)),
+            measured(r, "history_len_max", s.history_len_max.to_string()),
+            measured(
+                r,
+                "undo_records_purged_total",
+                s.undo_records_purged_total.to_string()
+            ),
         );
     }
     t.push_str("</table></div>");
@@ -733,7 +814,9 @@ fn preset_html(p: &PresetSettings) -> String {
     out
 }
 
-/// The device and option changes, as a paragraph (empty without any).
+/// The device and option changes and the held view, as a paragraph
+/// (empty without any), with the times each run's view was really opened
+/// and released.
 fn changes_html(runs: &[RunResult]) -> String {
     let markers = change_markers(runs);
     if markers.is_empty() {
@@ -743,11 +826,44 @@ fn changes_html(runs: &[RunResult]) -> String {
         .iter()
         .map(|m| format!("at {} s: <code>{}</code>", m.x, escape(&m.label)))
         .collect();
-    format!(
+    let mut out = format!(
         "<p><b>Changes</b> during the measurement (<code>--device-change</code>, \
-         <code>--set-at</code>; dashed vertical lines on the charts): {}.</p>",
+         <code>--set-at</code>, <code>--hold-view</code>; dashed vertical lines on the charts): \
+         {}.</p>",
         items.join("; ")
-    )
+    );
+    for r in runs {
+        if let Some(v) = &r.hold_view {
+            let _ = write!(
+                out,
+                "<p>{}: {}</p>",
+                escape(&r.label),
+                escape(&view_text(v))
+            );
+        }
+    }
+    out
+}
+
+/// What a run's held view did, in a sentence.
+fn view_text(v: &HoldView) -> String {
+    let scheduled = format!(
+        "a REPEATABLE-READ read view held from {} s for {} s (--hold-view {v})",
+        v.at_s, v.for_s
+    );
+    match (v.opened_at_s, v.released_at_s) {
+        (Some(o), Some(r)) => format!(
+            "{scheduled}: opened at {o:.2} s, released at {r:.2} s{}; watch the history \
+             list grow while it is open and purge catch up after",
+            if v.until_end {
+                " by the end of the run"
+            } else {
+                ""
+            }
+        ),
+        (Some(o), None) => format!("{scheduled}: opened at {o:.2} s, release not recorded"),
+        _ => format!("{scheduled}: never opened (the run ended first)"),
+    }
 }
 
 /// The report as one self-contained HTML page.
@@ -811,6 +927,7 @@ mod tests {
             engine: "keel".into(),
             options: serde_json::Map::new(),
             io_capacity_max: 0,
+            isolation: String::new(),
             workload: OltpParams::default(),
             summary,
             intervals: tps
@@ -825,6 +942,7 @@ mod tests {
                 .collect(),
             device_changes: Vec::new(),
             option_changes: Vec::new(),
+            hold_view: None,
             status: String::new(),
         }
     }
@@ -931,6 +1049,37 @@ mod tests {
         for row in &tied {
             assert!(row[1..].iter().all(|c| c.starts_with('*')), "{tied:?}");
         }
+    }
+
+    #[test]
+    fn a_held_view_is_marked_where_it_opened_and_where_it_was_released() {
+        let mut a = run("a", &[10.0; 10], summary(10.0, 10.0, 1.0, 1.0, 0.0));
+        a.workload.time_s = 10.0;
+        let mut v: HoldView = "2:5".parse().unwrap_or_else(|e| panic!("{e}"));
+        v.opened_at_s = Some(2.01);
+        v.released_at_s = Some(7.02);
+        a.hold_view = Some(v.clone());
+        let m = change_markers(&[a.clone(), a.clone()]);
+        let got: Vec<(f64, &str)> = m.iter().map(|m| (m.x, m.label.as_str())).collect();
+        assert_eq!(got, [(2.0, "view opened"), (7.0, "view released")]);
+        let html = changes_html(&[a.clone()]);
+        assert!(html.contains("--hold-view 2s:5s"), "{html}");
+        assert!(
+            html.contains("opened at 2.01 s, released at 7.02 s;"),
+            "{html}"
+        );
+        // Held past the end: no release line at the edge, and the text says so.
+        v.for_s = 60.0;
+        v.released_at_s = Some(10.03);
+        v.until_end = true;
+        a.hold_view = Some(v);
+        let m = change_markers(std::slice::from_ref(&a));
+        assert_eq!(m.len(), 1, "{m:?}");
+        let html = changes_html(&[a]);
+        assert!(
+            html.contains("released at 10.03 s by the end of the run"),
+            "{html}"
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! its own, while this thread wakes every report interval, samples the
 //! workers' counts and the engine's metrics, and hands the interval to the
 //! caller. On Keel it also wakes when a `--device-change` falls due and
-//! applies it. While a run is in progress SIGUSR1 makes the sampler print
+//! applies it; with `--hold-view` one more thread holds a read view open
+//! (see `hold_view`) and the sampler prints when it opens and is released.
+//! While a run is in progress SIGUSR1 makes the sampler print
 //! Keel's status report to stdout (between two interval lines), as at the
 //! end of the run; on another engine, a line saying it has none (rather
 //! than SIGUSR1's default, which ends the process). Workers wait only inside the engine (see
@@ -20,9 +22,12 @@ use rand::{Rng, SeedableRng};
 
 use super::device_change::Pending;
 use super::engine::{Database, DbError};
+use super::hold_view::Holder;
 use super::sample::{Counts, Interval, Snapshot, PROCESS_WRITE_BYTES};
 use super::workload::{open_tables, queries_per_txn, Client, SbTable};
-use super::{status_report, DeviceChange, KeyGen, OltpError, OltpParams, OptionChange, Summary};
+use super::{
+    status_report, DeviceChange, HoldView, KeyGen, OltpError, OltpParams, OptionChange, Summary,
+};
 
 /// Longest latency the histograms hold (µs); longer ones count as this.
 const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -124,6 +129,10 @@ pub enum Tick<'a> {
     DeviceChanged(&'a DeviceChange),
     /// An option change was applied (`applied_at_s` says when).
     OptionChanged(&'a OptionChange),
+    /// The held read view was opened (`opened_at_s` says when).
+    ViewOpened(&'a HoldView),
+    /// The held read view was released (`released_at_s` says when).
+    ViewReleased(&'a HoldView),
 }
 
 /// What a run measured.
@@ -137,25 +146,31 @@ pub struct Measured {
     pub device_changes: Vec<DeviceChange>,
     /// The option changes applied, with when.
     pub option_changes: Vec<OptionChange>,
+    /// The read view held open, with when it was opened and released.
+    pub hold_view: Option<HoldView>,
 }
 
 /// Run the workload of `params` on the prepared tables of `db`: the
 /// warm-up, then `time_s` measured, with Keel's device changed as
 /// `devices` and its options as `options` say (each in time order, checked
-/// by the plan). `on_tick` is called from this thread at the end of every
-/// interval and after every change; on Keel SIGUSR1 prints the status
-/// report in between (see `StatusRequest`).
+/// by the plan), and with `view` a read view held open by a thread of its
+/// own (see the `hold_view` module). `on_tick` is called from this thread
+/// at the end of every interval, after every change and when the view
+/// opens and is released; on Keel SIGUSR1 prints the status report in
+/// between (see `StatusRequest`).
 pub fn run(
     db: &dyn Database,
     params: &OltpParams,
     devices: &[DeviceChange],
     options: &[OptionChange],
+    view: Option<&HoldView>,
     on_tick: &mut dyn FnMut(Tick<'_>),
 ) -> Result<Measured, OltpError> {
     params.validate()?;
     for (given, key) in [
         (!devices.is_empty(), "device_change"),
         (!options.is_empty(), "set_at"),
+        (view.is_some(), "hold_view"),
     ] {
         if given && db.keel().is_none() {
             return Err(OltpError::param(
@@ -177,16 +192,31 @@ pub fn run(
         fatal: Mutex::new(None),
     };
     let status = StatusRequest::register(db);
+    let holder = view.map(Holder::new);
     crate::sys::release_free_memory();
     crate::sys::reset_peak_rss();
     let result = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..params.threads)
+        let mut hs: Vec<_> = (0..params.threads)
             .map(|w| {
                 let (shared, tables, keys) = (&shared, &tables, &keys);
                 s.spawn(move || worker(db, params, tables, keys, shared, w))
             })
             .collect();
-        let r = sample_run(db, params, devices, options, &shared, &status, on_tick);
+        if let (Some(h), Some(k)) = (&holder, db.keel()) {
+            let shared = &shared;
+            hs.push(s.spawn(move || {
+                if let Err(e) = h.hold(k, &shared.stop) {
+                    lock(&shared.fatal).get_or_insert(e.into());
+                    shared.stop.store(true, Ordering::Relaxed);
+                }
+            }));
+        }
+        let sampling = Sampling {
+            devices,
+            options,
+            holder: holder.as_ref(),
+        };
+        let r = sample_run(db, params, &sampling, &shared, &status, on_tick);
         shared.stop.store(true, Ordering::Relaxed);
         let panicked = hs.into_iter().any(|h| h.join().is_err());
         if panicked {
@@ -194,10 +224,15 @@ pub fn run(
         }
         r
     });
+    // The view outlived the measurement: the end of the run released it.
+    if let Some(h) = &holder {
+        report_view(h, on_tick);
+    }
     if let Some(e) = lock(&shared.fatal).take() {
         return Err(e.into());
     }
     let mut measured = result?;
+    measured.hold_view = holder.map(|h| h.state());
     let summary = &mut measured.summary;
     summary.peak_rss_bytes = crate::sys::peak_rss_bytes().unwrap_or(0);
     summary.not_measured = db.not_measured().iter().map(|f| f.to_string()).collect();
@@ -276,14 +311,34 @@ fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
     }
 }
 
+/// Report what the holder of the view did since it was last asked.
+fn report_view(h: &Holder<'_>, on_tick: &mut dyn FnMut(Tick<'_>)) {
+    let (opened, released) = h.news();
+    if let Some(v) = &opened {
+        on_tick(Tick::ViewOpened(v));
+    }
+    if let Some(v) = &released {
+        on_tick(Tick::ViewReleased(v));
+    }
+}
+
+/// What happens during the measurement besides the workload (all on Keel
+/// only): device and option changes, and the held view.
+struct Sampling<'a> {
+    devices: &'a [DeviceChange],
+    options: &'a [OptionChange],
+    holder: Option<&'a Holder<'a>>,
+}
+
 /// What the sampler looks after while it sleeps: status requests and (on
-/// Keel) device and option changes.
+/// Keel) device and option changes and the held view's news.
 struct Sampler<'a, 'b> {
     db: &'a dyn Database,
     stop: &'a AtomicBool,
     status: &'a StatusRequest,
     devices: Pending<'b, DeviceChange>,
     options: Pending<'b, OptionChange>,
+    holder: Option<&'b Holder<'b>>,
 }
 
 impl Sampler<'_, '_> {
@@ -299,6 +354,9 @@ impl Sampler<'_, '_> {
     ) -> Result<(), OltpError> {
         loop {
             self.status.poll(self.db);
+            if let Some(h) = self.holder {
+                report_view(h, on_tick);
+            }
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(());
             }
@@ -401,8 +459,7 @@ fn sample(
 fn sample_run(
     db: &dyn Database,
     params: &OltpParams,
-    devices: &[DeviceChange],
-    options: &[OptionChange],
+    sampling: &Sampling<'_>,
     shared: &Shared,
     status: &StatusRequest,
     on_tick: &mut dyn FnMut(Tick<'_>),
@@ -415,6 +472,7 @@ fn sample_run(
         status,
         devices: Pending::none(),
         options: Pending::none(),
+        holder: None,
     };
     if params.warmup_s > 0.0 {
         let warm = Duration::from_secs_f64(params.warmup_s);
@@ -437,9 +495,13 @@ fn sample_run(
         lock(m).reset();
     }
     let (t0, first) = (prev.at, prev.metrics.clone());
+    if let Some(h) = sampling.holder {
+        h.start(t0);
+    }
     let mut sampler = Sampler {
-        devices: Pending::new(devices, t0),
-        options: Pending::new(options, t0),
+        devices: Pending::new(sampling.devices, t0),
+        options: Pending::new(sampling.options, t0),
+        holder: sampling.holder,
         ..sampler
     };
     let measure = Duration::from_secs_f64(params.time_s);
@@ -464,5 +526,6 @@ fn sample_run(
         intervals,
         device_changes: sampler.devices.into_applied(),
         option_changes: sampler.options.into_applied(),
+        hold_view: None,
     })
 }

@@ -61,7 +61,25 @@ pub const KEEL_METRIC_FIELDS: &[&str] = &[
     "log_bytes_per_txn",
     "sync_flush_wait_ms_total",
     "throttle_delay_ms_total",
+    "history_len",
+    "history_len_max",
+    "undo_records_purged",
+    "undo_pages_purged",
+    "del_marks_purged",
+    "undo_pages_in_pool",
+    "undo_pages_written",
+    "read_views_open",
+    "oldest_view_age_ms",
+    "undo_records_written",
+    "versions_rebuilt",
+    "undo_records_purged_total",
+    "undo_pages_written_total",
 ];
+
+/// Undo pages cached in the buffer pool (`Db::history().undo_pages_in_pool`),
+/// added to Keel's metrics snapshot by its driver: it is not a registry
+/// metric.
+pub(crate) const UNDO_PAGES_IN_POOL: &str = "undo_pages_in_pool";
 
 /// Pages written in one interval, by the kind of flush that wrote them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -174,6 +192,30 @@ pub struct Interval {
     /// Bytes the engine's process caused to be written to storage
     /// (`write_bytes` of `/proc/PID/io`): data, redo and anything else.
     pub process_write_bytes: u64,
+    /// History list length at the interval's end: committed transactions
+    /// whose undo is not purged yet (`trx_rseg_history_len`).
+    pub history_len: u64,
+    /// Undo records purge processed (`purge_undo_records`).
+    pub undo_records_purged: u64,
+    /// Undo pages purge freed (`purge_undo_log_pages`).
+    pub undo_pages_purged: u64,
+    /// Delete-marked records purge removed (`purge_del_mark_records`).
+    pub del_marks_purged: u64,
+    /// Undo pages in the buffer pool at the interval's end
+    /// (`Db::history().undo_pages_in_pool`; compare with `total_pages`).
+    pub undo_pages_in_pool: u64,
+    /// Undo pages written by the page cleaners
+    /// (`buffer_flush_undo_pages_written`; compare with `pages_written`).
+    pub undo_pages_written: u64,
+    /// Read views open at the interval's end (`trx_read_views_open`).
+    pub read_views_open: u64,
+    /// Age of the oldest open read view at the interval's end, ms
+    /// (`trx_oldest_view_age_ms`; 0 with none).
+    pub oldest_view_age_ms: u64,
+    /// Undo records written (`trx_undo_records`).
+    pub undo_records_written: u64,
+    /// Older row versions rebuilt for read views (`trx_versions_rebuilt`).
+    pub versions_rebuilt: u64,
 }
 
 /// What the workers counted in one interval.
@@ -253,6 +295,16 @@ impl Interval {
             queue_depth: val(b, "device_write_queue_depth"),
             base_rate: val(b, "steady_base_rate"),
             process_write_bytes: delta(a, b, PROCESS_WRITE_BYTES),
+            history_len: val(b, "trx_rseg_history_len"),
+            undo_records_purged: delta(a, b, "purge_undo_records"),
+            undo_pages_purged: delta(a, b, "purge_undo_log_pages"),
+            del_marks_purged: delta(a, b, "purge_del_mark_records"),
+            undo_pages_in_pool: val(b, UNDO_PAGES_IN_POOL),
+            undo_pages_written: delta(a, b, "buffer_flush_undo_pages_written"),
+            read_views_open: val(b, "trx_read_views_open"),
+            oldest_view_age_ms: val(b, "trx_oldest_view_age_ms"),
+            undo_records_written: delta(a, b, "trx_undo_records"),
+            versions_rebuilt: delta(a, b, "trx_versions_rebuilt"),
         }
     }
 }

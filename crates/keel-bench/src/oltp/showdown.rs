@@ -703,6 +703,7 @@ mod tests {
             engine: "keel".into(),
             options,
             io_capacity_max: 200,
+            isolation: String::new(),
             workload: OltpParams::default(),
             summary: Summary {
                 time_s: tps.len() as f64,
@@ -722,6 +723,7 @@ mod tests {
             intervals,
             device_changes: Vec::new(),
             option_changes: Vec::new(),
+            hold_view: None,
             status: String::new(),
         }
     }

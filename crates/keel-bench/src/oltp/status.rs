@@ -2,14 +2,16 @@
 //! `SHOW ENGINE INNODB STATUS`: log positions and the checkpoint age
 //! against each of its marks, the buffer pool, flushing (the policy's mode,
 //! why its last round flushed what it flushed, the figures behind it, and
-//! pages flushed by kind), transactions. Printed at the end of every run
-//! and on SIGUSR1 during one.
+//! pages flushed by kind), transactions (InnoDB's TRANSACTIONS section:
+//! the history list length, purge's progress and the oldest read view, the
+//! one that holds purge back). Printed at the end of every run and on
+//! SIGUSR1 during one.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use keel::{Db, Decision, FlushPolicyName, Options};
+use keel::{Db, Decision, FlushPolicyName, HistoryStatus, Options};
 
 /// Everything the report is made of; [`status_text`] is a pure function
 /// of it, so the layout can be tested on hand-made figures.
@@ -22,6 +24,8 @@ pub struct StatusInput<'a> {
     pub metrics: &'a BTreeMap<&'static str, u64>,
     /// The flushing policy's last decision (`Db::flush_decision`).
     pub decision: &'a Decision,
+    /// The history list, read views and purge (`Db::history`).
+    pub history: &'a HistoryStatus,
     /// Metrics at an earlier instant and the seconds since: adds rates.
     pub since: Option<(&'a BTreeMap<&'static str, u64>, f64)>,
 }
@@ -51,11 +55,13 @@ pub fn status_report(db: &Db, since: Option<(&BTreeMap<&'static str, u64>, f64)>
     let metrics = db.metrics().snapshot();
     let decision = db.flush_decision();
     let options = db.options();
+    let history = db.history();
     status_text(&StatusInput {
         dir: db.dir(),
         options: &options,
         metrics: &metrics,
         decision: &decision,
+        history: &history,
         since,
     })
 }
@@ -112,7 +118,90 @@ pub fn status_text(s: &StatusInput<'_>) -> String {
         100.0 - pct(g("buffer_pool_reads"), requests)
     );
     flushing_section(&mut out, s, &g, &rate);
-    section(&mut out, "TRANSACTIONS");
+    transactions_section(&mut out, s, &g, &rate);
+    out.push_str("----------------------------\nEND OF KEEL ENGINE STATUS\n");
+    out
+}
+
+/// TRANSACTIONS, as InnoDB's: the isolation level, the history list
+/// length and purge's progress (totals, and rates with `since`), the read
+/// views and the oldest one, which holds purge back, by transaction and
+/// thread; the undo pages' share of the buffer pool and of the pages
+/// written; commits, rollbacks and lock waits.
+fn transactions_section(
+    out: &mut String,
+    s: &StatusInput<'_>,
+    g: &dyn Fn(&str) -> u64,
+    rate: &dyn Fn(&str) -> Option<f64>,
+) {
+    section(out, "TRANSACTIONS");
+    let h = s.history;
+    // The gauge and Db::history() say the same; either may be read first.
+    let history_len = h.history_len.max(g("trx_rseg_history_len"));
+    let _ = write!(
+        out,
+        "Isolation level     {} (transaction_isolation; purge_threads {})\n\
+         History list length {history_len}\n\
+         Purge done          {} undo records, {} undo pages freed, {} delete-marked records \
+         removed\n",
+        s.options.transaction_isolation,
+        s.options.purge_threads,
+        h.purged_records.max(g("purge_undo_records")),
+        h.purged_pages.max(g("purge_undo_log_pages")),
+        h.purged_del_marks.max(g("purge_del_mark_records")),
+    );
+    if let Some((_, secs)) = s.since {
+        let r = |n: &str| rate(n).unwrap_or(0.0);
+        let _ = writeln!(
+            out,
+            "Purge rate          {:.1} undo records/s, {:.1} undo pages/s, {:.1} undo records \
+             written/s (over the last {secs:.1} s)",
+            r("purge_undo_records"),
+            r("purge_undo_log_pages"),
+            r("trx_undo_records"),
+        );
+    }
+    let views = h.views_open.max(g("trx_read_views_open"));
+    let oldest = match &h.oldest_view {
+        Some(v) => format!(
+            "oldest read view: {}, open for {:.1} s ({}), holding {history_len} history \
+             entries",
+            if v.txn_id == 0 {
+                "a Table::get or Table::range outside any transaction".to_string()
+            } else {
+                format!("txn {}", v.txn_id)
+            },
+            v.age_ms as f64 / 1000.0,
+            match &v.thread {
+                Some(t) => format!("thread {t}"),
+                None => "thread unnamed".to_string(),
+            },
+        ),
+        None => "no read view open".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "Read views          {views} open; {oldest}; {} older versions rebuilt",
+        g("trx_versions_rebuilt"),
+    );
+    let pool = if h.pool_pages > 0 {
+        h.pool_pages
+    } else {
+        g("buffer_pool_pages_total")
+    };
+    let (undo_written, written) = (
+        g("buffer_flush_undo_pages_written"),
+        g("buffer_pages_written"),
+    );
+    let _ = writeln!(
+        out,
+        "Undo pages          {} in use, {} in the buffer pool ({:.1}% of {pool} pages); \
+         {undo_written} written ({:.1}% of {written} pages written)",
+        h.undo_pages,
+        h.undo_pages_in_pool,
+        pct(h.undo_pages_in_pool, pool),
+        pct(undo_written, written),
+    );
     let _ = writeln!(
         out,
         "{} commits, {} rollbacks, {} row lock waits ({} ms), {} deadlocks, {} lock wait timeouts",
@@ -123,8 +212,6 @@ pub fn status_text(s: &StatusInput<'_>) -> String {
         g("lock_deadlocks"),
         g("lock_timeouts"),
     );
-    out.push_str("----------------------------\nEND OF KEEL ENGINE STATUS\n");
-    out
 }
 
 /// LOG: positions, then the checkpoint age against every mark of the
@@ -466,6 +553,7 @@ mod tests {
             options: &o,
             metrics: &m,
             decision: &d,
+            history: &HistoryStatus::default(),
             since: Some((&before, 2.0)),
         });
         assert!(text.contains("KEEL ENGINE STATUS (/data/db)"), "{text}");
@@ -526,6 +614,7 @@ mod tests {
             options: &classic,
             metrics: &m,
             decision: &Decision::default(),
+            history: &HistoryStatus::default(),
             since: None,
         });
         assert_eq!(line(&text, "Mode "), "Mode                idle");
@@ -541,6 +630,7 @@ mod tests {
             options: &Options::default(),
             metrics: &m,
             decision: &Decision::default(),
+            history: &HistoryStatus::default(),
             since: None,
         });
         assert_eq!(line(&text, "Now "), "Now                 (no round yet)");
@@ -587,6 +677,7 @@ mod tests {
             options: &o,
             metrics: &m,
             decision: &d,
+            history: &HistoryStatus::default(),
             since: None,
         });
         let p = line(&text, "Flush policy");
@@ -618,6 +709,90 @@ mod tests {
             line(&text, "Writer pauses"),
             "Writer pauses       200 (640.0 ms in total, p99 <= 50 ms, longest 31.0 ms)"
         );
+    }
+
+    #[test]
+    fn transactions_show_the_history_purge_and_the_oldest_read_view() {
+        let mut m = metrics();
+        for (k, v) in [
+            ("trx_rseg_history_len", 5120),
+            ("purge_undo_records", 90_000),
+            ("purge_undo_log_pages", 700),
+            ("purge_del_mark_records", 1200),
+            ("trx_read_views_open", 3),
+            ("trx_undo_records", 100_000),
+            ("buffer_flush_undo_pages_written", 30),
+            ("buffer_pages_written", 120),
+            ("trx_commits", 4000),
+        ] {
+            m.insert(k, v);
+        }
+        let mut before = m.clone();
+        before.insert("purge_undo_records", 80_000);
+        let h = HistoryStatus {
+            history_len: 5120,
+            undo_pages: 300,
+            undo_pages_in_pool: 256,
+            pool_pages: 2048,
+            views_open: 3,
+            oldest_view: Some(keel::ViewInfo {
+                txn_id: 4711,
+                age_ms: 12_300,
+                thread: Some("report-reader".into()),
+            }),
+            purged_records: 90_000,
+            purged_pages: 700,
+            purged_del_marks: 1200,
+        };
+        let mut o = Options::default();
+        o.set("transaction_isolation", "read-committed").unwrap();
+        let text = status_text(&StatusInput {
+            dir: Path::new("/data/db"),
+            options: &o,
+            metrics: &m,
+            decision: &Decision::default(),
+            history: &h,
+            since: Some((&before, 2.0)),
+        });
+        let t = text.split("TRANSACTIONS").nth(1).unwrap_or_default();
+        assert_eq!(
+            line(t, "Isolation level"),
+            "Isolation level     READ-COMMITTED (transaction_isolation; purge_threads 4)"
+        );
+        assert_eq!(line(t, "History list length"), "History list length 5120");
+        assert_eq!(
+            line(t, "Purge done"),
+            "Purge done          90000 undo records, 700 undo pages freed, 1200 \
+             delete-marked records removed"
+        );
+        assert!(
+            line(t, "Purge rate").starts_with("Purge rate          5000.0 undo records/s"),
+            "{t}"
+        );
+        assert_eq!(
+            line(t, "Read views"),
+            "Read views          3 open; oldest read view: txn 4711, open for 12.3 s \
+             (thread report-reader), holding 5120 history entries; 0 older versions rebuilt"
+        );
+        assert_eq!(
+            line(t, "Undo pages"),
+            "Undo pages          300 in use, 256 in the buffer pool (12.5% of 2048 pages); \
+             30 written (25.0% of 120 pages written)"
+        );
+        assert!(line(t, "4000 commits").contains("0 deadlocks"), "{t}");
+
+        // Nothing open: said so; no rates without an earlier sample.
+        let text = status_text(&StatusInput {
+            dir: Path::new("/data/db"),
+            options: &Options::default(),
+            metrics: &BTreeMap::new(),
+            decision: &Decision::default(),
+            history: &HistoryStatus::default(),
+            since: None,
+        });
+        assert!(line(&text, "Read views").contains("0 open; no read view open"));
+        assert!(line(&text, "Isolation level").contains("REPEATABLE-READ"));
+        assert!(!text.contains("Purge rate"), "{text}");
     }
 
     #[test]

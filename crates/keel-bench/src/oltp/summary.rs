@@ -74,6 +74,13 @@ pub struct Summary {
     /// Peak resident set size of the engine's process during the run, in
     /// bytes (0: not known).
     pub peak_rss_bytes: u64,
+    /// Longest history list length at an interval's end
+    /// (`trx_rseg_history_len`).
+    pub history_len_max: u64,
+    /// Undo records purge processed during the run.
+    pub undo_records_purged_total: u64,
+    /// Undo pages written during the run (`buffer_flush_undo_pages_written`).
+    pub undo_pages_written_total: u64,
     /// Fields of this summary and of the intervals that the engine does
     /// not measure, so read as 0 (empty for Keel, which measures all).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -149,6 +156,9 @@ impl Summary {
             throttle_delay_ms_total: throttle_delay_ms(a, b),
             bytes_written_per_txn: per_txn(delta(a, b, PROCESS_WRITE_BYTES)),
             peak_rss_bytes: 0,
+            history_len_max: intervals.iter().map(|i| i.history_len).max().unwrap_or(0),
+            undo_records_purged_total: delta(a, b, "purge_undo_records"),
+            undo_pages_written_total: delta(a, b, "buffer_flush_undo_pages_written"),
             not_measured: Vec::new(),
         }
     }

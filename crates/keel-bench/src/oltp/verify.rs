@@ -6,7 +6,7 @@
 //! engine ([`index_vs_rows_on_disk`]).
 
 use keel::format::page::PageId;
-use keel::format::tree::OnDisk;
+use keel::format::tree::{latest_value, OnDisk};
 use keel::Db;
 
 use super::engine::{Database, DbError, KeelDatabase, Session, Span, TreeId};
@@ -64,20 +64,36 @@ struct Files<'d> {
 }
 
 impl Trees for Files<'_> {
+    /// Each table row's latest version (its stored value less the version
+    /// header; delete marks not purged yet are skipped).
     fn scan(&mut self, which: Which, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), DbError> {
         let root = match which {
             Which::Table => self.table,
             Which::Index => self.index,
         };
-        self.disk.scan(root, visit)?;
-        Ok(())
+        let mut bad = None;
+        self.disk
+            .scan(root, &mut |k, stored| match latest_value(stored) {
+                Ok(Some(v)) => visit(k, &v),
+                Ok(None) => {}
+                Err(e) => {
+                    bad.get_or_insert(e);
+                }
+            })?;
+        match bad {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     }
 
     fn rows(&mut self, keys: &[[u8; 8]]) -> Result<Vec<Option<Vec<u8>>>, DbError> {
-        let rows = keys
-            .iter()
-            .map(|k| self.disk.get(self.table, k))
-            .collect::<Result<_, _>>()?;
+        let mut rows = Vec::with_capacity(keys.len());
+        for k in keys {
+            rows.push(match self.disk.get(self.table, k)? {
+                Some(stored) => latest_value(&stored)?,
+                None => None,
+            });
+        }
         Ok(rows)
     }
 }

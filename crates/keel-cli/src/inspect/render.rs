@@ -36,13 +36,14 @@ pub fn render(ins: &Inspection) -> String {
             let _ = writeln!(
                 o,
                 "  space header (page 0 as on disk, page LSN {}): high-water mark {}, {} pages allocated, \
-                 {} free (list head {}), catalog root {}; {} data pages in the files",
+                 {} free (list head {}), catalog root {}, undo directory {}; {} data pages in the files",
                 s.page_lsn,
                 s.hwm,
                 s.allocated_pages,
                 s.free_pages,
                 s.free_list_head,
                 s.catalog_root,
+                s.undo_dir,
                 s.file_pages
             );
         }

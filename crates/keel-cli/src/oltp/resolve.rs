@@ -12,7 +12,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use keel::Options;
-use keel_bench::oltp::{self, DeviceChange, OltpParams, OptionChange, Preset, VaryAxis};
+use keel_bench::oltp::{self, DeviceChange, HoldView, OltpParams, OptionChange, Preset, VaryAxis};
 
 use super::OltpArgs;
 
@@ -136,6 +136,9 @@ pub(super) fn given_keys(a: &OltpArgs) -> Result<Vec<String>> {
     if !a.option_changes.is_empty() {
         keys.push("set_at".into());
     }
+    if a.hold_view.is_some() {
+        keys.push("hold_view".into());
+    }
     keys.extend(
         a.vary
             .iter()
@@ -169,6 +172,8 @@ pub(crate) struct Resolved {
     pub device_changes: Vec<DeviceChange>,
     /// --set-at, in the order given (the plan checks it per run).
     pub option_changes: Vec<OptionChange>,
+    /// --hold-view (the plan checks it per run).
+    pub hold_view: Option<HoldView>,
 }
 
 /// Combine the defaults, the preset and the command line (see the module doc).
@@ -196,6 +201,7 @@ pub(crate) fn resolve(a: &OltpArgs) -> Result<Resolved> {
         preset,
         device_changes: a.device_changes.clone(),
         option_changes: a.option_changes.clone(),
+        hold_view: a.hold_view.clone(),
     })
 }
 

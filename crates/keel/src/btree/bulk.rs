@@ -172,7 +172,11 @@ impl<'e> BulkLoad<'e> {
             return Err(refused(table, "another bulk load into it is under way"));
         }
         if !r.is_leaf() || r.n_cells() > 0 {
-            return Err(refused(table, "the table is not empty"));
+            return Err(refused(
+                table,
+                "the table is not empty (it has rows, or delete marks an open read view may \
+                 still see: retry once that view ends)",
+            ));
         }
         let mut hidden = mtr.alloc_page(PageType::BtreeLeaf)?;
         BTree::init_root(&mut hidden);

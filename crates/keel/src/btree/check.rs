@@ -49,8 +49,13 @@ pub struct TreeStats {
     pub leaf_pages: usize,
     /// Internal pages.
     pub internal_pages: usize,
-    /// Key-value entries.
+    /// Key-value entries (records), delete-marked ones included.
     pub entries: usize,
+    /// Of `entries`, a table's rows whose newest version is a delete mark
+    /// that purge has not removed yet: no read sees them as rows. Counted
+    /// by the layer that knows the row format (0 for the catalog's tree,
+    /// whose values are not versioned).
+    pub delete_marked: usize,
     /// Bytes of keys stored in leaves.
     pub key_bytes: u64,
     /// Bytes of values stored in leaves.

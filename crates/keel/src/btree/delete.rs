@@ -27,15 +27,29 @@ impl BTree {
 
     /// [`BTree::delete`] paid from `budget` (topped up to what the
     /// operation needs, waiting for log space holding no latch).
+    #[cfg(test)]
     pub fn delete_in(&self, e: &Engine, budget: &Budget<'_>, key: &[u8]) -> Result<bool> {
+        self.delete_if_in(e, budget, key, &|_| true)
+    }
+
+    /// Remove `key` if `remove_if` holds for its value, read under the
+    /// leaf's exclusive latch (purge removes a delete mark only if it is
+    /// still the version it purges). True if removed.
+    pub fn delete_if_in(
+        &self,
+        e: &Engine,
+        budget: &Budget<'_>,
+        key: &[u8],
+        remove_if: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<bool> {
         if key.len() > node::max_key_len(e.page_size()) {
             return Ok(false);
         }
         budget.ensure(mtr_bound(1, e.page_size()))?;
-        if let Some(found) = self.delete_optimistic(e, budget, key)? {
+        if let Some(found) = self.delete_optimistic(e, budget, key, remove_if)? {
             return Ok(found);
         }
-        self.delete_pessimistic(e, budget, key)
+        self.delete_pessimistic(e, budget, key, remove_if)
     }
 
     /// The common case: the leaf does not become underfull (or is the root).
@@ -44,6 +58,7 @@ impl BTree {
         e: &Engine,
         budget: &Budget<'_>,
         key: &[u8],
+        remove_if: &dyn Fn(&[u8]) -> bool,
     ) -> Result<Option<bool>> {
         let Some(mut leaf) = leaf_for_write(e, self.root, key)? else {
             return Ok(None);
@@ -53,6 +68,9 @@ impl BTree {
         let Ok(i) = n.search(key) else {
             return Ok(Some(false));
         };
+        if !remove_if(n.value(i)) {
+            return Ok(Some(false));
+        }
         let after = n.used_bytes() - n.cell(i).len() - SLOT_SIZE;
         if !is_root && after < node::underflow_bytes(e.page_size()) {
             return Ok(None);
@@ -64,9 +82,20 @@ impl BTree {
         Ok(Some(true))
     }
 
-    fn delete_pessimistic(&self, e: &Engine, budget: &Budget<'_>, key: &[u8]) -> Result<bool> {
+    fn delete_pessimistic(
+        &self,
+        e: &Engine,
+        budget: &Budget<'_>,
+        key: &[u8],
+        remove_if: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<bool> {
         let ps = e.page_size();
         let mut path = descend_write(e, budget, self.root, key, |n| delete_safe(n, key, ps))?;
+        let n = NodeRef::new(path.leaf());
+        match n.search(key) {
+            Ok(i) if remove_if(n.value(i)) => {}
+            _ => return Ok(false),
+        }
         let mut leaf = NodeBuf::from_page(path.leaf());
         let Ok(i) = leaf.search(key) else {
             return Ok(false);

@@ -299,6 +299,26 @@ impl BufferPool {
         !self.contains(id)
     }
 
+    /// Frames holding a page of type `t`, for status reports: a scan of
+    /// every frame's type field, O(frames). A frame latched exclusively at
+    /// the moment is not waited for and not counted, so the count is a
+    /// snapshot that may be short by the pages being changed.
+    // For the engine's status report (the undo pages cached), still to come.
+    pub(crate) fn pages_of_type(&self, t: crate::page::PageType) -> u64 {
+        let mut n = 0;
+        for inst in &self.instances {
+            for f in inst.frames.iter() {
+                if f.page().is_none() {
+                    continue;
+                }
+                if let Some(g) = f.latch.try_read() {
+                    n += u64::from(crate::page::page_type(&g) == Some(t));
+                }
+            }
+        }
+        n
+    }
+
     /// Smallest oldest-modification over all flush lists (None when clean).
     pub fn oldest_modification(&self) -> Option<Lsn> {
         self.instances

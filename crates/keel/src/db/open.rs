@@ -17,12 +17,13 @@ use crate::page::{init_page, put_u32, PageId, PageType};
 /// Finish the commits recovery found logged but not applied, then take a
 /// sharp checkpoint.
 pub(super) fn finish_recovery(
-    e: &Engine,
+    trx: &crate::txn::TrxSys,
     unfinished: Vec<crate::redo::recovery::Unfinished>,
 ) -> Result<()> {
+    let e = &*trx.engine;
     let n = unfinished.len() as u64;
     for u in unfinished {
-        crate::txn::finish_unapplied(e, u.lsn, u.record)?;
+        crate::txn::finish_unapplied(trx, u.lsn, u.record)?;
     }
     Metrics::set(&e.metrics.recovery_txns_reapplied, n);
     if n > 0 {
@@ -74,13 +75,14 @@ pub(super) fn finish_bulk_loads(e: &Engine, catalog: BTree, created: bool) -> Re
     Ok(())
 }
 
-/// Lay out a new space: the header page and an empty catalog tree. Once
+/// Lay out a new space: the header page, an empty catalog tree and the
+/// undo directory (every rollback segment empty). Once
 /// that is durable in the log, `data-0`'s header marks the database created
 /// (`engine::create`).
 pub(super) fn format_space(e: &Engine) -> Result<()> {
     let space = e.space_id();
     let budget = e.adm.budget(Purpose::New);
-    budget.ensure(mtr_bound(2, e.page_size()))?;
+    budget.ensure(mtr_bound(3, e.page_size()))?;
     let mut mtr = Mtr::new(e, &budget);
     let mut hdr = e.pool.create(PageId::new(space, 0))?;
     init_page(&mut hdr, PageId::new(space, 0), PageType::SpaceHeader);
@@ -90,8 +92,10 @@ pub(super) fn format_space(e: &Engine) -> Result<()> {
     let mut root = e.pool.create(root_id)?;
     init_page(&mut root, root_id, PageType::BtreeLeaf);
     BTree::init_root(&mut root);
-    mtr.keep(hdr);
+    mtr.keep_header(hdr)?;
     mtr.keep(root);
+    // The undo directory takes the next page (2).
+    crate::undo::create_undo_dir(&mut mtr)?;
     mtr.commit()?;
     e.log.write_up_to(e.log.lsn(), true)?;
     e.pool.space.finish_creation()?;

@@ -54,6 +54,9 @@ pub(crate) mod space_header {
     pub const FREE_COUNT: usize = 40;
     /// Root page of the catalog tree.
     pub const CATALOG_ROOT: usize = 44;
+    /// The undo directory page (`undo`; 0 = none, a space laid out before
+    /// undo existed).
+    pub const UNDO_DIR: usize = 48;
     /// On a free page: the next free page.
     pub const FREE_NEXT: usize = 32;
 }

@@ -97,7 +97,7 @@ use crate::buffer::{BufferPool, Claim};
 use crate::error::{Error, Result};
 use crate::io::AlignedBuf;
 use crate::metrics::Metrics;
-use crate::page::{page_lsn, stamp_checksum, PageId};
+use crate::page::{page_lsn, page_type, stamp_checksum, PageId, PageType};
 use crew::{CloseOnDrop, Crew, Unit};
 
 /// Why a batch is written (selects the counter it is charged to).
@@ -144,6 +144,8 @@ struct Item<'a> {
 struct Written {
     pages: usize,
     neighbors: usize,
+    /// Of `pages`, undo pages and the undo directory.
+    undo: usize,
 }
 
 impl WriteBack {
@@ -215,6 +217,7 @@ impl WriteBack {
         Metrics::add(&m.buffer_pages_written, n);
         Metrics::add(&m.buffer_flush_batches, groups);
         Metrics::add(&m.buffer_flush_neighbor_total_pages, done.neighbors as u64);
+        Metrics::add(&m.buffer_flush_undo_pages_written, done.undo as u64);
         let counter = match kind {
             FlushKind::Lru => &m.buffer_LRU_batch_flush_total_pages,
             FlushKind::Adaptive => &m.buffer_flush_adaptive_total_pages,
@@ -486,9 +489,14 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
                 // Written (not yet synced): released before the sync, so
                 // that nobody waits for it (step 6 of the module doc).
                 self.left(f.items.len());
-                for it in f.items {
+                let ps = self.wb.space.page_size();
+                for (it, copy) in f.items.into_iter().zip(f.copies.chunks_exact(ps)) {
                     self.done.pages += 1;
                     self.done.neighbors += usize::from(it.neighbor);
+                    self.done.undo += usize::from(matches!(
+                        page_type(copy),
+                        Some(PageType::Undo | PageType::UndoDir)
+                    ));
                     pool.release_written(it.claim);
                 }
                 match f.area {

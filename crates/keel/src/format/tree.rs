@@ -19,7 +19,8 @@
 //!
 //! The checks are the engine's own (`Db::check`'s): page checksums and
 //! identities, node layout, key order within and across pages, child
-//! levels, no page reachable twice.
+//! levels, no page reachable twice; and the undo lists
+//! ([`OnDisk::check_undo`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use crate::io::{AlignedBuf, FileSystem, FlushMethod, OsFileSystem};
 use crate::metrics::Metrics;
 use crate::page::{get_u32, PageId};
 use crate::space::Tablespace;
+pub use crate::undo::UndoCheck;
 
 /// The data files of a database directory, opened read-only.
 pub struct OnDisk {
@@ -90,8 +92,22 @@ impl OnDisk {
     /// Check the tree rooted at `root` as `Db::check` checks a table: every
     /// page's checksum and identity, node layout, key order within and
     /// across pages, child levels, no page reachable twice.
+    /// `delete_marked` counts the deleted rows purge has not removed yet.
     pub fn check(&self, root: PageId) -> Result<TreeStats> {
-        check_tree(self, root, None)
+        crate::txn::version::check_table(self, root)
+    }
+
+    /// Check the catalog's tree (its values are not row versions).
+    pub fn check_catalog(&self) -> Result<TreeStats> {
+        check_tree(self, self.catalog_root(), None)
+    }
+
+    /// Check the undo lists as `Db::check` does (page types, links, record
+    /// framing, purge offsets) and count their pages: with the trees' pages
+    /// and the free list, every page in use is accounted for. `None` for
+    /// a database laid out before undo existed (no undo directory).
+    pub fn check_undo(&self) -> Result<Option<UndoCheck>> {
+        crate::undo::check_space(self, self.space.space_id())
     }
 
     /// [`OnDisk::check`], calling `visit` with every entry in key order.
@@ -100,7 +116,8 @@ impl OnDisk {
     }
 
     /// The value of `key` in the tree rooted at `root`; every page on the
-    /// way down is checked whole first.
+    /// way down is checked whole first. A table's values are stored values:
+    /// a version header, then the row ([`latest_value`] reads it).
     pub fn get(&self, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let (mut id, mut level) = (root, None);
         loop {
@@ -117,6 +134,14 @@ impl OnDisk {
             id = PageId::new(id.space, n.child(n.child_pos(key)));
         }
     }
+}
+
+/// The row a table's stored value holds in its latest version (the version
+/// header first; `docs/format.md`, "Row versions"): `None` for a delete
+/// mark not purged yet. Older versions live in undo pages.
+pub fn latest_value(stored: &[u8]) -> Result<Option<Vec<u8>>> {
+    let v = crate::txn::version::Version::decode(stored, 0)?;
+    Ok(v.row().map(<[u8]>::to_vec))
 }
 
 impl Pages for OnDisk {
@@ -208,8 +233,9 @@ mod tests {
         od.scan(a, &mut |k, _| keys.push(k.to_vec())).unwrap();
         let expected: Vec<Vec<u8>> = (0..3000u32).map(|i| i.to_be_bytes().to_vec()).collect();
         assert_eq!(keys, expected);
+        let stored = od.get(a, &2999u32.to_be_bytes()).unwrap().unwrap();
         assert_eq!(
-            od.get(a, &2999u32.to_be_bytes()).unwrap(),
+            latest_value(&stored).unwrap(),
             Some(vec![2999u32 as u8; 40])
         );
         assert_eq!(od.get(a, &3000u32.to_be_bytes()).unwrap(), None);
@@ -231,7 +257,8 @@ mod tests {
         let od = OnDisk::open_with_fs(dir.path(), &*fs).unwrap();
         let (name, b) = od.tables().unwrap().pop().unwrap();
         assert_eq!(name, "b");
-        assert_eq!(od.get(b, b"y").unwrap().as_deref(), Some(&b"v"[..]));
+        let stored = od.get(b, b"y").unwrap().unwrap();
+        assert_eq!(latest_value(&stored).unwrap().as_deref(), Some(&b"v"[..]));
         db.close().unwrap();
     }
 

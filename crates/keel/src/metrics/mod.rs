@@ -261,6 +261,10 @@ registry! {
     dblwr_writes,
     /// Pages written to doublewrite areas.
     dblwr_pages_written,
+    /// Of the pages written by flush batches, undo pages and the undo
+    /// directory (InnoDB counts undo pages in `buffer_pages_written`
+    /// only; its `buffer_flush_*` counters break writes down the same way).
+    buffer_flush_undo_pages_written,
     /// Gauge: bytes of redo the last recovery replayed (from the
     /// checkpoint to the end of the valid log).
     recovery_redo_bytes,
@@ -288,6 +292,13 @@ registry! {
     space_pages_allocated,
     /// Pages returned to the tablespace's free list.
     space_pages_freed,
+    /// Undo pages purge freed, or emptied for reuse when the page was its
+    /// rollback segment's last (InnoDB's `purge_undo_log_pages`).
+    purge_undo_log_pages,
+    /// Gauge: records of undo that are the first of their commit in their
+    /// rollback segment and not yet purged (InnoDB's history list length,
+    /// `trx_rseg_history_len`).
+    trx_rseg_history_len,
     /// Transactions committed (including one-row `Table::put`/`delete`).
     trx_commits,
     /// Transactions rolled back (explicitly, on drop, or as deadlock victims).
@@ -300,12 +311,6 @@ registry! {
     lock_deadlocks,
     /// Row-lock waits that ended in `LockWaitTimeout`.
     lock_timeouts,
-    /// Gauge: committed transactions whose undo records are not purged yet
-    /// (InnoDB's `trx_rseg_history_len`, the history list length).
-    trx_rseg_history_len,
-    /// Undo pages purge emptied and freed (or reset, for a segment's last
-    /// page) (InnoDB's `purge_undo_log_pages`).
-    purge_undo_log_pages,
     /// Delete-marked records purge removed from the trees once no read
     /// view could see them (InnoDB's `purge_del_mark_records`).
     purge_del_mark_records,
@@ -321,8 +326,6 @@ registry! {
     trx_undo_records,
     /// Older row versions rebuilt from undo records for a read view.
     trx_versions_rebuilt,
-    /// Undo and undo-directory pages written by the page cleaners.
-    buffer_flush_undo_pages_written,
 }
 
 /// Upper bounds of the writer-pause histogram buckets, in microseconds.

@@ -86,6 +86,10 @@ pub enum PageType {
     BtreeInternal = 3,
     /// A page on the space's free list.
     Free = 4,
+    /// A page of undo records (`undo`).
+    Undo = 5,
+    /// The undo directory: the rollback segments' lists (`undo`).
+    UndoDir = 6,
 }
 
 impl PageType {
@@ -97,6 +101,8 @@ impl PageType {
             2 => PageType::BtreeLeaf,
             3 => PageType::BtreeInternal,
             4 => PageType::Free,
+            5 => PageType::Undo,
+            6 => PageType::UndoDir,
             _ => return None,
         })
     }

@@ -64,6 +64,11 @@ impl InFlight {
         }
     }
 
+    /// The commits in flight, ascending.
+    pub fn commits(&self) -> Vec<Lsn> {
+        self.map.keys().copied().collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }

@@ -482,6 +482,16 @@ impl Log {
         Ok(end)
     }
 
+    /// The log's end and the commits in flight (ascending), read together
+    /// under the log's mutex: every commit whose record starts below the
+    /// end and is not in the list has been applied (its marker appended),
+    /// and every commit logged later starts at or past the end. A read
+    /// view is built from this (`txn::view`).
+    pub(crate) fn commit_snapshot(&self) -> (Lsn, Vec<Lsn>) {
+        let st = self.state.lock();
+        (self.end.load(Ordering::Acquire), st.in_flight.commits())
+    }
+
     /// Enter a commit that recovery found unfinished in flight again: its
     /// record is in the log at `commit` (after the checkpoint).
     pub(crate) fn resume_commit(&self, commit: Lsn, record: Arc<[u8]>) {

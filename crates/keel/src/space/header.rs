@@ -25,7 +25,9 @@ use crate::page::{get_u32, get_u64, is_page_size, put_u32, put_u64};
 /// Magic bytes at the start of every data file.
 pub const MAGIC: &[u8; 8] = b"KEELDATA";
 /// Current on-disk format version.
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: rows carry version headers and the space has undo pages (multi-versioning);
+/// version 1 files are refused (their rows have no versions to read).
+pub const FORMAT_VERSION: u32 = 2;
 /// Bytes of the header that carry meaning (the rest of the block is zero).
 pub const HEADER_LEN: usize = 44;
 /// Most data files a space can have (the `data_files` option's limit).
@@ -150,7 +152,7 @@ mod tests {
         sample().encode(&mut b);
         assert_eq!(&b[..8], b"KEELDATA");
         let words: Vec<u32> = (8..40).step_by(4).map(|o| get_u32(&b, o)).collect();
-        assert_eq!(words[..6], [1, 16384, 0, 2, 4, 64]);
+        assert_eq!(words[..6], [2, 16384, 0, 2, 4, 64]);
         assert_eq!(get_u64(&b, 32), 0x1234_5678_9abc_def0);
         assert_eq!(get_u32(&b, 40), crc32c::crc32c(&b[..40]));
         assert_eq!(&b[44..], &[0xaa; 20]);

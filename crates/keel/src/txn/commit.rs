@@ -2,6 +2,25 @@
 //! durability. Also the one-operation commits behind `Table::put` and
 //! `Table::delete`, and finishing the commits recovery found unapplied.
 //!
+//! # Applying one operation, with its undo
+//!
+//! The committer holds the row lock, so no other commit changes the row
+//! while it applies; only purge may remove a delete mark under it, which it
+//! does only for a mark every view sees as "deleted" (so the version the
+//! committer keeps in undo reads the same either way). For each op it
+//! reads the row's latest version, appends that version to an undo page
+//! (its own mini-transaction: the undo record is in the log before the
+//! row that points to it), then writes the new version, or a delete mark,
+//! stamped with the commit number and pointing to the undo record (a
+//! second mini-transaction). A crash between the two leaves an undo record
+//! nobody points to, which purge drops like any other. An insert keeps no
+//! undo: its version points to nothing, meaning "absent before". Deleting
+//! a row that is absent or already delete-marked changes nothing.
+//!
+//! The commit is visible to new read views only when its last op is in
+//! place: it stays in the log's set of commits in flight until
+//! `CommitTicket::finish` (`view`'s module doc).
+//!
 //! # Applying a logged commit cannot fail for a passing reason
 //!
 //! Once its record is logged, a commit is decided: it must reach every
@@ -20,16 +39,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::btree::node::{check_entry, max_key_len};
+use crate::btree::node::max_key_len;
 use crate::btree::BTree;
 use crate::engine::admission::Budget;
 use crate::engine::commit::CommitTicket;
-use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::page::{Lsn, PageId};
+use crate::undo::{RollPtr, UndoRecord};
 
 use super::record::{self, Op};
+use super::version::{self, Version};
+use super::TrxSys;
 
 /// How long an operation of a logged commit is retried before the engine
 /// gives up on it (module doc).
@@ -39,11 +60,12 @@ pub(crate) const APPLY_RETRY_LIMIT: Duration = Duration::from_secs(600);
 /// apply them in that order and wait until the record is as durable as
 /// `flush_log_at_trx_commit` asks. The caller holds the row lock of every
 /// op. Returns, per op, whether its key was present before.
-pub(super) fn log_and_apply(e: &Engine, txn_id: u64, ops: &[Op<'_>]) -> Result<Vec<bool>> {
+pub(super) fn log_and_apply(sys: &TrxSys, txn_id: u64, ops: &[Op<'_>]) -> Result<Vec<bool>> {
+    let e = &*sys.engine;
     let started = Instant::now();
     let rec: Arc<[u8]> = record::encode(txn_id, ops).into();
     let ticket = e.begin_commit(rec)?;
-    let found = apply_all(e, &ticket, ops)?;
+    let found = apply_all(sys, &ticket, txn_id, ops)?;
     let lsn = ticket.finish()?;
     e.wait_durable(lsn)?;
     let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -51,21 +73,40 @@ pub(super) fn log_and_apply(e: &Engine, txn_id: u64, ops: &[Op<'_>]) -> Result<V
     Ok(found)
 }
 
-fn apply_all(e: &Engine, ticket: &CommitTicket<'_>, ops: &[Op<'_>]) -> Result<Vec<bool>> {
+fn apply_all(
+    sys: &TrxSys,
+    ticket: &CommitTicket<'_>,
+    txn_id: u64,
+    ops: &[Op<'_>],
+) -> Result<Vec<bool>> {
+    let e = &*sys.engine;
     let mut found = Vec::with_capacity(ops.len());
-    for op in ops {
+    let mut w = Writer {
+        sys,
+        commit: ticket.lsn,
+        rseg: (txn_id % crate::undo::N_RSEGS as u64) as usize,
+        first: true,
+    };
+    for (i, op) in ops.iter().enumerate() {
+        if i == 1 {
+            // The first row is in place, the others are not (tests of
+            // what readers see meanwhile).
+            e.failpoints.hit("commit.between_ops");
+        }
         let budget = ticket.op_budget();
-        found.push(apply_with_retry(e, &budget, ticket.lsn, op)?);
+        found.push(apply_with_retry(&mut w, &budget, op)?);
     }
     Ok(found)
 }
 
-fn apply_with_retry(e: &Engine, budget: &Budget<'_>, commit: Lsn, op: &Op<'_>) -> Result<bool> {
+fn apply_with_retry(w: &mut Writer<'_>, budget: &Budget<'_>, op: &Op<'_>) -> Result<bool> {
+    let e = &*w.sys.engine;
+    let commit = w.commit;
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     let mut last_report = started;
     loop {
-        let err = match apply_op(e, budget, op) {
+        let err = match w.apply(budget, op) {
             Ok(found) => return Ok(found),
             Err(err) => err,
         };
@@ -85,12 +126,71 @@ fn apply_with_retry(e: &Engine, budget: &Budget<'_>, commit: Lsn, op: &Op<'_>) -
         if last_report.elapsed() >= Duration::from_secs(10) || last_report == started {
             last_report = Instant::now();
             log::warn!(
-                "commit at LSN {commit} is logged but applying it failed ({err}); retrying                  for up to {APPLY_RETRY_LIMIT:?} (waited {:?} so far)",
+                "commit at LSN {commit} is logged but applying it failed ({err}); retrying \
+                 for up to {APPLY_RETRY_LIMIT:?} (waited {:?} so far)",
                 started.elapsed()
             );
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Applies the ops of one commit: each row's version before goes to an
+/// undo record first, then the new version (or delete mark) pointing to it
+/// replaces the row (module doc of `txn`: "Versions").
+struct Writer<'s> {
+    sys: &'s TrxSys,
+    /// The commit number: its record's LSN.
+    commit: Lsn,
+    rseg: usize,
+    /// No undo record of this commit written yet (the next is its first,
+    /// which the history list counts).
+    first: bool,
+}
+
+impl Writer<'_> {
+    /// Apply one op; returns whether the row existed before (latest
+    /// version, not delete-marked). Idempotent: recovery may apply an op
+    /// whose earlier application reached the tree, and a retry one whose
+    /// undo record was written; an undo record nobody points to is only
+    /// purged.
+    fn apply(&mut self, budget: &Budget<'_>, op: &Op<'_>) -> Result<bool> {
+        let e = &*self.sys.engine;
+        let tree = BTree::open(PageId::new(e.space_id(), op.root));
+        let cur = tree.get(e, op.key)?;
+        let before = match &cur {
+            Some(s) => Some(Version::decode(s, op.root)?),
+            None => None,
+        };
+        let existed = before.is_some_and(|v| !v.deleted);
+        let roll = match before {
+            // Applied before (recovery, or a retry after the tree change):
+            // its undo record is written already.
+            Some(v) if v.trx_no == self.commit => v.roll,
+            // Deleting what is not there changes nothing.
+            _ if op.value.is_none() && !existed => return Ok(false),
+            // An insert: no version before, so no undo (as InnoDB's insert
+            // undo, which no read view needs once the insert committed).
+            None => RollPtr::NONE,
+            Some(_) => {
+                let rec = UndoRecord {
+                    first: self.first,
+                    del_mark: op.value.is_none(),
+                    commit: self.commit,
+                    root: op.root,
+                    key: op.key,
+                    old: cur.as_deref(),
+                };
+                let roll = self.sys.undo.append(e, budget, self.rseg, &rec)?;
+                self.first = false;
+                Metrics::add(&e.metrics.trx_undo_records, 1);
+                roll
+            }
+        };
+        let new = version::encode(self.commit, roll, op.value);
+        tree.put_in(e, budget, op.key, &new)?;
+        Ok(existed)
     }
 }
 
@@ -103,22 +203,14 @@ fn is_passing(err: &Error) -> bool {
     err.may_pass() || matches!(err, Error::BufferPoolExhausted(_) | Error::LogOverloaded(_))
 }
 
-fn apply_op(e: &Engine, budget: &Budget<'_>, op: &Op<'_>) -> Result<bool> {
-    let tree = BTree::open(PageId::new(e.space_id(), op.root));
-    match op.value {
-        Some(v) => tree.put_in(e, budget, op.key, v),
-        None => tree.delete_in(e, budget, op.key),
-    }
-}
-
 /// Finish a commit recovery found logged at `lsn` but not applied: enter it
 /// in flight again and apply its record. Idempotent (puts and deletes are),
 /// so it may have been partly or wholly applied before the crash. Returns
 /// the number of ops.
-pub(crate) fn finish_unapplied(e: &Engine, lsn: Lsn, rec: Arc<[u8]>) -> Result<usize> {
+pub(crate) fn finish_unapplied(sys: &TrxSys, lsn: Lsn, rec: Arc<[u8]>) -> Result<usize> {
     let r = record::decode(&rec)?;
-    let ticket = e.resume_commit(lsn, rec.clone())?;
-    apply_all(e, &ticket, &r.ops)?;
+    let ticket = sys.engine.resume_commit(lsn, rec.clone())?;
+    apply_all(sys, &ticket, r.txn_id, &r.ops)?;
     ticket.finish()?;
     Ok(r.ops.len())
 }
@@ -128,7 +220,7 @@ pub(crate) fn finish_unapplied(e: &Engine, lsn: Lsn, rec: Arc<[u8]>) -> Result<u
 /// it), log, apply, wait for durability, release. Returns whether the key
 /// was present before.
 pub(crate) fn autocommit(
-    sys: &super::TrxSys,
+    sys: &TrxSys,
     tree: BTree,
     table: &str,
     key: &[u8],
@@ -136,7 +228,7 @@ pub(crate) fn autocommit(
 ) -> Result<bool> {
     let e = &*sys.engine;
     match value {
-        Some(v) => check_entry(e.page_size(), key, v)?,
+        Some(v) => super::check_user_entry(e.page_size(), key, v)?,
         // Such a key cannot be stored, so it is not there to delete.
         None if key.len() > max_key_len(e.page_size()) => return Ok(false),
         None => {}
@@ -154,7 +246,7 @@ pub(crate) fn autocommit(
         key,
         value,
     }];
-    let r = log_and_apply(e, id, &ops);
+    let r = log_and_apply(sys, id, &ops);
     sys.locks.release(id, [&lk]);
     let found = r?;
     Metrics::add(&e.metrics.trx_commits, 1);

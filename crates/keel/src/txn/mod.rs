@@ -1,21 +1,41 @@
 //! Transactions: private write sets, exclusive row locks, one logical
-//! commit record each.
+//! commit record each, and multi-versioning (InnoDB's undo logs, read
+//! views and purge) so that reads are consistent.
 //!
-//! # Isolation: READ COMMITTED (with locking reads on request)
+//! # Isolation levels (InnoDB's names and default)
+//!
+//! - **REPEATABLE READ** (the default, `transaction_isolation`): a
+//!   transaction's plain reads (`get`, `scan`, `scan_rev`) all see one
+//!   snapshot, taken at its first plain read, plus its own writes.
+//! - **READ COMMITTED**: each plain read call sees a snapshot taken when
+//!   the call starts (a scan keeps the one of its start), plus its own
+//!   writes.
+//! - `Table::get`, `Table::range` and `Table::range_rev` outside a
+//!   transaction see one snapshot for the whole call, however long the
+//!   iteration runs.
+//! - Locking reads (`get_for_update`) and writes (`put`, `delete`) act on
+//!   the latest committed version, as in InnoDB: they lock the row and read
+//!   what is there now, whatever the snapshot says.
+//! - SERIALIZABLE is not offered (the option refuses it). There are no gap
+//!   locks: a predicate read is not protected against inserts (phantoms
+//!   are possible for locking reads; plain reads see their snapshot).
+//!
+//! **No read, at any level, sees some of a commit's rows and not the
+//! others**, in one table or across tables: a snapshot sees a commit only
+//! once all its rows are in place, and then all of them (`view`'s module
+//! doc gives the argument).
+//!
+//! # Writes and locks
 //!
 //! - A transaction's writes go to a private write set; nothing reaches a
-//!   page before commit, so rollback only discards the set (no undo log, no
-//!   purge). Its own reads see its writes first (read-your-own-writes), then
-//!   the latest committed data in the trees.
+//!   page before commit, so rollback only discards the set and undo is
+//!   never applied backwards. Its own reads see its writes first.
 //! - Every key written (`put`, `delete`) or read with `get_for_update` is
-//!   locked exclusively until commit or rollback, so two writers of one row
-//!   are serialized: no dirty writes, no lost updates when the row is read
-//!   with `get_for_update` before it is written.
-//! - Plain reads (`get`, `scan`) take no lock and never wait: they may see a
-//!   different committed value each time (non-repeatable reads, phantoms),
-//!   and, because a commit applies its rows one after the other, a read
-//!   racing a commit may see some of its rows and not yet others. Reads
-//!   never see another transaction's uncommitted writes.
+//!   locked exclusively until commit or rollback: no dirty writes, and no
+//!   lost updates for a row read with `get_for_update` before it is
+//!   written. (A row read with a plain read and then written may have
+//!   changed since the snapshot: InnoDB's REPEATABLE READ behaves the
+//!   same; use `get_for_update` for read-modify-write.)
 //! - A second writer of a locked row waits up to `lock_wait_timeout`
 //!   seconds, then gets [`Error::LockWaitTimeout`]: that statement failed,
 //!   the transaction keeps its earlier writes and locks and may retry, go
@@ -23,23 +43,51 @@
 //! - A wait that would close a cycle of waiting transactions is refused at
 //!   once with [`Error::Deadlock`], and (as in InnoDB) the requester's whole
 //!   transaction is rolled back: its write set is discarded, its locks are
-//!   released, and every later call returns [`Error::TxnAborted`]. Drop it or
-//!   roll it back and start again.
+//!   released, and every later call returns [`Error::TxnAborted`].
 //! - `Table::put`/`Table::delete` are one-row transactions (they wait for a
-//!   row lock like any writer and are logged the same way); `Table::get` and
-//!   `Table::range` are plain reads.
+//!   row lock like any writer and are logged the same way).
 //!
-//! Commit logs the whole write set as one record (see [`record`]), applies it
-//! to the trees in (table, key) order, waits for the log as
-//! `flush_log_at_trx_commit` asks and only then releases the locks. Others
-//! may read the rows once they are applied, before the log is durable (as
-//! in InnoDB with group commit). A `Txn` is `Send`: one thread at a time
-//! uses it; any number run concurrently.
+//! # Versions
+//!
+//! Every row in a table's leaf carries a version header (`version`): the
+//! number of the commit that wrote it (its commit record's LSN), a roll
+//! pointer to the undo record holding the version before, and a delete
+//! mark. Commit logs the whole write set as one record (`record`), then
+//! applies it in (table, key) order: for each row it appends the version it
+//! replaces to an undo page (`undo`; an insert has none to keep), then
+//! writes the new version, or a delete mark, pointing to it. Undo pages are
+//! ordinary pages: changed by mini-transactions, redo-logged, cached and
+//! evicted by the buffer pool, written by the page cleaners; so a history
+//! larger than memory is only a larger tablespace. A reader whose view does
+//! not see a row's version rebuilds older ones from the chain (`read`).
+//! The commit then waits for the log as `flush_log_at_trx_commit` asks and
+//! releases its locks. Others see the commit once every row is in place,
+//! before the log is durable (as in InnoDB with group commit).
+//!
+//! Purge (`purge`) drops undo records no view can need and removes delete
+//! marks no view can see; `trx_rseg_history_len` counts the commits whose
+//! undo is still kept. A view held open makes the history grow; writers
+//! are never stopped for it, and `Db::history` names the view.
+//!
+//! # Bulk loads and snapshots
+//!
+//! Rows loaded by `Table::bulk_load` carry commit number 0, which every
+//! view sees: a snapshot taken before the load finished sees the loaded
+//! rows once the load is published (all at once). Loads fill only empty
+//! tables, which no transaction has written.
+//!
+//! A `Txn` is `Send`: one thread at a time uses it; any number run
+//! concurrently.
 
+mod check;
 mod commit;
 mod lock;
+mod purge;
+mod read;
 pub(crate) mod record;
 mod scan;
+pub(crate) mod version;
+mod view;
 
 use std::collections::{BTreeMap, HashSet};
 use std::ops::{Bound, RangeBounds};
@@ -51,16 +99,20 @@ pub use scan::Scan;
 
 pub(crate) use commit::{autocommit, finish_unapplied};
 pub(crate) use lock::{LockError, LockKey, LockManager};
+pub(crate) use read::Snapshot;
+pub(crate) use version::max_user_value_len;
 
-use crate::btree::node::{check_entry, max_key_len};
+use crate::btree::node::{check_key, max_key_len};
 use crate::btree::BTree;
 use crate::config::Isolation;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::table::Table;
+use crate::undo::UndoSpace;
 use record::Op;
 use scan::TableWrites;
+use view::{ReadView, Views};
 
 /// Transaction state shared by a database: the engine, ids and the
 /// row-lock manager (InnoDB's `trx_sys` and `lock_sys`).
@@ -68,30 +120,83 @@ pub(crate) struct TrxSys {
     pub(crate) engine: Arc<Engine>,
     next_id: AtomicU64,
     pub(crate) locks: LockManager,
+    /// The undo pages: the versions rows had before their latest commits.
+    pub(crate) undo: UndoSpace,
+    /// The open read views.
+    pub(crate) views: Arc<Views>,
+    /// The purge threads, while they run.
+    purge: parking_lot::Mutex<Option<purge::Purge>>,
 }
 
 impl TrxSys {
-    /// The transaction system of the engine `engine`.
-    pub(crate) fn new(engine: Arc<Engine>) -> TrxSys {
-        TrxSys {
+    /// The transaction system of the engine `engine`, whose recovery has
+    /// run (the undo pages are read from the recovered space).
+    pub(crate) fn open(engine: Arc<Engine>) -> Result<TrxSys> {
+        let undo = UndoSpace::open(&engine)?;
+        Ok(TrxSys {
+            views: Arc::new(Views::new(engine.log.clone(), engine.metrics.clone())),
             engine,
             next_id: AtomicU64::new(0),
             locks: LockManager::default(),
+            undo,
+            purge: parking_lot::Mutex::new(None),
+        })
+    }
+
+    /// Start the purge threads (`purge_threads` of them).
+    pub(crate) fn start_purge(self: &Arc<Self>) -> Result<()> {
+        let p = purge::Purge::start(self.clone(), self.engine.opts.purge_threads)?;
+        *self.purge.lock() = Some(p);
+        Ok(())
+    }
+
+    /// Stop the purge threads and wait for them (at close, at a simulated
+    /// crash): a purge step under way finishes or fails first.
+    pub(crate) fn stop_purge(&self) {
+        let p = self.purge.lock().take();
+        if let Some(p) = p {
+            p.stop();
         }
     }
 
     /// The history and purge, for `Db::history`.
     pub(crate) fn history(&self) -> HistoryStatus {
-        HistoryStatus::default()
+        let m = &self.engine.metrics;
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        HistoryStatus {
+            history_len: self.undo.history_len(),
+            undo_pages: self.undo.pages(),
+            undo_pages_in_pool: self.engine.pool.pages_of_type(crate::page::PageType::Undo),
+            pool_pages: self
+                .engine
+                .pool
+                .instances
+                .iter()
+                .map(|i| i.frames.len() as u64)
+                .sum(),
+            views_open: self.views.count(),
+            oldest_view: self.views.oldest(),
+            purged_records: get(&m.purge_undo_records),
+            purged_pages: get(&m.purge_undo_log_pages),
+            purged_del_marks: get(&m.purge_del_mark_records),
+        }
+    }
+
+    /// A read view for transaction `txn_id` (0: a read outside one).
+    pub(crate) fn view(&self, txn_id: u64) -> Arc<ReadView> {
+        self.views.open(txn_id)
     }
 
     /// `key` of `tree` in a snapshot taken now (`Table::get`).
     pub(crate) fn get_now(&self, tree: BTree, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        tree.get(&self.engine, key)
+        if key.len() > max_key_len(self.engine.page_size()) {
+            return Ok(None);
+        }
+        read::get(self, &self.view(0), tree, key)
     }
 
     /// Rows of `tree` between `lo` and `hi` in a snapshot taken now
-    /// (`Table::range`).
+    /// (`Table::range`), however long the iteration runs.
     pub(crate) fn range_now(
         &self,
         tree: BTree,
@@ -99,9 +204,7 @@ impl TrxSys {
         hi: Bound<Vec<u8>>,
         reverse: bool,
     ) -> Snapshot<'_> {
-        Snapshot {
-            cursor: tree.range(&self.engine, lo, hi, reverse),
-        }
+        Snapshot::new(self, self.view(0), tree, lo, hi, reverse)
     }
 
     /// A fresh transaction id (unique within this open of the database).
@@ -183,16 +286,18 @@ pub struct ViewInfo {
     pub thread: Option<String>,
 }
 
-/// Rows of one table as a snapshot shows them (behind `Table::range`).
-pub(crate) struct Snapshot<'t> {
-    cursor: crate::btree::Cursor<'t>,
-}
-
-impl Iterator for Snapshot<'_> {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-    fn next(&mut self) -> Option<Self::Item> {
-        self.cursor.next()
+/// Reject keys and values a table cannot store on pages of this size (the
+/// tree's limits less the version header).
+pub(crate) fn check_user_entry(page_size: usize, key: &[u8], value: &[u8]) -> Result<()> {
+    check_key(page_size, key)?;
+    let max = max_user_value_len(page_size);
+    if value.len() > max {
+        return Err(Error::ValueTooLarge {
+            len: value.len(),
+            max,
+        });
     }
+    Ok(())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -215,6 +320,8 @@ pub struct Txn {
     /// Keeps the database open while the transaction lives (opaque here).
     _db: Arc<dyn std::any::Any + Send + Sync>,
     isolation: Isolation,
+    /// The REPEATABLE READ snapshot, taken at the first plain read.
+    view: std::cell::OnceCell<Arc<ReadView>>,
     id: u64,
     /// Table root page number → pending changes.
     writes: BTreeMap<u32, TableWrites>,
@@ -239,6 +346,7 @@ impl Txn {
             sys,
             _db: db,
             isolation,
+            view: std::cell::OnceCell::new(),
             writes: BTreeMap::new(),
             locks: HashSet::new(),
             state: State::Active,
@@ -257,46 +365,70 @@ impl Txn {
     }
 
     /// The value of `key` as this transaction sees it: its own write if
-    /// any, else the latest committed value. Takes no lock.
+    /// any, else the value in its snapshot (REPEATABLE READ: the snapshot
+    /// of its first plain read; READ COMMITTED: one taken now). Takes no
+    /// lock and never waits for a writer.
     pub fn get(&self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check(table)?;
         if let Some(w) = self.own_write(table, key) {
             return Ok(w.map(<[u8]>::to_vec));
         }
-        table.tree.get(&self.sys.engine, key)
+        if key.len() > max_key_len(self.sys.engine.page_size()) {
+            return Ok(None);
+        }
+        read::get(&self.sys, &self.read_view(), table.tree, key)
     }
 
-    /// Lock `key` exclusively (waiting like a writer), then read it like
-    /// [`Txn::get`]. Until this transaction ends nobody else can change the
-    /// row, so a read-modify-write through it loses no update.
+    /// The view a plain read starts now uses (see [`Txn::get`]).
+    fn read_view(&self) -> Arc<ReadView> {
+        match self.isolation {
+            Isolation::RepeatableRead => self.view.get_or_init(|| self.sys.view(self.id)).clone(),
+            Isolation::ReadCommitted => self.sys.view(self.id),
+        }
+    }
+
+    /// The latest committed value of `key`, or this transaction's own
+    /// write (the caller holds the row lock).
+    fn get_latest(&self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(w) = self.own_write(table, key) {
+            return Ok(w.map(<[u8]>::to_vec));
+        }
+        read::latest(&self.sys.engine, table.tree, key)
+    }
+
+    /// Lock `key` exclusively (waiting like a writer), then read its
+    /// latest committed value (or this transaction's own write), whatever
+    /// the snapshot says, as InnoDB's `SELECT ... FOR UPDATE` does. Until
+    /// this transaction ends nobody else can change the row, so a
+    /// read-modify-write through it loses no update.
     pub fn get_for_update(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check(table)?;
         if key.len() > max_key_len(self.sys.engine.page_size()) {
             return Ok(None);
         }
         self.lock(table, key)?;
-        self.get(table, key)
+        self.get_latest(table, key)
     }
 
     /// Insert or replace `key` in this transaction's write set, after
     /// locking the row. Sizes are checked here, not at commit.
     pub fn put(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
         self.check(table)?;
-        check_entry(self.sys.engine.page_size(), key, value)?;
+        check_user_entry(self.sys.engine.page_size(), key, value)?;
         self.lock(table, key)?;
         self.set(table, key, Some(value.to_vec()));
         Ok(())
     }
 
-    /// Delete `key` (after locking the row); true if it existed as this
-    /// transaction sees it.
+    /// Delete `key` (after locking the row); true if its latest committed
+    /// version (or this transaction's own write) exists.
     pub fn delete(&mut self, table: &Table, key: &[u8]) -> Result<bool> {
         self.check(table)?;
         if key.len() > max_key_len(self.sys.engine.page_size()) {
             return Ok(false);
         }
         self.lock(table, key)?;
-        let existed = self.get(table, key)?.is_some();
+        let existed = self.get_latest(table, key)?.is_some();
         self.set(table, key, None);
         Ok(existed)
     }
@@ -326,10 +458,15 @@ impl Txn {
         let lo = own(range.start_bound());
         let hi = own(range.end_bound());
         let writes = self.writes.get(&table.tree.root().page_no);
-        let cursor = table
-            .tree
-            .range(&self.sys.engine, lo.clone(), hi.clone(), reverse);
-        Ok(Scan::new(cursor, writes, &lo, &hi, reverse))
+        let rows = Snapshot::new(
+            &self.sys,
+            self.read_view(),
+            table.tree,
+            lo.clone(),
+            hi.clone(),
+            reverse,
+        );
+        Ok(Scan::new(rows, writes, &lo, &hi, reverse))
     }
 
     /// Make the writes durable and visible: one commit record in the redo
@@ -354,8 +491,9 @@ impl Txn {
         let r = if ops.is_empty() {
             Ok(())
         } else {
-            commit::log_and_apply(&self.sys.engine, self.id, &ops).map(drop)
+            commit::log_and_apply(&self.sys, self.id, &ops).map(drop)
         };
+        self.view.take();
         self.release();
         if r.is_ok() {
             Metrics::add(&self.sys.engine.metrics.trx_commits, 1);

@@ -1,4 +1,4 @@
-//! A transaction's range scan: the tree's committed rows merged with the
+//! A transaction's range scan: the rows its snapshot sees merged with the
 //! transaction's own writes (its puts shown, its deletes hidden), in key
 //! order, forward or in reverse.
 
@@ -6,8 +6,9 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 
-use crate::btree::Cursor;
 use crate::error::Result;
+
+use super::read::Snapshot;
 
 /// A transaction's pending changes to one table: key → value, `None` for a
 /// delete.
@@ -16,7 +17,7 @@ pub(super) type TableWrites = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 /// An iterator over a transaction's view of a key range: each item is a
 /// (key, value) pair or an I/O or corruption error (after which it ends).
 pub struct Scan<'t> {
-    tree: Cursor<'t>,
+    tree: Snapshot<'t>,
     /// The tree's next row, read ahead for the merge.
     tree_next: Option<(Vec<u8>, Vec<u8>)>,
     tree_done: bool,
@@ -27,7 +28,7 @@ pub struct Scan<'t> {
 
 impl<'t> Scan<'t> {
     pub(super) fn new(
-        tree: Cursor<'t>,
+        tree: Snapshot<'t>,
         writes: Option<&'t TableWrites>,
         lo: &Bound<Vec<u8>>,
         hi: &Bound<Vec<u8>>,

@@ -47,7 +47,10 @@ fn finishing_an_unapplied_commit_is_idempotent() {
     let e = &*db.inner.engine;
     for _ in 0..3 {
         let lsn = e.log.lsn();
-        assert_eq!(finish_unapplied(e, lsn, rec.clone()).unwrap(), 3);
+        assert_eq!(
+            finish_unapplied(&db.inner.trx, lsn, rec.clone()).unwrap(),
+            3
+        );
         assert_eq!(e.adm.applying.load(Ordering::Relaxed), 0);
         assert_eq!(t.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
         assert_eq!(t.get(b"gone").unwrap(), None);
@@ -76,7 +79,7 @@ fn a_malformed_record_is_rejected_before_anything_is_applied() {
     let rec = encode(1, &ops);
     let e = &*db.inner.engine;
     let torn: std::sync::Arc<[u8]> = rec[..rec.len() - 1].into();
-    assert!(finish_unapplied(e, e.log.lsn(), torn).is_err());
+    assert!(finish_unapplied(&db.inner.trx, e.log.lsn(), torn).is_err());
     assert_eq!(t.get(b"a").unwrap(), None);
     assert_eq!(e.adm.applying.load(Ordering::Relaxed), 0);
 }
@@ -173,6 +176,9 @@ mod redo_bound {
                 tx.commit().unwrap();
             }
             prop_assert_eq!(t.range(..).unwrap().count(), 0);
+            // Purge holds a budget while it removes a delete mark: stopped,
+            // it holds none.
+            db.inner.trx.stop_purge();
             let e = &*db.inner.engine;
             prop_assert_eq!(e.adm.reserved_and_wanted(), 0, "every reservation was given back");
             prop_assert_eq!(e.adm.applying.load(Ordering::Relaxed), 0);

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use keel::{Db, Error, Options};
+use keel::{Db, Error, Isolation, Options};
 use rand::rngs::SmallRng;
 use rand::Rng;
 
@@ -105,7 +105,62 @@ impl Bank {
         }
     }
 
-    /// The total balance is unchanged, every acknowledged transfer is in
+    /// Sum every balance in one snapshot: a REPEATABLE-READ transaction
+    /// scans `bank_a` and `bank_b` (its plain reads see the snapshot of its
+    /// first read). `Ok(None)` when the accounts are all there and sum to
+    /// the total, else what was seen and expected.
+    pub fn snapshot_violation(&self, db: &Db) -> Result<Option<String>, Error> {
+        let tx = db.begin_with(Isolation::RepeatableRead);
+        let (mut total, mut accounts) = (0u64, 0u64);
+        for t in ["bank_a", "bank_b"] {
+            for r in tx.scan(&db.table(t)?, ..)? {
+                total += balance(&r?.1);
+                accounts += 1;
+            }
+        }
+        drop(tx);
+        let want = (self.accounts, self.accounts * START);
+        Ok(((accounts, total) != want).then(|| {
+            format!(
+                "REPEATABLE-READ snapshot: {accounts} accounts with a total balance of {total}, \
+                 expected {} with {}",
+                want.0, want.1
+            )
+        }))
+    }
+
+    /// Each account table in one plain `Table::range` call (one snapshot
+    /// per call): all of its accounts, none holding more than the bank's
+    /// total. The accounts alternate between two tables, so two calls are
+    /// two snapshots and their sum is no invariant: the total is
+    /// [`snapshot_violation`](Self::snapshot_violation)'s to check.
+    pub fn plain_range_violation(&self, db: &Db) -> Result<Option<String>, Error> {
+        let all = self.accounts * START;
+        for (t, parity) in [("bank_a", 0), ("bank_b", 1)] {
+            let want = (self.accounts + 1 - parity) / 2;
+            let (mut total, mut accounts) = (0u64, 0u64);
+            for r in db.table(t)?.range(..)? {
+                let b = balance(&r?.1);
+                total += b;
+                accounts += 1;
+                if b > all {
+                    return Ok(Some(format!(
+                        "Table::range of {t}: a balance of {b}, above the bank's total {all}"
+                    )));
+                }
+            }
+            if accounts != want || total > all {
+                return Ok(Some(format!(
+                    "Table::range of {t}: {accounts} accounts with a total balance of {total}, \
+                     expected {want} with at most {all}"
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The total balance is unchanged (read with `Table::range` and in a
+    /// REPEATABLE-READ snapshot), every acknowledged transfer is in
     /// `bank_log`, and every tree checks out.
     pub fn audit(&self, db: &Db, acked: &[u64]) -> Result<(), String> {
         let mut total = 0;
@@ -123,6 +178,9 @@ impl Bank {
                 self.accounts,
                 self.accounts * START
             ));
+        }
+        if let Some(v) = self.snapshot_violation(db).map_err(|e| e.to_string())? {
+            return Err(v);
         }
         let mut logged = HashSet::new();
         for r in db.table("bank_log").unwrap().range(..).unwrap() {

@@ -11,8 +11,12 @@
 //! transaction whole and present, the invariants (total balance), every
 //! tree. "Acknowledged" includes commits that returned after the power
 //! failed: a crash fails every later call, so such a commit was durable
-//! before it. Every page the crash left torn must have been repaired from
-//! its doublewrite copy.
+//! before it. While the writers run, [`READERS`] reader threads read in
+//! one snapshot (a REPEATABLE-READ transaction, or plain `Table::range`
+//! calls) and check what must hold at every commit (the bank's total);
+//! one wrong read fails the cycle, naming what it saw and expected. Every
+//! page the crash left torn must have been repaired from its doublewrite
+//! copy.
 //!
 //! Pages are 8 KiB, the smallest a crash tearing at 4 KiB sectors can tear
 //! (a 4 KiB page is one sector: kept or lost whole, never torn).
@@ -41,6 +45,12 @@ pub mod workload;
 
 /// Writer threads per cycle.
 pub const WRITERS: u64 = 4;
+/// Snapshot reader threads per cycle: even ones read in a REPEATABLE-READ
+/// transaction, odd ones with plain `Table::range` calls.
+pub const READERS: u64 = 2;
+/// Pause between two reads of one reader, so that the readers (whole-table
+/// scans) leave the writers and cleaners most of the cores.
+const READ_PAUSE: Duration = Duration::from_millis(2);
 /// The page size: the smallest a crash tearing at 4 KiB sectors can tear.
 pub const PAGE_SIZE: usize = 8192;
 /// Accounts padded to span many pages, so random transfers dirty pages all
@@ -150,6 +160,8 @@ pub struct Totals {
     /// For each failpoint that did not fire: the matching calls it saw.
     pub unfired_matched: Vec<u64>,
     pub acked: usize,
+    /// Snapshot reads the readers finished while the writers ran.
+    pub snapshot_reads: u64,
     /// Pages of the crash images that were torn (neither blank nor valid).
     pub torn_in_image: u64,
     /// Recovery's `recovery_torn_pages_repaired`, summed.
@@ -195,6 +207,10 @@ impl Totals {
             "too few transfers ran: {self:?}"
         );
         assert!(self.replayed > 0, "recovery never had work to do: {self:?}");
+        assert!(
+            self.snapshot_reads > 0,
+            "the readers finished no snapshot read: {self:?}"
+        );
         assert!(
             self.fired * 4 >= self.armed * 3,
             "fewer than 3 in 4 failpoints fired: {self:?}"
@@ -311,8 +327,17 @@ pub fn run_workload<W: Workload>(
         let plan = crash(&mut rng);
         let before = bed.db().metrics().snapshot();
         let crashes_before = bed.fs.crash_reports().len();
-        let outcome = power_loss(&bed, &workload, &plan, slow, seed, cycle, &mut rng);
+        let (outcome, reads) = power_loss(&bed, &workload, &plan, slow, seed, cycle, &mut rng);
         totals.count_run(&before, &bed.db().metrics().snapshot());
+        totals.snapshot_reads += reads.done;
+        if let Some(first) = reads.wrong.first() {
+            panic!(
+                "{scenario}: seed {seed} cycle {cycle}: {} of {} snapshot reads while the writers \
+                 ran were wrong; the first: {first} (replay with KEEL_TEST_SEED={seed})",
+                reads.wrong.len(),
+                reads.done + reads.wrong.len() as u64
+            );
+        }
         let open_crash = match &plan {
             Crash::KillThenPowerLossInOpen { point, after, mode } => {
                 Some((*point, rng.gen_range(after.clone()), *mode, rng.gen()))
@@ -352,8 +377,18 @@ pub fn run_workload<W: Workload>(
     totals
 }
 
-/// Run the writers until the power fails as `plan` says. For a failpoint:
-/// `Ok` if it fired, else `Err(matching calls it saw)` (the test unplugged).
+/// What the readers of one cycle found.
+#[derive(Debug, Default)]
+struct Reads {
+    /// Reads that found what must hold.
+    done: u64,
+    /// What the others saw.
+    wrong: Vec<String>,
+}
+
+/// Run the writers and readers until the power fails as `plan` says. For
+/// a failpoint: `Ok` if it fired, else `Err(matching calls it saw)` (the
+/// test unplugged); and what the readers found.
 fn power_loss<W: Workload>(
     bed: &Bed,
     workload: &Arc<W>,
@@ -362,11 +397,12 @@ fn power_loss<W: Workload>(
     seed: u64,
     cycle: u64,
     rng: &mut SmallRng,
-) -> Option<Result<(), u64>> {
+) -> (Option<Result<(), u64>>, Reads) {
     let crash_seed = rng.gen();
     let _slow = slow.map(|spec| bed.fs.arm(spec, 0).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
     let writers = spawn_writers(bed, workload, seed, cycle, &stop);
+    let readers = spawn_readers(bed, workload, &stop);
     if cycle == 0 {
         // Most cycles crash within a fraction of a second, before the page
         // cleaners' next round (a second under `classic`); the first runs
@@ -411,8 +447,14 @@ fn power_loss<W: Workload>(
     for w in writers {
         w.join().unwrap();
     }
+    let mut reads = Reads::default();
+    for r in readers {
+        let (done, wrong) = r.join().unwrap();
+        reads.done += done;
+        reads.wrong.extend(wrong);
+    }
     bed.fs.disarm();
-    outcome
+    (outcome, reads)
 }
 
 /// After a process crash: drop the dead engine and reopen, with the power
@@ -502,6 +544,33 @@ fn spawn_writers<W: Workload>(
                         Err(_) => break, // the device is gone
                     }
                 }
+            })
+        })
+        .collect()
+}
+
+/// [`READERS`] threads reading in one snapshot until `stop` or an engine
+/// error (the device is gone); each returns its good reads and what its
+/// wrong ones saw.
+fn spawn_readers<W: Workload>(
+    bed: &Bed,
+    workload: &Arc<W>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<(u64, Vec<String>)>> {
+    (0..READERS)
+        .map(|r| {
+            let (d, stop, workload) = (bed.db().clone(), stop.clone(), workload.clone());
+            std::thread::spawn(move || {
+                let (mut done, mut wrong) = (0, Vec::new());
+                while !stop.load(Ordering::Acquire) {
+                    match workload.read_check(&d, r) {
+                        Ok(None) => done += 1,
+                        Ok(Some(seen)) => wrong.push(seen),
+                        Err(_) => break, // the device is gone
+                    }
+                    std::thread::sleep(READ_PAUSE);
+                }
+                (done, wrong)
             })
         })
         .collect()

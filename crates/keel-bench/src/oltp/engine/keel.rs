@@ -1,6 +1,13 @@
 //! Keel behind the [`Database`] traits: a session is the thread's copy of
-//! the table handles, a transaction is a [`keel::Txn`] (READ COMMITTED,
-//! row locks; its waits are Keel's, see the `txn` module of `keel`).
+//! the table handles, a transaction is a [`keel::Txn`] begun at the
+//! `transaction_isolation` option's level (`REPEATABLE-READ` by default,
+//! as sysbench runs on InnoDB). Every read of a transaction goes through
+//! it: point and range selects are the transaction's plain reads
+//! (`Txn::get`, `Txn::scan`), so under REPEATABLE READ they all see one
+//! snapshot, and under READ COMMITTED each sees one of its own; the reads
+//! before an update are locking reads (`Txn::get_for_update`) of the
+//! latest version. Its waits are Keel's row locks (see the `txn` module
+//! of `keel`).
 
 use std::sync::Arc;
 
@@ -88,8 +95,20 @@ impl Database for KeelDatabase {
         Ok(n)
     }
 
+    /// The registry's metrics, plus the undo pages cached in the buffer
+    /// pool from [`Db::history`] (not a registry metric), for the report's
+    /// share of the pool that undo takes.
     fn metrics(&self) -> Metrics {
-        self.db.metrics().snapshot()
+        let mut m = self.db.metrics().snapshot();
+        m.insert(
+            crate::oltp::UNDO_PAGES_IN_POOL,
+            self.db.history().undo_pages_in_pool,
+        );
+        m
+    }
+
+    fn isolation(&self) -> Option<String> {
+        Some(self.db.options().transaction_isolation.to_string())
     }
 
     fn not_measured(&self) -> &'static [&'static str] {

@@ -184,6 +184,12 @@ pub trait Database: Send + Sync {
     fn not_measured(&self) -> &'static [&'static str] {
         super::KEEL_METRIC_FIELDS
     }
+    /// The isolation level the workload's transactions run at, in
+    /// InnoDB's spelling (`REPEATABLE-READ`), for the report; `None` where
+    /// the driver does not say.
+    fn isolation(&self) -> Option<String> {
+        None
+    }
     /// The effective settings, for the report (`key` → value).
     fn settings(&self) -> serde_json::Map<String, serde_json::Value>;
     /// Make everything committed durable and start the run from a clean

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use keel::{Db, Error};
+use keel::{Db, Error, Isolation};
 use rand::rngs::SmallRng;
 
 use crate::common::bank::Bank;
@@ -17,6 +17,12 @@ pub trait Workload: Send + Sync + 'static {
     /// After recovery: every acknowledged transaction is there, whole, and
     /// the invariants hold.
     fn audit(&self, db: &Db, acked: &[u64]) -> Result<(), String>;
+    /// While the writers run: reader `reader` reads in one snapshot (even
+    /// readers in a REPEATABLE-READ transaction, odd ones with plain
+    /// `Table::range` calls) and checks what must hold at every commit.
+    /// `Ok(None)` if it holds, `Ok(Some(what was seen))` if not, Err when
+    /// the engine refuses (the device is gone).
+    fn read_check(&self, db: &Db, reader: u64) -> Result<Option<String>, Error>;
 }
 
 impl Workload for Bank {
@@ -29,6 +35,13 @@ impl Workload for Bank {
     }
     fn audit(&self, db: &Db, acked: &[u64]) -> Result<(), String> {
         Bank::audit(self, db, acked)
+    }
+    fn read_check(&self, db: &Db, reader: u64) -> Result<Option<String>, Error> {
+        if reader.is_multiple_of(2) {
+            self.snapshot_violation(db)
+        } else {
+            self.plain_range_violation(db)
+        }
     }
 }
 
@@ -70,11 +83,48 @@ impl Workload for Opening {
                 self.rows
             ));
         }
+        if let Some(v) = self
+            .read_check(db, 0)
+            .map_err(|e| format!("snapshot read: {e}"))?
+        {
+            return Err(v);
+        }
         let found: HashSet<u64> = found.into_keys().collect();
         if let Some(id) = acked.iter().find(|id| !found.contains(id)) {
             return Err(format!("acknowledged transaction {id:#x} is missing"));
         }
         db.check().map_err(|e| format!("check: {e}"))?;
         Ok(())
+    }
+
+    /// Every transaction's rows, all or none, in one snapshot: a
+    /// REPEATABLE-READ transaction's scan (even readers) or one plain
+    /// `Table::range` call (odd readers).
+    fn read_check(&self, db: &Db, reader: u64) -> Result<Option<String>, Error> {
+        let t = db.table("opened")?;
+        let mut found: HashMap<u64, u64> = HashMap::new();
+        let mut count = |k: &[u8]| {
+            *found
+                .entry(u64::from_be_bytes(k.try_into().unwrap()) >> 8)
+                .or_default() += 1;
+        };
+        let how = if reader.is_multiple_of(2) {
+            let tx = db.begin_with(Isolation::RepeatableRead);
+            for r in tx.scan(&t, ..)? {
+                count(&r?.0);
+            }
+            "REPEATABLE-READ snapshot"
+        } else {
+            for r in t.range(..)? {
+                count(&r?.0);
+            }
+            "Table::range"
+        };
+        Ok(found.iter().find(|(_, &n)| n != self.rows).map(|(id, n)| {
+            format!(
+                "{how} of opened: transaction {id:#x} shows {n} of its {} rows",
+                self.rows
+            )
+        }))
     }
 }

@@ -1,0 +1,162 @@
+//! Reading rows: the latest version (for locking reads and writes), or the
+//! version a read view sees, rebuilt from the undo chain.
+//!
+//! A reader copies a row out of its leaf under the leaf's shared latch and
+//! releases it; if its view does not see that version, it follows the roll
+//! pointer to the undo record holding the version before, latching one
+//! undo page at a time, until it reaches a version it sees, a version that
+//! says the row did not exist, or a delete mark it sees. It holds no latch
+//! between steps and never waits for a writer. Its view is registered, so
+//! the undo it follows is not purged under it (`view`'s module doc); every
+//! undo record read is checked to belong to the same table, key and commit
+//! as the version pointing to it, so a broken chain is reported as
+//! corruption, never returned as data.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::btree::{BTree, Cursor};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+
+use super::version::Version;
+use super::view::ReadView;
+use super::TrxSys;
+
+/// The value of a stored row as `view` sees it (`None`: absent or deleted
+/// in that snapshot). The common case, a version the view sees, returns
+/// `stored`'s own buffer with the header cut off: no copy of the value.
+pub(crate) fn visible(
+    sys: &TrxSys,
+    view: &ReadView,
+    root: u32,
+    key: &[u8],
+    stored: Vec<u8>,
+) -> Result<Option<Vec<u8>>> {
+    let v = Version::decode(&stored, root)?;
+    let (deleted, mut roll, mut newer) = (v.deleted, v.roll, v.trx_no);
+    if view.sees(newer) {
+        return Ok(strip(stored, deleted));
+    }
+    loop {
+        if roll.is_none() {
+            // The row did not exist before the version this view misses.
+            return Ok(None);
+        }
+        let u = sys.undo.read(&sys.engine, roll)?;
+        if u.root != root || u.key != key || u.commit != newer {
+            return Err(Error::Corruption(format!(
+                "undo record {roll:?} belongs to table page {} commit {}, but the row of table \
+                 page {root} written by commit {newer} points to it",
+                u.root, u.commit
+            )));
+        }
+        Metrics::add(&sys.engine.metrics.trx_versions_rebuilt, 1);
+        let Some(old) = u.old else {
+            return Ok(None);
+        };
+        let ov = Version::decode(&old, root)?;
+        if view.sees(ov.trx_no) {
+            return Ok(ov.row().map(<[u8]>::to_vec));
+        }
+        if ov.trx_no >= newer {
+            return Err(Error::Corruption(format!(
+                "undo record {roll:?} of table page {root} holds a version of commit {} older \
+                 than its successor's commit {newer}",
+                ov.trx_no
+            )));
+        }
+        roll = ov.roll;
+        newer = ov.trx_no;
+    }
+}
+
+/// The latest committed value of `key` (for locking reads and writes, which
+/// hold the row lock: no commit can be changing the row meanwhile).
+pub(crate) fn latest(e: &Engine, tree: BTree, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    let root = tree.root().page_no;
+    match tree.get(e, key)? {
+        None => Ok(None),
+        Some(stored) => {
+            let deleted = Version::decode(&stored, root)?.deleted;
+            Ok(strip(stored, deleted))
+        }
+    }
+}
+
+/// The user's value of a decoded stored version, in its own buffer.
+fn strip(mut stored: Vec<u8>, deleted: bool) -> Option<Vec<u8>> {
+    if deleted {
+        return None;
+    }
+    stored.drain(..super::version::HEADER);
+    Some(stored)
+}
+
+/// `key` of `tree` as `view` sees it.
+pub(crate) fn get(
+    sys: &TrxSys,
+    view: &ReadView,
+    tree: BTree,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    match tree.get(&sys.engine, key)? {
+        None => Ok(None),
+        Some(stored) => visible(sys, view, tree.root().page_no, key, stored),
+    }
+}
+
+/// The rows of one table in a key range as one read view sees them
+/// (`Table::range`, and the tree side of a transaction's scan).
+pub(crate) struct Snapshot<'t> {
+    sys: &'t TrxSys,
+    view: Arc<ReadView>,
+    root: u32,
+    cursor: Cursor<'t>,
+    done: bool,
+}
+
+impl<'t> Snapshot<'t> {
+    pub(crate) fn new(
+        sys: &'t TrxSys,
+        view: Arc<ReadView>,
+        tree: BTree,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        reverse: bool,
+    ) -> Snapshot<'t> {
+        Snapshot {
+            sys,
+            view,
+            root: tree.root().page_no,
+            cursor: tree.range(&sys.engine, lo, hi, reverse),
+            done: false,
+        }
+    }
+}
+
+impl Iterator for Snapshot<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            let (key, stored) = match self.cursor.next()? {
+                Ok(row) => row,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            };
+            match visible(self.sys, &self.view, self.root, &key, stored) {
+                Ok(Some(v)) => return Some(Ok((key, v))),
+                Ok(None) => {}
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,446 @@
+//! [`UndoSpace`]: appending, reading and purging undo records.
+//!
+//! # Threads and latches
+//!
+//! Each rollback segment has two mutexes:
+//!
+//! - the *append mutex* serialises the appends of the rseg and guards its
+//!   tail's page number in memory. An appender reserves its log space
+//!   first (holding nothing: it may wait there), then takes the mutex and
+//!   latches the tail page exclusively; when the record does not fit it
+//!   also latches the directory page, then (allocating) the space header,
+//!   and links a new tail. Appenders hold **no tree latch** when they call
+//!   [`UndoSpace::append`] (the caller's contract), so waiting for the
+//!   mutex or a page latch here cannot close a cycle with the trees.
+//! - the *purge mutex* admits one purge of the rseg at a time. Purge copies
+//!   a page's records out under a shared latch, releases it, hands each
+//!   record to its callback holding no latch and no mutex (the callback
+//!   may change trees), then advances the page's `purged` offset in an
+//!   mtr. A page whose records are all purged is unlinked from the head
+//!   of the list and freed in one mtr (the page, then the directory, then
+//!   the space header) when it has a successor; the tail is never freed
+//!   but reset to empty, under the append mutex, if nothing was appended
+//!   to it meanwhile.
+//!
+//! The lock order is: purge mutex → append mutex → undo pages → directory
+//! page → space header. Purge frees only a page that has a successor, and
+//! appenders latch only the tail, so they never latch the same page but
+//! when the head is the tail (the reset, which holds the append mutex).
+//! Nobody waits for log space holding any of them: each mtr's budget is
+//! ensured before the mutex or the first latch is taken.
+//!
+//! # What a failure leaves behind
+//!
+//! Every change is one mtr: an append that fails leaves the pages as they
+//! were and nothing counted; a purge that fails after some callbacks ran
+//! has advanced `purged` over the records whose callback returned (best
+//! effort) and returns the error: the others are handed out again by the
+//! next purge, so callbacks must be idempotent (as InnoDB's purge is).
+//!
+//! # Purge order
+//!
+//! Records are appended in roughly, not exactly, commit order (commits of
+//! one rseg may reach [`UndoSpace::append`] out of order), so purge stops
+//! at the first record whose commit is at or above its limit, even if a
+//! later one is below it: conservative, and it keeps each list a queue.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::{
+    check_dir, decode, dir_slot, init_undo_page, page_end, page_head, reset_undo_page,
+    set_dir_slot, OwnedUndo, RollPtr, UndoCheck, UndoRecord, MAX_COMMIT, NEXT, N_RSEGS, PURGED,
+    RECORDS_START, USED,
+};
+use crate::engine::admission::{Budget, Purpose};
+use crate::engine::{space_header as sh, Engine};
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::mtr::{mtr_bound, Mtr};
+use crate::page::{get_u32, get_u64, put_u16, put_u32, put_u64, PageId, PageType};
+
+/// One rollback segment's mutexes (module doc).
+struct Rseg {
+    /// The tail's page number (0 = no page yet).
+    append: Mutex<u32>,
+    purge: Mutex<()>,
+}
+
+/// What one [`UndoSpace::purge`] call did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PurgeStep {
+    /// Records handed to the callback and marked purged.
+    pub records: u64,
+    /// Pages freed or reset to empty.
+    pub pages_freed: u64,
+    /// The commit of the first record at or above the limit, if purge
+    /// stopped there.
+    pub blocked_at: Option<u64>,
+}
+
+/// The undo records of one space: the directory, its rollback segments,
+/// the history length (see the module doc for the threads).
+pub(crate) struct UndoSpace {
+    dir: PageId,
+    rsegs: Vec<Rseg>,
+    /// FIRST records not yet purged.
+    history: AtomicU64,
+    /// Undo pages in the lists (the directory not counted).
+    pages: AtomicU64,
+}
+
+impl UndoSpace {
+    /// Read the directory named by the space header and walk every list:
+    /// learn each tail and count the history length. A space laid out
+    /// before undo existed gets its directory now (one mtr).
+    pub fn open(e: &Engine) -> Result<UndoSpace> {
+        let space = e.space_id();
+        let mut dir_no = get_u32(&e.pool.read(PageId::new(space, 0))?, sh::UNDO_DIR);
+        if dir_no == 0 {
+            let budget = e.adm.budget(Purpose::New);
+            budget.ensure(mtr_bound(2, e.page_size()))?;
+            let mut mtr = Mtr::new(e, &budget);
+            dir_no = super::create_undo_dir(&mut mtr)?;
+            mtr.commit()?;
+        }
+        let dir = PageId::new(space, dir_no);
+        let found = super::check_lists(e, dir)?;
+        let rsegs = found
+            .tails
+            .iter()
+            .map(|&t| Rseg {
+                append: Mutex::new(t),
+                purge: Mutex::new(()),
+            })
+            .collect();
+        Metrics::set(&e.metrics.trx_rseg_history_len, found.first_unpurged);
+        Ok(UndoSpace {
+            dir,
+            rsegs,
+            history: AtomicU64::new(found.first_unpurged),
+            pages: AtomicU64::new(found.pages),
+        })
+    }
+
+    /// FIRST records not yet purged (InnoDB's history list length).
+    pub fn history_len(&self) -> u64 {
+        self.history.load(Ordering::Acquire)
+    }
+
+    /// Undo pages in use (the directory not counted).
+    pub fn pages(&self) -> u64 {
+        self.pages.load(Ordering::Acquire)
+    }
+
+    /// The directory page.
+    #[cfg(test)]
+    pub fn dir(&self) -> PageId {
+        self.dir
+    }
+
+    fn rseg(&self, rseg: usize) -> Result<&Rseg> {
+        self.rsegs.get(rseg).ok_or_else(|| {
+            Error::Corruption(format!(
+                "rollback segment {rseg} of {N_RSEGS} does not exist"
+            ))
+        })
+    }
+
+    /// Append `rec` to rseg `rseg` in its own mtr, paid by `budget`;
+    /// returns where it lies. The caller holds no latch (module doc).
+    pub fn append(
+        &self,
+        e: &Engine,
+        budget: &Budget<'_>,
+        rseg: usize,
+        rec: &UndoRecord<'_>,
+    ) -> Result<RollPtr> {
+        let r = self.rseg(rseg)?;
+        let ps = e.page_size();
+        let len = rec.encoded_len();
+        if RECORDS_START + len > page_end(ps) || rec.key.len() > usize::from(u16::MAX) {
+            return Err(Error::Corruption(format!(
+                "an undo record of {len} bytes (key {} bytes) does not fit an undo page of \
+                 {ps} bytes: the key or value exceeds the page size's limits",
+                rec.key.len()
+            )));
+        }
+        // Old tail, new page, directory, space header.
+        budget.ensure(mtr_bound(4, ps))?;
+        let space = e.space_id();
+        let mut tail = r.append.lock();
+        let mut mtr = Mtr::new(e, budget);
+        let mut old = None;
+        let mut fits = false;
+        if *tail != 0 {
+            let id = PageId::new(space, *tail);
+            let p = e.pool.write(id)?;
+            let h = page_head(&p, id)?;
+            if h.next != 0 {
+                return Err(Error::Corruption(format!(
+                    "undo page {id}, the tail of rseg {rseg}, links to page {}",
+                    h.next
+                )));
+            }
+            fits = h.used + len <= page_end(ps);
+            old = Some(p);
+        }
+        let (mut page, fresh) = match old {
+            Some(p) if fits => (p, false),
+            old => {
+                let mut d = e.pool.write(self.dir)?;
+                check_dir(&d, self.dir)?;
+                let (first, last) = dir_slot(&d, rseg);
+                if last != *tail {
+                    return Err(Error::Corruption(format!(
+                        "undo directory {}: rseg {rseg} ends at page {last}, its tail is {}",
+                        self.dir, *tail
+                    )));
+                }
+                let mut p = mtr.alloc_page(PageType::Undo)?;
+                init_undo_page(&mut p);
+                let no = p.id().page_no;
+                match old {
+                    Some(mut o) => {
+                        put_u32(&mut o, NEXT, no);
+                        mtr.keep(o);
+                        set_dir_slot(&mut d, rseg, first, no);
+                    }
+                    None => set_dir_slot(&mut d, rseg, no, no),
+                }
+                mtr.keep(d);
+                (p, true)
+            }
+        };
+        let id = page.id();
+        let off = usize::from(crate::page::get_u16(&page, USED));
+        rec.encode(&mut page[off..off + len]);
+        put_u16(&mut page, USED, (off + len) as u16);
+        let max = get_u64(&page, MAX_COMMIT).max(rec.commit);
+        put_u64(&mut page, MAX_COMMIT, max);
+        mtr.keep(page);
+        mtr.commit()?;
+        if fresh {
+            *tail = id.page_no;
+            self.pages.fetch_add(1, Ordering::AcqRel);
+        }
+        drop(tail);
+        if rec.first {
+            self.history.fetch_add(1, Ordering::AcqRel);
+            Metrics::add(&e.metrics.trx_rseg_history_len, 1);
+        }
+        Ok(RollPtr::new(id.page_no, off as u16))
+    }
+
+    /// The record `ptr` names. Checks the page's type and the record's
+    /// framing: anything else is `Error::Corruption` naming page and
+    /// offset, never a panic.
+    pub fn read(&self, e: &Engine, ptr: RollPtr) -> Result<OwnedUndo> {
+        let id = PageId::new(e.space_id(), ptr.page_no());
+        if ptr.page_no() == 0 {
+            return Err(Error::Corruption(format!(
+                "undo pointer {:#x} names no undo page (page 0, offset {})",
+                ptr.raw(),
+                ptr.offset()
+            )));
+        }
+        let page = e.pool.read(id)?;
+        let h = page_head(&page, id)?;
+        let (rec, _) = decode(&page, id, usize::from(ptr.offset()), h.used)?;
+        Ok(rec.to_owned())
+    }
+
+    /// Purge rseg `rseg`: hand its unpurged records with a commit below
+    /// `limit` to `on_record`, oldest first, at most `max_records`, and
+    /// free the pages emptied (module doc: order, latches, failures).
+    pub fn purge(
+        &self,
+        e: &Engine,
+        rseg: usize,
+        limit: u64,
+        max_records: usize,
+        on_record: &mut dyn FnMut(&OwnedUndo) -> Result<()>,
+    ) -> Result<PurgeStep> {
+        let r = self.rseg(rseg)?;
+        let _one = r.purge.lock();
+        let mut step = PurgeStep::default();
+        let budget = e.adm.budget(Purpose::New);
+        loop {
+            let head = dir_slot(&e.pool.read(self.dir)?, rseg).0;
+            if head == 0 {
+                return Ok(step);
+            }
+            let id = PageId::new(e.space_id(), head);
+            let (h, recs, blocked) =
+                self.copy_out(e, id, limit, max_records - step.records as usize)?;
+            if !recs.is_empty() {
+                self.consume(e, &budget, id, h.purged, recs, on_record, &mut step)?;
+            }
+            if blocked.is_some() {
+                step.blocked_at = blocked;
+                return Ok(step);
+            }
+            if !self.release_head(e, &budget, r, rseg, id)? {
+                return Ok(step);
+            }
+            step.pages_freed += 1;
+            Metrics::add(&e.metrics.purge_undo_log_pages, 1);
+            if step.records as usize >= max_records {
+                return Ok(step);
+            }
+        }
+    }
+
+    /// Copy out the unpurged records of page `id` below `limit`, at most
+    /// `max`, under a shared latch: the header, each record with its end
+    /// offset, and the commit that blocked the copy, if one did.
+    #[allow(clippy::type_complexity)]
+    fn copy_out(
+        &self,
+        e: &Engine,
+        id: PageId,
+        limit: u64,
+        max: usize,
+    ) -> Result<(super::PageHead, Vec<(OwnedUndo, usize)>, Option<u64>)> {
+        let page = e.pool.read(id)?;
+        let h = page_head(&page, id)?;
+        let mut out = Vec::new();
+        let mut off = h.purged;
+        while off < h.used && out.len() < max {
+            let (rec, end) = decode(&page, id, off, h.used)?;
+            if rec.commit >= limit {
+                return Ok((h, out, Some(rec.commit)));
+            }
+            out.push((rec.to_owned(), end));
+            off = end;
+        }
+        Ok((h, out, None))
+    }
+
+    /// Run the callback on each record copied from page `id` (purged from
+    /// `from`), holding nothing, then advance the page's `purged` offset
+    /// over those whose callback returned.
+    #[allow(clippy::too_many_arguments)]
+    fn consume(
+        &self,
+        e: &Engine,
+        budget: &Budget<'_>,
+        id: PageId,
+        from: usize,
+        recs: Vec<(OwnedUndo, usize)>,
+        on_record: &mut dyn FnMut(&OwnedUndo) -> Result<()>,
+        step: &mut PurgeStep,
+    ) -> Result<()> {
+        let mut done = from;
+        let mut firsts = 0u64;
+        let mut n = 0u64;
+        let mut err = None;
+        for (rec, end) in &recs {
+            if let Err(x) = on_record(rec) {
+                err = Some(x);
+                break;
+            }
+            done = *end;
+            firsts += u64::from(rec.first);
+            n += 1;
+        }
+        if n > 0 {
+            budget.ensure(mtr_bound(1, e.page_size()))?;
+            let mut mtr = Mtr::new(e, budget);
+            let mut p = e.pool.write(id)?;
+            let h = page_head(&p, id)?;
+            if h.purged != from || done > h.used {
+                return Err(Error::Corruption(format!(
+                    "undo page {id}: purged offset moved from {from} to {} during a purge",
+                    h.purged
+                )));
+            }
+            put_u16(&mut p, PURGED, done as u16);
+            mtr.keep(p);
+            mtr.commit()?;
+            step.records += n;
+            self.history.fetch_sub(firsts, Ordering::AcqRel);
+            Metrics::sub(&e.metrics.trx_rseg_history_len, firsts);
+        }
+        err.map_or(Ok(()), Err)
+    }
+
+    /// If every record of head page `id` is purged: free it when it has a
+    /// successor, else (the tail) reset it to empty if nothing was
+    /// appended meanwhile and it is not empty already. True if it did.
+    fn release_head(
+        &self,
+        e: &Engine,
+        budget: &Budget<'_>,
+        r: &Rseg,
+        rseg: usize,
+        id: PageId,
+    ) -> Result<bool> {
+        // The page, the directory, the space header.
+        budget.ensure(mtr_bound(3, e.page_size()))?;
+        let mut mtr = Mtr::new(e, budget);
+        let p = e.pool.write(id)?;
+        let h = page_head(&p, id)?;
+        if h.purged != h.used {
+            return Ok(false);
+        }
+        if h.next != 0 {
+            let mut d = e.pool.write(self.dir)?;
+            check_dir(&d, self.dir)?;
+            let (first, last) = dir_slot(&d, rseg);
+            if first != id.page_no || last == id.page_no {
+                return Err(Error::Corruption(format!(
+                    "undo directory {}: rseg {rseg} runs from page {first} to {last}, but \
+                     its head page {id} links to page {}",
+                    self.dir, h.next
+                )));
+            }
+            set_dir_slot(&mut d, rseg, h.next, last);
+            mtr.keep(d);
+            mtr.free_page(p)?;
+            mtr.commit()?;
+            self.pages.fetch_sub(1, Ordering::AcqRel);
+            return Ok(true);
+        }
+        drop(p);
+        drop(mtr);
+        if h.used == RECORDS_START {
+            return Ok(false);
+        }
+        // The tail: under the append mutex (taken before the latch).
+        let _tail = r.append.lock();
+        let mut mtr = Mtr::new(e, budget);
+        let mut p = e.pool.write(id)?;
+        let now = page_head(&p, id)?;
+        if now.next != 0 || now.used != now.purged {
+            // Appended to meanwhile: what was appended is purged later.
+            return Ok(false);
+        }
+        reset_undo_page(&mut p);
+        mtr.keep(p);
+        mtr.commit()?;
+        Ok(true)
+    }
+
+    /// Check every list (see [`super::check_lists`]) while no append or
+    /// purge runs: takes every rseg's purge then append mutex.
+    pub fn check(&self, e: &Engine) -> Result<UndoCheck> {
+        let purges: Vec<_> = self.rsegs.iter().map(|r| r.purge.lock()).collect();
+        let tails: Vec<_> = self.rsegs.iter().map(|r| r.append.lock()).collect();
+        let c = super::check_lists(e, self.dir)?;
+        for (i, t) in tails.iter().enumerate() {
+            if c.tails[i] != **t {
+                return Err(Error::Corruption(format!(
+                    "undo rseg {i}: its list ends at page {}, its tail in memory is {}",
+                    c.tails[i], **t
+                )));
+            }
+        }
+        drop(tails);
+        drop(purges);
+        Ok(c)
+    }
+}
+
+const _: () = assert!(super::RECORDS_START > PURGED && super::RECORDS_START <= u16::MAX as usize);
