@@ -235,6 +235,11 @@ fn run(sys: &TrxSys, shared: &Shared, me: usize, n: usize) {
                 }
                 Err(err) => {
                     failed = true;
+                    if e.adm.check_writable(Purpose::New).is_err() {
+                        // Closing (or poisoned, reported by whoever caused
+                        // it): the records stay for the next open.
+                        break;
+                    }
                     if last_error.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
                         log::warn!("purge of rollback segment {rseg} stopped for now: {err}");
                         last_error = Some(Instant::now());
