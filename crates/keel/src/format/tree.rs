@@ -219,7 +219,7 @@ mod tests {
         let before = images(&fs);
 
         let od = OnDisk::open_with_fs(dir.path(), &*fs).unwrap();
-        assert_eq!(od.check(od.catalog_root()).unwrap(), engine_view[0].1);
+        assert_eq!(od.check_catalog().unwrap(), engine_view[0].1);
         let tables = od.tables().unwrap();
         let names: Vec<&str> = tables.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
