@@ -505,6 +505,7 @@ impl AreaGuard<'_> {
         f.dev
             .write_at(&buf, offset)
             .map_err(|e| Error::io(&f.path, "write", e))?;
+        Metrics::add(&dw.metrics.dblwr_written_bytes, buf.len() as u64);
         f.dev.sync().map_err(|e| Error::io(&f.path, "sync", e))?;
         Metrics::add(&dw.metrics.dblwr_writes, 1);
         Metrics::add(&dw.metrics.dblwr_pages_written, pages.len() as u64);

@@ -261,6 +261,10 @@ registry! {
     dblwr_writes,
     /// Pages written to doublewrite areas.
     dblwr_pages_written,
+    /// Bytes written to the doublewrite files (page copies and area
+    /// headers): with `os_data_written_bytes` and `log_bytes_written`,
+    /// every byte Keel writes but checkpoints and file headers.
+    dblwr_written_bytes,
     /// Of the pages written by flush batches, undo pages and the undo
     /// directory (InnoDB counts undo pages in `buffer_pages_written`
     /// only; its `buffer_flush_*` counters break writes down the same way).
