@@ -233,11 +233,7 @@ impl Bank {
             let (mut total, mut rows) = (0u128, 0u64);
             for row in tx.scan(t, ..)? {
                 let (k, v) = row?;
-                let acct = k
-                    .as_slice()
-                    .try_into()
-                    .map(u64::from_be_bytes)
-                    .unwrap_or(u64::MAX);
+                let acct = account_of(&k);
                 total += u128::from(decode_balance(acct, &v)?);
                 rows += 1;
             }
@@ -279,11 +275,7 @@ impl Bank {
             let (mut rows, mut total) = (0u64, 0u128);
             for row in table.range(..)? {
                 let (k, v) = row?;
-                let acct = k
-                    .as_slice()
-                    .try_into()
-                    .map(u64::from_be_bytes)
-                    .unwrap_or(u64::MAX);
+                let acct = account_of(&k);
                 let b = decode_balance(acct, &v)?;
                 if u128::from(b) > expected {
                     return Ok(Some(format!(
@@ -420,6 +412,12 @@ impl Bank {
 /// errors are errors; violations are listed in the report.
 pub fn verify(db: &Db, accounts: u64, acked: &[TransferId]) -> Result<VerifyReport> {
     Bank::open(db, accounts)?.verify(acked)
+}
+
+/// The account a key names (big-endian); `u64::MAX`, no account, for a
+/// key of the wrong length, which the checks then report.
+fn account_of(key: &[u8]) -> u64 {
+    key.try_into().map(u64::from_be_bytes).unwrap_or(u64::MAX)
 }
 
 fn decode_balance(acct: u64, v: &[u8]) -> Result<u64> {

@@ -47,7 +47,7 @@ use crate::engine_args::EngineArgs;
 pub struct CheckArgs {
     /// The database directory.
     dir: PathBuf,
-    /// Print the result as one JSON object: ok, recovered, replayed_log, tables (name, rows, pages), problems.
+    /// Print the result as one JSON object: ok, recovered, replayed_log, tables (name, rows, delete_marked, pages), problems.
     #[arg(long)]
     json: bool,
     /// Verify the data files as they stand, without opening the engine: take no lock, write

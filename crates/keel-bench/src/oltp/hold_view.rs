@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::device_change::parse_at;
 use super::rows::{primary_key, table_name};
+use super::runner::sleep_until;
 use super::{OltpError, OltpParams};
 
 /// The command-line flag, for error messages.
@@ -217,22 +218,8 @@ impl<'a> Holder<'a> {
     }
 }
 
-/// Longest sleep between looks at the stop flag.
+/// Longest sleep between looks at the stop flag while the run starts.
 const POLL: Duration = Duration::from_millis(20);
-
-/// Sleep until `t`; false if `stop` was raised first.
-fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= t {
-            return true;
-        }
-        std::thread::sleep((t - now).min(POLL));
-    }
-}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

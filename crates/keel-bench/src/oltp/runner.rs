@@ -298,7 +298,7 @@ fn worker(
 }
 
 /// Sleep until `t`; false if `stop` was raised first.
-fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
+pub(super) fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
     loop {
         if stop.load(Ordering::Relaxed) {
             return false;
