@@ -6,7 +6,8 @@ use crate::flush::policy::InstanceSnapshot;
 
 #[test]
 fn the_throttle_curve_is_two_at_freerun_one_at_the_setpoint_zero_at_hard() {
-    let (f, s, h) = levels(1_000_000, 0.0);
+    // The levels of a 1 MB limit logged at 2 MB/s: S halfway.
+    let (f, s, h) = levels(1_000_000, 2e6, 0.0);
     assert_eq!((f, s, h), (600_000, 775_000, 950_000));
     assert!((pos_ratio(f, s, h) - 2.0).abs() < 1e-9);
     assert!((pos_ratio(s, s, h) - 1.0).abs() < 1e-9);
@@ -29,14 +30,41 @@ fn the_throttle_curve_is_two_at_freerun_one_at_the_setpoint_zero_at_hard() {
 #[test]
 fn the_reserve_covers_a_quarter_tick_of_the_peak_rate() {
     // 400 MB/s peak: 10 MB in a quarter tick, more than 5 % of 100 MB.
-    let (f, s, h) = levels(100_000_000, 400e6);
+    let (f, s, h) = levels(100_000_000, 400e6, 0.0);
     assert_eq!(h, 90_000_000);
     // 100 MB/s: 2.5 MB, under 5 %.
-    assert_eq!(levels(100_000_000, 100e6).2, 95_000_000);
+    assert_eq!(levels(100_000_000, 100e6, 0.0).2, 95_000_000);
     assert!(f < s && s < h);
     // Never more than half the limit, whatever the peak.
-    let (_, _, h2) = levels(10_000_000, 1e12);
+    let (_, _, h2) = levels(10_000_000, 1e12, 0.0);
     assert_eq!(h2, 5_000_000);
+}
+
+#[test]
+fn the_band_from_the_setpoint_to_hard_is_sized_by_the_redo_rate_not_the_log() {
+    // No redo: the band's floor, 5 % of the limit.
+    assert_eq!(band(1_000_000, 0.0, 0.0), 50_000.0);
+    assert_eq!(levels(1_000_000, 0.0, 0.0), (600_000, 900_000, 950_000));
+    // Half a second of the peak rate: 30 MB at 60 MB/s.
+    assert_eq!(band(1 << 30, 60e6, 0.0), 0.05 * (1u64 << 30) as f64);
+    assert_eq!(band(400_000_000, 60e6, 0.0), 30e6);
+    // Seed 4 at 30 × scale (a 512 MiB log: a limit of about 470 MiB) at
+    // 60 MB/s: S 30 MB under H, at 89 % of the limit, where halfway from
+    // F to H put it at 77.5 %.
+    let limit = 470u64 << 20;
+    let (f, s, h) = levels(limit, 60e6, 0.0);
+    assert_eq!(h, limit - limit / 20);
+    assert_eq!(h - s, 30_000_000);
+    assert!(s > f && s as f64 > 0.88 * limit as f64, "{s}");
+    // A log holding a couple of seconds of redo: halfway, as before.
+    let (f, s, h) = levels(4_000_000, 2e6, 0.0);
+    assert_eq!(s, (f + h) / 2);
+    // A flusher that retired nothing for a second (a slow data-file sync
+    // on a throttled disk): the band holds 1.5 s of redo.
+    assert_eq!(band(100_000_000, 10e6, 1.0), 15e6);
+    assert_eq!(levels(100_000_000, 10e6, 1.0).1, 80_000_000);
+    // Longer than half the way from F to H: halfway.
+    assert_eq!(levels(100_000_000, 10e6, 4.0).1, 77_500_000);
 }
 
 #[test]
@@ -236,13 +264,14 @@ fn a_writer_waiting_for_more_than_the_band_below_freerun_gets_pages_flushed() {
 #[test]
 fn above_the_setpoint_writers_are_slowed_and_old_pages_flushed() {
     let mut p = Steady::new();
-    // Age 900 kB of a 1 MB limit, above the setpoint (775 kB).
+    // Age 925 kB of a 1 MB limit, above the setpoint (900 kB: 100 kB/s of
+    // redo, the band at its floor of 50 kB under H at 950 kB).
     let oldest: Vec<Lsn> = (0..100).map(|i| 100_000 + i * 10_000).collect();
-    p.decide(&snapshot(0, 990_000, 100_000, &oldest));
-    let t = p.decide(&snapshot(100, 1_000_000, 100_000, &oldest));
+    p.decide(&snapshot(0, 990_000, 75_000, &oldest));
+    let t = p.decide(&snapshot(100, 1_000_000, 75_000, &oldest));
     let rate = t
         .writer_limit
-        .and_then(|l| l.rate_at(900_000))
+        .and_then(|l| l.rate_at(925_000))
         .expect("writers are limited above F");
     let f = t.decision.steady.clone().unwrap();
     assert!(f.pos_ratio < 1.0 && f.pos_ratio > 0.0, "{f:?}");
@@ -403,11 +432,14 @@ fn a_batch_retires_at_most_its_share_of_the_band() {
     // A sample wholly within the span, or none: no bound.
     assert_eq!(list_batch(&oldest[..10], 100_000, 1), LIST_BATCH);
     assert_eq!(list_batch(&[], 100_000, 1), LIST_BATCH);
-    // The decision carries it: at the setpoint of a 1 MB limit the band
-    // from S to H is 175 kB, half of it 87.5 kB, 44 pages.
+    // The decision carries it: at the setpoint of a 4 MB limit with no
+    // redo rate yet the band from S to H is its floor, 5 % (200 kB), half
+    // of it 100 kB: 51 pages.
     let mut p = Steady::new();
-    let t = p.decide(&snapshot(0, 1_775_000, 1_000_000, &oldest));
-    assert_eq!(t.instances[0].list_batch, 44);
+    let mut s = snapshot(0, 4_600_000, 1_000_000, &oldest);
+    s.free_check_limit = 4_000_000;
+    let t = p.decide(&s);
+    assert_eq!(t.instances[0].list_batch, 51);
 }
 
 #[test]
@@ -572,7 +604,8 @@ fn a_probe_waits_for_the_free_lists() {
 
 #[test]
 fn the_lifted_setpoint_stays_between_the_middle_and_a_tick_under_hard() {
-    let (f, s, h) = levels(1_000_000, 0.0);
+    // A log holding a few seconds of redo: S halfway from F to H.
+    let (f, s, h) = (600_000, 775_000, 950_000);
     assert_eq!(lifted_setpoint(f, s, h, 0.0, 0.0), s);
     // Fully lifted: three quarters of the way from F to H.
     assert_eq!(lifted_setpoint(f, s, h, 0.0, 1.0), 862_500);
