@@ -339,7 +339,7 @@ fn a_preset_plan_prepares_with_its_own_options_and_the_report_names_the_preset()
     assert!(page.contains("preset disaster-55</h1>"), "{page}");
     assert!(
         page.contains("<h2>Bytes written per transaction</h2>")
-            && page.contains("<th>doublewrite</th>")
+            && page.contains("</b> doublewrite</th>")
             && page.contains("<th>disk</th>"),
         "{page}"
     );

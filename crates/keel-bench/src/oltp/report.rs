@@ -735,7 +735,10 @@ fn bytes_table(runs: &[RunResult]) -> String {
         .max(1.0);
     let mut t = String::from(
         "<div class=\"wide\"><table class=\"bytes\"><tr><th>run</th><th>engine</th>\
-         <th>redo</th><th>doublewrite</th><th>data</th><th>other</th><th>engine total</th>\
+         <th><b style=\"color:#4e79a7\">&#9632;</b> redo</th>\
+         <th><b style=\"color:#f28e2b\">&#9632;</b> doublewrite</th>\
+         <th><b style=\"color:#59a14f\">&#9632;</b> data</th>\
+         <th><b style=\"color:#bab0ac\">&#9632;</b> other</th><th>engine total</th>\
          <th>disk</th><th>split (engine total; the line marks the disk's)</th><th>disk counted</th></tr>",
     );
     for r in runs {
