@@ -85,6 +85,25 @@ fn every_workload_runs_and_keeps_index_and_rows_in_agreement() {
         assert_eq!(report.runs.len(), 1);
         let s = &report.runs[0].summary;
         assert!(s.transactions > 0, "{w}: no transactions");
+        // Bytes per transaction: Keel's own counters by kind of file add up
+        // to its total; the disk's counter is there or says why not.
+        let parts = s.log_bytes_per_txn
+            + s.dblwr_bytes_per_txn
+            + s.data_bytes_per_txn
+            + s.other_bytes_per_txn;
+        assert!(
+            (s.engine_bytes_per_txn - parts).abs() < 1e-6 * parts.max(1.0),
+            "{w}: {s:?}"
+        );
+        if ![Workload::ReadOnly, Workload::PointSelect].contains(&w) {
+            assert!(s.log_bytes_per_txn > 0.0, "{w}: no redo counted");
+        }
+        assert!(
+            s.device_bytes_per_txn.is_some() != s.device.starts_with("not measured"),
+            "{w}: {:?} {}",
+            s.device_bytes_per_txn,
+            s.device
+        );
         assert!(lines.len() >= 2, "{w}: {lines:?}");
         assert!(
             lines[0].contains("tps:") && lines[0].contains("ckpt age"),
@@ -122,6 +141,12 @@ const SUMMARY_FIELDS: &[&str] = &[
     "sync_flush_waits",
     "sync_flush_wait_ms_total",
     "throttle_delay_ms_total",
+    "dblwr_bytes_per_txn",
+    "data_bytes_per_txn",
+    "other_bytes_per_txn",
+    "engine_bytes_per_txn",
+    "device_bytes_per_txn",
+    "process_write_bytes_per_txn",
 ];
 
 const INTERVAL_FIELDS: &[&str] = &[
@@ -147,6 +172,11 @@ const INTERVAL_FIELDS: &[&str] = &[
     "flush_mode",
     "free_check_waits",
     "free_check_wait_ms",
+    "data_bytes",
+    "dblwr_bytes",
+    "other_bytes",
+    "engine_bytes",
+    "device_bytes",
 ];
 
 fn check_json(report: &OltpReport) {
@@ -307,6 +337,12 @@ fn a_preset_plan_prepares_with_its_own_options_and_the_report_names_the_preset()
     assert_eq!(v["prepare_sets"][0], "buffer_pool_size=8MiB");
     let page = oltp::render_html(&report);
     assert!(page.contains("preset disaster-55</h1>"), "{page}");
+    assert!(
+        page.contains("<h2>Bytes written per transaction</h2>")
+            && page.contains("</b> doublewrite</th>")
+            && page.contains("<th>disk</th>"),
+        "{page}"
+    );
     assert!(page.contains("Disaster: MySQL 5.5 flushing"));
     // The plan's options are the run's (the CLI merges the preset's into
     // them): the default policy here.

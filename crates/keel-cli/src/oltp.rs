@@ -775,10 +775,10 @@ fn print_result(r: &RunResult) {
             s.undo_pages_written_total,
         );
     }
+    println!("{}", bytes_line(s));
     println!(
-        "process ({}): {:.0} bytes written per transaction, peak RSS {:.1} MiB{}",
+        "process ({}): peak RSS {:.1} MiB{}",
         r.engine,
-        s.bytes_written_per_txn,
         s.peak_rss_bytes as f64 / f64::from(1u32 << 20),
         if keel {
             String::new()
@@ -786,4 +786,28 @@ fn print_result(r: &RunResult) {
             "; Keel's flushing metrics not measured".to_string()
         }
     );
+}
+
+/// The bytes written per transaction: the engine's own counters by kind of
+/// file where it has them, and the disk's counter (every process's writes
+/// to the block device holding the data directory), or why it was not
+/// measured.
+fn bytes_line(s: &keel_bench::oltp::Summary) -> String {
+    let disk = match s.device_bytes_per_txn {
+        Some(d) => format!("disk {d:.0} ({})", s.device),
+        None if s.device.is_empty() => "disk not measured".to_string(),
+        None => format!("disk {}", s.device),
+    };
+    if s.not_measured.iter().any(|f| f == "engine_bytes_per_txn") {
+        return format!("bytes written per transaction: {disk}");
+    }
+    format!(
+        "bytes written per transaction: redo {:.0} + doublewrite {:.0} + data {:.0} + other {:.0} \
+         = {:.0} by the engine's count; {disk}",
+        s.log_bytes_per_txn,
+        s.dblwr_bytes_per_txn,
+        s.data_bytes_per_txn,
+        s.other_bytes_per_txn,
+        s.engine_bytes_per_txn,
+    )
 }

@@ -127,7 +127,7 @@ fn another_engine_runs_the_workload_and_writes_the_same_json() {
         "{out}"
     );
     assert!(
-        out.contains("] thds: 2 tps: ") && out.contains("written"),
+        out.contains("] thds: 2 tps: ") && out.contains("| disk "),
         "{out}"
     );
     assert!(!out.contains("KEEL ENGINE STATUS"), "{out}");

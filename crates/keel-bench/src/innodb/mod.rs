@@ -37,8 +37,9 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::cgroup::{Throttle, WriteLimit};
-use crate::oltp::{Counts, Snapshot, PROCESS_WRITE_BYTES};
+use crate::oltp::{Counts, Snapshot, DEVICE_WRITE_BYTES, PROCESS_WRITE_BYTES};
 use crate::oltp::{Interval, OltpError, OltpParams, OltpReport, RunResult, Summary};
+use crate::sys::BlockDevice;
 use interrupt::Interrupt;
 use server::{Server, Tools};
 
@@ -67,6 +68,8 @@ pub const NOT_MEASURED: &[&str] = &[
     "versions_rebuilt",
     "undo_records_purged_total",
     "undo_pages_written_total",
+    "other_bytes",
+    "other_bytes_per_txn",
 ];
 
 /// Metrics read under the same name in `INNODB_METRICS` and Keel.
@@ -195,7 +198,15 @@ pub fn run_until(
     };
     let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
     on_event(InnodbEvent::Step("sysbench run"));
-    let first = sample(&server, pid, log_capacity)?;
+    let device = BlockDevice::of(&plan.datadir);
+    let page_size = options.page_size as u64;
+    let sampled = Sampled {
+        pid,
+        log_capacity,
+        page_size,
+        device: device.as_ref().ok(),
+    };
+    let first = sample(&server, &sampled)?;
     let mut child = Command::new(&tools.sysbench)
         .args(&base)
         .args(sysbench::run_args(p))
@@ -221,7 +232,7 @@ pub fn run_until(
         }
         let line = line.map_err(OltpError::io("cannot read sysbench's output"))?;
         if let Some(l) = sysbench::parse_interval(&line) {
-            let now = sample(&server, pid, log_capacity)?;
+            let now = sample(&server, &sampled)?;
             let secs = (l.t_s - prev_t).max(1e-9);
             let counts = Counts {
                 transactions: (l.tps * secs).round() as u64,
@@ -258,6 +269,7 @@ pub fn run_until(
     }
     summary.peak_rss_bytes = crate::sys::peak_rss_bytes_of(pid).unwrap_or(0);
     summary.not_measured = NOT_MEASURED.iter().map(|s| s.to_string()).collect();
+    summary.device = crate::oltp::device_label(&device, summary.device_bytes_per_txn.is_some());
     let run_options = variables(&server)?;
     let io_capacity_max = run_options
         .get("innodb_io_capacity_max")
@@ -316,20 +328,37 @@ fn flush_dirty(server: &Server, pct: f64, interrupt: &Interrupt) -> Result<(), O
     Ok(())
 }
 
-/// The server's metrics under Keel's names, with its process's bytes
-/// written (`/proc/PID/io`) and its pending page writes (from `SHOW ENGINE
-/// INNODB STATUS`, read in the same client call).
-fn sample(server: &Server, pid: u32, log_capacity: u64) -> Result<Snapshot, OltpError> {
+/// What [`sample`] needs besides the server.
+struct Sampled<'a> {
+    /// The server's process.
+    pid: u32,
+    log_capacity: u64,
+    /// `innodb_page_size`, to turn doublewrite pages into bytes.
+    page_size: u64,
+    /// The block device holding the server's data directory, if any.
+    device: Option<&'a BlockDevice>,
+}
+
+/// The server's metrics under Keel's names, with its pending page writes
+/// (from `SHOW ENGINE INNODB STATUS`, read in the same client call), its
+/// bytes written by kind of file (from its status counters, see
+/// [`snapshot`]), the bytes written to the disk holding its data directory
+/// and, raw, its process's `write_bytes` (see
+/// [`crate::sys::process_write_bytes`]: not a figure of bytes written).
+fn sample(server: &Server, p: &Sampled<'_>) -> Result<Snapshot, OltpError> {
     let out = server.query(
         "SELECT NAME, COUNT FROM information_schema.INNODB_METRICS; \
-         SHOW GLOBAL STATUS LIKE 'Innodb_checkpoint_max_age'; \
+         SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_checkpoint_max_age', \
+         'Innodb_data_written', 'Innodb_dblwr_pages_written'); \
          SHOW ENGINE INNODB STATUS",
     )?;
-    let mut s = snapshot(
-        &out,
-        log_capacity,
-        crate::sys::process_write_bytes(Some(pid)),
-    );
+    let mut s = snapshot(&out, p.log_capacity, p.page_size);
+    if let Some(b) = crate::sys::process_write_bytes(Some(p.pid)) {
+        s.insert(PROCESS_WRITE_BYTES, b);
+    }
+    if let Some(b) = p.device.and_then(BlockDevice::written_bytes) {
+        s.insert(DEVICE_WRITE_BYTES, b);
+    }
     if let Some(n) = pending_writes(&out) {
         s.insert("device_write_queue_depth", n);
     }
@@ -346,8 +375,14 @@ fn pending_writes(status: &str) -> Option<u64> {
     Some(lru.trim().parse::<u64>().ok()? + list.parse::<u64>().ok()?)
 }
 
-/// Parse `NAME\tCOUNT` lines into a snapshot under Keel's names.
-fn snapshot(out: &str, log_capacity: u64, write_bytes: Option<u64>) -> Snapshot {
+/// Parse `NAME\tCOUNT` lines into a snapshot under Keel's names. Bytes
+/// written by kind of file: redo is `os_log_bytes_written` (InnoDB's
+/// `Innodb_os_log_written`); doublewrite is `Innodb_dblwr_pages_written`
+/// × the page size; data is `Innodb_data_written` less the doublewrite
+/// bytes, as InnoDB writes doublewrite pages through its data-file I/O
+/// and counts them there. `other` (checkpoint and header writes) is not
+/// measured.
+fn snapshot(out: &str, log_capacity: u64, page_size: u64) -> Snapshot {
     let mut s = Snapshot::new();
     for line in out.lines() {
         let Some((name, count)) = line.split_once('\t') else {
@@ -363,8 +398,19 @@ fn snapshot(out: &str, log_capacity: u64, write_bytes: Option<u64>) -> Snapshot 
             s.insert("log_bytes_written", v);
         } else if name == "Innodb_checkpoint_max_age" {
             s.insert("log_max_modified_age_sync", v);
+        } else if name == "Innodb_data_written" {
+            s.insert(INNODB_DATA_WRITTEN, v);
+        } else if name == "Innodb_dblwr_pages_written" {
+            s.insert("dblwr_pages_written", v);
         }
     }
+    if let Some(dblwr) = s.get("dblwr_pages_written").map(|n| n * page_size) {
+        s.insert("dblwr_written_bytes", dblwr);
+        if let Some(all) = s.remove(INNODB_DATA_WRITTEN) {
+            s.insert("os_data_written_bytes", all.saturating_sub(dblwr));
+        }
+    }
+    s.remove(INNODB_DATA_WRITTEN);
     s.insert("log_capacity", log_capacity);
     let age = s.get("log_lsn_checkpoint_age").copied().unwrap_or(0);
     let sync = s
@@ -383,11 +429,12 @@ fn snapshot(out: &str, log_capacity: u64, write_bytes: Option<u64>) -> Snapshot 
         keel::FlushMode::Adaptive
     };
     s.insert("buffer_flush_mode", mode.code());
-    if let Some(b) = write_bytes {
-        s.insert(PROCESS_WRITE_BYTES, b);
-    }
     s
 }
+
+/// `Innodb_data_written` while a snapshot is parsed (data and doublewrite
+/// bytes together).
+const INNODB_DATA_WRITTEN: &str = "Innodb_data_written";
 
 /// The mapped InnoDB variables and the server's version, as the run's options.
 fn variables(server: &Server) -> Result<serde_json::Map<String, serde_json::Value>, OltpError> {
@@ -416,20 +463,23 @@ mod tests {
     fn innodb_metrics_become_keel_names_and_the_mode_follows_the_marks() {
         let out = "log_lsn_checkpoint_age\t900\nlog_max_modified_age_async\t800\n\
                    os_log_bytes_written\t12345\nbuffer_flush_sync_waits\t7\n\
-                   buffer_pool_pages_misc\t3\nInnodb_checkpoint_max_age\t1000\nbad line\n";
-        let s = snapshot(out, 2000, Some(42));
+                   buffer_pool_pages_misc\t3\nInnodb_checkpoint_max_age\t1000\nbad line\n\
+                   Innodb_data_written\t1000000\nInnodb_dblwr_pages_written\t10\n";
+        let s = snapshot(out, 2000, 16384);
         assert_eq!(s["log_lsn_checkpoint_age"], 900);
         assert_eq!(s["log_bytes_written"], 12345);
         assert_eq!(s["log_max_modified_age_sync"], 1000);
         assert_eq!(s["buffer_flush_sync_waits"], 7);
         assert_eq!(s["log_capacity"], 2000);
-        assert_eq!(s[PROCESS_WRITE_BYTES], 42);
+        assert_eq!(s["dblwr_written_bytes"], 163_840);
+        assert_eq!(s["os_data_written_bytes"], 1_000_000 - 163_840);
+        assert!(!s.contains_key(INNODB_DATA_WRITTEN));
         assert!(!s.contains_key("buffer_pool_pages_misc"));
         assert_eq!(s["buffer_flush_mode"], keel::FlushMode::Async.code());
         let s = snapshot(
             "log_lsn_checkpoint_age\t1000\nInnodb_checkpoint_max_age\t1000\n",
             1,
-            None,
+            16384,
         );
         assert_eq!(
             pending_writes("x\\nPending writes: LRU 2, flush list 12\\nPages made young"),

@@ -140,7 +140,8 @@ pub fn repeats_text(files: &[(PathBuf, OltpReport)]) -> String {
         "max ms",
         "sync waits",
         "pages/txn",
-        "bytes/txn",
+        "engine B/txn",
+        "disk B/txn",
         "peak RSS MiB",
     ]
     .map(String::from)
@@ -174,9 +175,16 @@ pub fn repeats_text(files: &[(PathBuf, OltpReport)]) -> String {
             ),
             measured(
                 first,
-                "bytes_written_per_txn",
-                format!("{:.0}", m(|r| r.summary.bytes_written_per_txn)),
+                "engine_bytes_per_txn",
+                format!("{:.0}", m(|r| r.summary.engine_bytes_per_txn)),
             ),
+            bytes_text({
+                let v: Vec<f64> = runs
+                    .iter()
+                    .filter_map(|r| r.summary.device_bytes_per_txn)
+                    .collect();
+                (!v.is_empty()).then(|| median(v))
+            }),
             measured(
                 first,
                 "peak_rss_bytes",
@@ -227,6 +235,12 @@ pub fn below_average(run: &RunResult, share: f64) -> u64 {
     stalls(&run.intervals, run.summary.tps_avg * share).0
 }
 
+/// Bytes per transaction of the device's counter, or `n/a` where it was
+/// not measured (no block device under the data directory).
+pub(crate) fn bytes_text(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |b| format!("{b:.0}"))
+}
+
 /// A figure, or `n/a` when the run's engine does not measure `field`.
 pub(crate) fn measured(run: &RunResult, field: &str, text: String) -> String {
     if run.summary.not_measured.iter().any(|f| f == field) {
@@ -238,7 +252,8 @@ pub(crate) fn measured(run: &RunResult, field: &str, text: String) -> String {
 
 /// The merged runs as a plain-text table, one line per run: engine,
 /// throughput and its dips, latency, and what each transaction cost in
-/// page writes, bytes written and (for the process) memory. `n/a` marks a
+/// page writes, bytes written (by the engine's own count, and on the disk
+/// holding its data directory) and (for the process) memory. `n/a` marks a
 /// figure the engine does not measure.
 pub fn summary_text(report: &OltpReport) -> String {
     const MIB: f64 = (1u64 << 20) as f64;
@@ -254,7 +269,8 @@ pub fn summary_text(report: &OltpReport) -> String {
         "max ms",
         "sync waits",
         "pages/txn",
-        "bytes/txn",
+        "engine B/txn",
+        "disk B/txn",
         "history max",
         "peak RSS MiB",
     ];
@@ -283,9 +299,10 @@ pub fn summary_text(report: &OltpReport) -> String {
             ),
             measured(
                 r,
-                "bytes_written_per_txn",
-                format!("{:.0}", s.bytes_written_per_txn),
+                "engine_bytes_per_txn",
+                format!("{:.0}", s.engine_bytes_per_txn),
             ),
+            bytes_text(s.device_bytes_per_txn),
             measured(r, "history_len_max", s.history_len_max.to_string()),
             measured(
                 r,

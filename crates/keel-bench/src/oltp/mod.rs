@@ -56,8 +56,11 @@ pub use presets::{
 };
 pub use report::{render_html, write_html_report, CHART_TITLES};
 pub use rows::{index_key, index_name, table_name, Row, INDEX_SUFFIX};
+pub(crate) use runner::device_label;
 pub use runner::{run, Measured, Tick};
-pub(crate) use sample::{Counts, Snapshot, PROCESS_WRITE_BYTES, UNDO_PAGES_IN_POOL};
+pub(crate) use sample::{
+    Counts, Snapshot, DEVICE_WRITE_BYTES, PROCESS_WRITE_BYTES, UNDO_PAGES_IN_POOL,
+};
 pub use sample::{Interval, PagesFlushed, KEEL_METRIC_FIELDS};
 pub use showdown::{
     criteria, judge, preset_file, render_showdown_html, showdown_text, write_showdown, Check,

@@ -20,24 +20,32 @@ fn pct(part: u64, whole: u64) -> f64 {
 /// sync, single page, neighbors), and the throttle's mean delay per
 /// transaction. Under `steady` the marks are its setpoint S and hard level
 /// H, and the writers' pauses follow: how many, p99 and longest (as
-/// histogram bucket bounds). Last, the history list length at the
-/// interval's end (committed transactions not purged yet).
+/// histogram bucket bounds). Then the history list length at the
+/// interval's end (committed transactions not purged yet); last, the bytes
+/// written per transaction: Keel's redo, doublewrite and data counters,
+/// and the disk's (every process's writes to the block device holding the
+/// data directory; `n/a` on tmpfs).
 ///
 /// An interval without Keel's metrics (another engine: no log capacity, no
-/// pool) has the sysbench part and the bytes the process wrote per second.
+/// pool) has the sysbench part and the bytes written per second to the
+/// disk holding the data directory (`disk n/a` where there is none).
 pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
     let t = time_label(iv.t_s);
     let per_s = |n: u64| n as f64 / iv.interval_s.max(1e-9);
+    let per_txn = |n: u64| n as f64 / iv.transactions.max(1) as f64;
     if iv.log_capacity == 0 && iv.total_pages == 0 {
         return format!(
             "[ {t} ]{} thds: {threads} tps: {:.1} qps: {:.1} lat(ms,95%): {:.1} err/s: {:.1} \
-             | written {:.1} MiB/s",
+             | disk {}",
             if warmup { " (warmup)" } else { "" },
             iv.tps,
             iv.qps,
             iv.lat_p95_ms,
             per_s(iv.errors),
-            per_s(iv.process_write_bytes) / f64::from(1u32 << 20),
+            iv.device_bytes.map_or_else(
+                || "n/a".to_string(),
+                |b| format!("{:.1} MiB/s", per_s(b) / f64::from(1u32 << 20))
+            ),
         );
     }
     let f = &iv.pages_flushed;
@@ -59,7 +67,7 @@ pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
         "[ {t} ]{} thds: {threads} tps: {:.1} qps: {:.1} lat(ms,95%): {:.1} err/s: {:.1} \
          | ckpt age {:.0}% ({} {:.0}%, {} {:.0}%) mode {} dirty {:.0}% free {:.1}% \
          | flushed/s adapt {:.0} bg {:.0} lru {:.0} sync {:.0} single {:.0} nbr {:.0} \
-         | throttle {:.1} ms{pauses} | history {}",
+         | throttle {:.1} ms{pauses} | history {} | B/txn redo {:.0} dw {:.0} data {:.0} disk {}",
         if warmup { " (warmup)" } else { "" },
         iv.tps,
         iv.qps,
@@ -85,6 +93,11 @@ pub fn interval_line(threads: usize, iv: &Interval, warmup: bool) -> String {
         per_s(f.neighbors),
         iv.throttle_delay_ms / iv.transactions.max(1) as f64,
         iv.history_len,
+        per_txn(iv.log_bytes),
+        per_txn(iv.dblwr_bytes),
+        per_txn(iv.data_bytes),
+        iv.device_bytes
+            .map_or_else(|| "n/a".to_string(), |b| format!("{:.0}", per_txn(b))),
     )
 }
 
@@ -156,7 +169,8 @@ errors,checkpoint_age,log_capacity,async_mark,sync_mark,dirty_pages,free_pages,t
 flushed_list,flushed_lru,flushed_sync,flushed_single,flushed_neighbors,os_data_reads,\
 os_data_writes,log_bytes,sync_flush_waits,sync_flush_wait_ms,throttle_delay_ms,pages_written,\
 flushed_adaptive,flushed_background,flush_mode,free_check_waits,free_check_wait_ms,\
-history_len,undo_records_purged,undo_pages_purged,undo_pages_in_pool,undo_pages_written";
+history_len,undo_records_purged,undo_pages_purged,undo_pages_in_pool,undo_pages_written,\
+data_bytes,dblwr_bytes,other_bytes,engine_bytes,device_bytes";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -176,7 +190,7 @@ pub fn csv_text(report: &OltpReport) -> String {
             let f = &i.pages_flushed;
             let _ = writeln!(
                 out,
-                "{label},{:.3},{:.3},{},{},{:.2},{:.2},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{},{},{},{},{},{:.3},{},{},{},{},{}",
+                "{label},{:.3},{:.3},{},{},{:.2},{:.2},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{}",
                 i.t_s, i.interval_s, i.transactions, i.queries, i.tps, i.qps, i.lat_p95_ms,
                 i.lat_max_ms, i.errors, i.checkpoint_age, i.log_capacity, i.async_mark,
                 i.sync_mark, i.dirty_pages, i.free_pages, i.total_pages, f.list, f.lru, f.sync,
@@ -184,7 +198,9 @@ pub fn csv_text(report: &OltpReport) -> String {
                 i.sync_flush_waits, i.sync_flush_wait_ms, i.throttle_delay_ms, i.pages_written,
                 f.adaptive, f.background, i.flush_mode, i.free_check_waits, i.free_check_wait_ms,
                 i.history_len, i.undo_records_purged, i.undo_pages_purged, i.undo_pages_in_pool,
-                i.undo_pages_written
+                i.undo_pages_written, i.data_bytes, i.dblwr_bytes, i.other_bytes, i.engine_bytes,
+                // Empty where not measured (no block device), not 0.
+                i.device_bytes.map_or_else(String::new, |b| b.to_string())
             );
         }
     }
@@ -236,7 +252,7 @@ mod tests {
             "[ 12s ] thds: 8 tps: 812.0 qps: 16240.3 lat(ms,95%): 14.2 err/s: 0.0 \
              | ckpt age 71% (async 88%, sync 94%) mode adaptive dirty 2% free 1.2% \
              | flushed/s adapt 600 bg 10 lru 40 sync 0 single 0 nbr 7 | throttle 0.0 ms \
-             | history 0"
+             | history 0 | B/txn redo 0 dw 0 data 0 disk n/a"
         );
         // steady: its setpoint and hard level, and the writers' pauses.
         let iv = Interval {
@@ -248,12 +264,17 @@ mod tests {
             pause_p99_ms: 20.0,
             pause_max_ms: 50.0,
             history_len: 4321,
+            log_bytes: 812 * 600,
+            dblwr_bytes: 812 * 4096,
+            data_bytes: 812 * 4096,
+            device_bytes: Some(812 * 9000),
             ..iv
         };
         let line = interval_line(8, &iv, false);
         assert!(
             line.contains("| ckpt age 71% (S 77%, H 95%) mode adaptive")
-                && line.ends_with("| throttle 0.5 ms | pauses 120 p99 20 max 50 ms | history 4321"),
+                && line.contains("| throttle 0.5 ms | pauses 120 p99 20 max 50 ms | history 4321")
+                && line.ends_with("| B/txn redo 600 dw 4096 data 4096 disk 9000"),
             "{line}"
         );
     }

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::chart::{escape, legend_html, line_chart, LineChart, Marker, Series, DASHES, PALETTE};
 
-use super::merge::{below_average, measured};
+use super::merge::{below_average, bytes_text, measured};
 use super::summary::stalls;
 use super::{Engine, HoldView, Interval, OltpError, OltpReport, PresetSettings, RunResult};
 
@@ -650,7 +650,7 @@ fn summary_table(runs: &[RunResult]) -> String {
          <th>lat avg (ms)</th><th>p95</th>\
          <th>p99</th><th>p99.9</th><th>max</th><th>transactions</th><th>errors</th>\
          <th>pages written/txn</th><th>redo bytes/txn</th><th>sync flush waits</th>\
-         <th>sync wait (ms)</th><th>throttle (ms)</th><th>bytes written/txn</th>\
+         <th>sync wait (ms)</th><th>throttle (ms)</th><th>engine bytes/txn</th><th>disk bytes/txn</th>\
          <th>peak RSS (MiB)</th><th>history list max</th><th>undo records purged</th></tr>",
     );
     for r in runs {
@@ -661,7 +661,7 @@ fn summary_table(runs: &[RunResult]) -> String {
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.3}</td>\
              <td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
              <td>{:.2}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.0}</td><td>{}</td>\
-             <td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&r.label),
             escape(&r.engine),
             if r.isolation.is_empty() {
@@ -690,7 +690,8 @@ fn summary_table(runs: &[RunResult]) -> String {
             s.sync_flush_waits,
             s.sync_flush_wait_ms_total,
             s.throttle_delay_ms_total,
-            measured(r, "bytes_written_per_txn", format!("{:.0}", s.bytes_written_per_txn)),
+            measured(r, "engine_bytes_per_txn", format!("{:.0}", s.engine_bytes_per_txn)),
+            bytes_text(s.device_bytes_per_txn),
             measured(r, "peak_rss_bytes", format!("{:.0}", s.peak_rss_bytes as f64 / MIB)),
             measured(r, "history_len_max", s.history_len_max.to_string()),
             measured(
@@ -710,6 +711,90 @@ fn summary_table(runs: &[RunResult]) -> String {
             escape(&r.summary.not_measured.join(", "))
         );
     }
+    t
+}
+
+/// Bytes written per transaction, one row per run: the engine's own
+/// counters by kind of file (redo, doublewrite, data, other) with a bar
+/// of their shares, their total, and the disk's counter beside them.
+fn bytes_table(runs: &[RunResult]) -> String {
+    const KINDS: [(&str, &str); 4] = [
+        ("redo", "#4e79a7"),
+        ("doublewrite", "#f28e2b"),
+        ("data", "#59a14f"),
+        ("other", "#bab0ac"),
+    ];
+    let widest = runs
+        .iter()
+        .map(|r| {
+            r.summary
+                .engine_bytes_per_txn
+                .max(r.summary.device_bytes_per_txn.unwrap_or(0.0))
+        })
+        .fold(0.0, f64::max)
+        .max(1.0);
+    let mut t = String::from(
+        "<div class=\"wide\"><table class=\"bytes\"><tr><th>run</th><th>engine</th>\
+         <th><b style=\"color:#4e79a7\">&#9632;</b> redo</th>\
+         <th><b style=\"color:#f28e2b\">&#9632;</b> doublewrite</th>\
+         <th><b style=\"color:#59a14f\">&#9632;</b> data</th>\
+         <th><b style=\"color:#bab0ac\">&#9632;</b> other</th><th>engine total</th>\
+         <th>disk</th><th>split (engine total; the line marks the disk's)</th><th>disk counted</th></tr>",
+    );
+    for r in runs {
+        let s = &r.summary;
+        let parts = [
+            s.log_bytes_per_txn,
+            s.dblwr_bytes_per_txn,
+            s.data_bytes_per_txn,
+            s.other_bytes_per_txn,
+        ];
+        let engine = !s.not_measured.iter().any(|f| f == "engine_bytes_per_txn");
+        let mut bar = String::from("<div class=\"bar\">");
+        if engine {
+            for ((kind, colour), v) in KINDS.iter().zip(parts) {
+                let _ = write!(
+                    bar,
+                    "<span style=\"width:{:.2}%;background:{colour}\" title=\"{kind}: {v:.0} \
+                     bytes/txn\"></span>",
+                    v * 100.0 / widest
+                );
+            }
+        }
+        if let Some(d) = s.device_bytes_per_txn {
+            let _ = write!(
+                bar,
+                "<i style=\"left:{:.2}%\" title=\"disk: {d:.0} bytes/txn\"></i>",
+                (d * 100.0 / widest).min(100.0)
+            );
+        }
+        bar.push_str("</div>");
+        let cell = |field: &str, v: f64| measured(r, field, format!("{v:.0}"));
+        let _ = write!(
+            t,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td class=\"barcell\">{bar}</td><td>{}</td></tr>",
+            escape(&r.label),
+            escape(&r.engine),
+            cell("log_bytes_per_txn", s.log_bytes_per_txn),
+            cell("dblwr_bytes_per_txn", s.dblwr_bytes_per_txn),
+            cell("data_bytes_per_txn", s.data_bytes_per_txn),
+            cell("other_bytes_per_txn", s.other_bytes_per_txn),
+            cell("engine_bytes_per_txn", s.engine_bytes_per_txn),
+            bytes_text(s.device_bytes_per_txn),
+            escape(if s.device.is_empty() { "?" } else { &s.device }),
+        );
+    }
+    t.push_str("</table></div>");
+    t.push_str(
+        "<p class=\"look\">Redo, doublewrite, data and other (checkpoint slots, file headers) \
+         are the engine's own counts of the bytes it handed its files. The disk column is the \
+         sectors written to the block device holding the data directory (× 512), by every \
+         process writing to it during the run, after the page cache merged what it could; n/a \
+         where the directory is on no block device (tmpfs). Neither is the kernel's per-process \
+         <code>write_bytes</code>, which charges a whole page-cache folio for each small synced \
+         write and so over-counts a redo log many times over.</p>",
+    );
     t
 }
 
@@ -742,6 +827,8 @@ td:first-child,th:first-child{text-align:left}.wide{overflow-x:auto}\
 table.verdict{font-size:14px;margin:0.5em 0}table.verdict caption{text-align:left;padding:2px 0;font-size:13px;color:#444}\
 table.verdict th{background:#f3f3f3;font-weight:normal}table.verdict td.best{background:#e6f4ea;color:#1a7f37}\
 table.verdict td.na{color:#888}\
+td.barcell{width:24em}.bar{position:relative;height:12px;width:100%;display:flex}\
+.bar span{display:block;height:100%}.bar i{position:absolute;top:-2px;bottom:-2px;width:2px;background:#222}\
 .preset{background:#f3f7fb;padding:0 1em;max-width:60em}pre{font-size:12px;background:#f6f6f6;padding:1em;overflow-x:auto}";
 
 /// The flushing policies the runs used, as the engine names them (another
@@ -884,7 +971,8 @@ pub fn render_html(report: &OltpReport) -> String {
          the seconds under 50 % and 10 % of the run's average tps are counted too (a run that \
          stands still more than half the time has a median of 0). \
          Flush policy: {}{}.</p>{}\
-         <h2>Summary</h2>{}<h2>Charts</h2><div class=\"charts\">{}</div>\
+         <h2>Summary</h2>{}<h2>Bytes written per transaction</h2>{}\
+         <h2>Charts</h2><div class=\"charts\">{}</div>\
          <h2>Settings</h2>{}</body></html>\n",
         escape(&workload),
         report.runs.len(),
@@ -899,6 +987,7 @@ pub fn render_html(report: &OltpReport) -> String {
         },
         changes_html(&report.runs),
         summary_table(&report.runs),
+        bytes_table(&report.runs),
         charts_html(&report.runs),
         settings_html(&report.runs),
     )

@@ -23,7 +23,7 @@ use rand::{Rng, SeedableRng};
 use super::device_change::Pending;
 use super::engine::{Database, DbError};
 use super::hold_view::Holder;
-use super::sample::{Counts, Interval, Snapshot, PROCESS_WRITE_BYTES};
+use super::sample::{Counts, Interval, Snapshot, DEVICE_WRITE_BYTES, PROCESS_WRITE_BYTES};
 use super::workload::{open_tables, queries_per_txn, Client, SbTable};
 use super::{
     status_report, DeviceChange, HoldView, KeyGen, OltpError, OltpParams, OptionChange, Summary,
@@ -44,6 +44,9 @@ struct Shared {
     hists: Vec<Mutex<Histogram<u64>>>,
     /// The first error that is not a deadlock, lock timeout or busy.
     fatal: Mutex<Option<DbError>>,
+    /// The block device holding the data directory, whose bytes written
+    /// are sampled with the engine's metrics; why there is none.
+    device: Result<crate::sys::BlockDevice, String>,
 }
 
 fn histogram() -> Result<Histogram<u64>, OltpError> {
@@ -190,6 +193,7 @@ pub fn run(
             .map(|_| histogram().map(Mutex::new))
             .collect::<Result<_, _>>()?,
         fatal: Mutex::new(None),
+        device: crate::sys::BlockDevice::of(db.dir()),
     };
     let status = StatusRequest::register(db);
     let holder = view.map(Holder::new);
@@ -236,6 +240,7 @@ pub fn run(
     let summary = &mut measured.summary;
     summary.peak_rss_bytes = crate::sys::peak_rss_bytes().unwrap_or(0);
     summary.not_measured = db.not_measured().iter().map(|f| f.to_string()).collect();
+    summary.device = device_label(&shared.device, summary.device_bytes_per_txn.is_some());
     Ok(measured)
 }
 
@@ -397,19 +402,32 @@ impl Prev {
             transactions: shared.transactions.load(Ordering::Relaxed),
             queries: shared.queries.load(Ordering::Relaxed),
             errors: shared.errors.load(Ordering::Relaxed),
-            metrics: engine_snapshot(db),
+            metrics: engine_snapshot(db, shared.device.as_ref().ok()),
         }
     }
 }
 
-/// The engine's metrics now, with the bytes this process has caused to be
-/// written to storage (`/proc/self/io`) beside them.
-fn engine_snapshot(db: &dyn Database) -> Snapshot {
+/// The engine's metrics now, with the bytes written to the data
+/// directory's block device beside them (and, raw, this process's
+/// `write_bytes`, see [`crate::sys::process_write_bytes`]).
+fn engine_snapshot(db: &dyn Database, device: Option<&crate::sys::BlockDevice>) -> Snapshot {
     let mut s = db.metrics();
     if let Some(b) = crate::sys::process_write_bytes(None) {
         s.insert(PROCESS_WRITE_BYTES, b);
     }
+    if let Some(b) = device.and_then(crate::sys::BlockDevice::written_bytes) {
+        s.insert(DEVICE_WRITE_BYTES, b);
+    }
     s
+}
+
+/// `Summary::device`: the device counted, or why none was.
+pub(crate) fn device_label(device: &Result<crate::sys::BlockDevice, String>, read: bool) -> String {
+    match device {
+        Ok(d) if read => d.to_string(),
+        Ok(d) => format!("not measured: cannot read the counters of {d}"),
+        Err(why) => format!("not measured: {why}"),
+    }
 }
 
 /// Take one sample: the interval since `prev` and the latencies recorded

@@ -19,15 +19,27 @@ const NEIGHBOR_PAGES: &str = "buffer_flush_neighbor_total_pages";
 /// instead), so under `classic` this stays 0.
 const THROTTLE_DELAY_US: &str = "buffer_flush_throttle_delay_us_total";
 
-/// Bytes written to storage by the engine's process, from
-/// `/proc/PID/io` (added to the snapshot by the sampler, not the engine).
+/// `write_bytes` of the engine process's `/proc/PID/io` (added to the
+/// snapshot by the sampler, not the engine): a raw figure, not the bytes
+/// written (see [`crate::sys::process_write_bytes`]).
 pub(crate) const PROCESS_WRITE_BYTES: &str = "process_write_bytes";
+
+/// Bytes written to the block device holding the data directory since
+/// boot (added by the sampler; absent where there is no block device).
+pub(crate) const DEVICE_WRITE_BYTES: &str = "device_write_bytes";
+
+/// The engine's own byte counters, by kind of file (Keel's names; the
+/// InnoDB driver maps its status counters onto them).
+pub(crate) const LOG_BYTES: &str = "log_bytes_written";
+pub(crate) const DATA_BYTES: &str = "os_data_written_bytes";
+pub(crate) const DBLWR_BYTES: &str = "dblwr_written_bytes";
+pub(crate) const OTHER_BYTES: &str = "os_other_written_bytes";
 
 /// The fields of [`Interval`] and of [`Summary`](super::Summary) that come
 /// from Keel's own metrics: 0 (`flush_mode` empty) for an engine that has
 /// none of them, which lists them in `Summary::not_measured`. Throughput,
-/// latency, errors, bytes written and peak RSS are measured for every
-/// engine.
+/// latency, errors, the device's bytes written and peak RSS are measured
+/// for every engine (the device's where the data directory is on one).
 pub const KEEL_METRIC_FIELDS: &[&str] = &[
     "checkpoint_age",
     "log_capacity",
@@ -74,6 +86,14 @@ pub const KEEL_METRIC_FIELDS: &[&str] = &[
     "versions_rebuilt",
     "undo_records_purged_total",
     "undo_pages_written_total",
+    "data_bytes",
+    "dblwr_bytes",
+    "other_bytes",
+    "engine_bytes",
+    "data_bytes_per_txn",
+    "dblwr_bytes_per_txn",
+    "other_bytes_per_txn",
+    "engine_bytes_per_txn",
 ];
 
 /// Undo pages cached in the buffer pool (`Db::history().undo_pages_in_pool`),
@@ -189,9 +209,30 @@ pub struct Interval {
     /// `steady`: the redo rate (bytes/s) writers are held to at the
     /// setpoint.
     pub base_rate: u64,
-    /// Bytes the engine's process caused to be written to storage
-    /// (`write_bytes` of `/proc/PID/io`): data, redo and anything else.
+    /// Raw `write_bytes` of the engine process's `/proc/PID/io`. Not the
+    /// bytes written, and used for no figure: the kernel charges it by
+    /// page-cache folio dirtied, so small synced writes (redo) count a
+    /// whole large folio each (see `keel_bench::sys::process_write_bytes`).
     pub process_write_bytes: u64,
+    /// Bytes the engine wrote to its data files (Keel:
+    /// `os_data_written_bytes`: flush batches, LRU and single-page
+    /// flushes, bulk loads, undo pages).
+    pub data_bytes: u64,
+    /// Bytes the engine wrote to its doublewrite files
+    /// (`dblwr_written_bytes`). The redo bytes are `log_bytes`.
+    pub dblwr_bytes: u64,
+    /// Bytes the engine wrote to its files besides redo records, data
+    /// pages and doublewrite areas (`os_other_written_bytes`: checkpoint
+    /// slots, file headers).
+    pub other_bytes: u64,
+    /// Every byte the engine handed its files by its own count:
+    /// `log_bytes` + `dblwr_bytes` + `data_bytes` + `other_bytes`.
+    pub engine_bytes: u64,
+    /// Bytes written to the block device holding the data directory
+    /// (sectors written × 512, see `keel_bench::sys::BlockDevice`), by
+    /// every process writing to it; `None` where the directory is on no
+    /// block device (tmpfs): not measured, not 0.
+    pub device_bytes: Option<u64>,
     /// History list length at the interval's end: committed transactions
     /// whose undo is not purged yet (`trx_rseg_history_len`).
     pub history_len: u64,
@@ -274,7 +315,7 @@ impl Interval {
             },
             os_data_reads: delta(a, b, "os_data_reads"),
             os_data_writes: delta(a, b, "os_data_writes"),
-            log_bytes: delta(a, b, "log_bytes_written"),
+            log_bytes: delta(a, b, LOG_BYTES),
             sync_flush_waits: delta(a, b, "buffer_flush_sync_waits"),
             sync_flush_wait_ms: delta(a, b, "buffer_flush_sync_wait_us_total") as f64 / 1000.0,
             throttle_delay_ms: delta(a, b, THROTTLE_DELAY_US) as f64 / 1000.0,
@@ -295,6 +336,11 @@ impl Interval {
             queue_depth: val(b, "device_write_queue_depth"),
             base_rate: val(b, "steady_base_rate"),
             process_write_bytes: delta(a, b, PROCESS_WRITE_BYTES),
+            data_bytes: delta(a, b, DATA_BYTES),
+            dblwr_bytes: delta(a, b, DBLWR_BYTES),
+            other_bytes: delta(a, b, OTHER_BYTES),
+            engine_bytes: engine_bytes(a, b),
+            device_bytes: device_delta(a, b),
             history_len: val(b, "trx_rseg_history_len"),
             undo_records_purged: delta(a, b, "purge_undo_records"),
             undo_pages_purged: delta(a, b, "purge_undo_log_pages"),
@@ -307,6 +353,23 @@ impl Interval {
             versions_rebuilt: delta(a, b, "trx_versions_rebuilt"),
         }
     }
+}
+
+/// The engine's own bytes written from `a` to `b`: redo, doublewrite,
+/// data and other files.
+pub(crate) fn engine_bytes(a: &Snapshot, b: &Snapshot) -> u64 {
+    [LOG_BYTES, DBLWR_BYTES, DATA_BYTES, OTHER_BYTES]
+        .iter()
+        .map(|n| delta(a, b, n))
+        .sum()
+}
+
+/// The device's bytes written from `a` to `b`, if both have them.
+pub(crate) fn device_delta(a: &Snapshot, b: &Snapshot) -> Option<u64> {
+    Some(
+        b.get(DEVICE_WRITE_BYTES)?
+            .saturating_sub(*a.get(DEVICE_WRITE_BYTES)?),
+    )
 }
 
 /// The bucket bound (ms) under which a share `q` of `n` pauses fall; the

@@ -4,7 +4,10 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::sample::{delta, throttle_delay_ms, Interval, Snapshot, PROCESS_WRITE_BYTES};
+use super::sample::{
+    delta, device_delta, engine_bytes, throttle_delay_ms, Interval, Snapshot, DATA_BYTES,
+    DBLWR_BYTES, LOG_BYTES, OTHER_BYTES, PROCESS_WRITE_BYTES,
+};
 
 /// An interval whose tps is below this share of the run's median is a stall.
 const STALL_SHARE: f64 = 0.10;
@@ -68,9 +71,32 @@ pub struct Summary {
     pub sync_flush_wait_ms_total: f64,
     /// Milliseconds writers were delayed by the throttle (0: no throttle yet).
     pub throttle_delay_ms_total: f64,
-    /// Bytes the engine's process caused to be written to storage, per
-    /// transaction (`write_bytes` of `/proc/PID/io`: data, redo, anything).
-    pub bytes_written_per_txn: f64,
+    /// Doublewrite bytes per transaction (`dblwr_written_bytes`).
+    pub dblwr_bytes_per_txn: f64,
+    /// Data-file bytes per transaction (`os_data_written_bytes`).
+    pub data_bytes_per_txn: f64,
+    /// Other bytes per transaction: checkpoint slots, file headers
+    /// (`os_other_written_bytes`).
+    pub other_bytes_per_txn: f64,
+    /// Every byte the engine wrote per transaction by its own counters:
+    /// `log_bytes_per_txn` + `dblwr_bytes_per_txn` + `data_bytes_per_txn`
+    /// + `other_bytes_per_txn`.
+    pub engine_bytes_per_txn: f64,
+    /// Bytes written to the block device holding the data directory per
+    /// transaction (every process's writes to it, see `device`); `None`
+    /// (JSON `null`) where not measured: the directory is on no block
+    /// device (tmpfs), or the counter could not be read.
+    pub device_bytes_per_txn: Option<f64>,
+    /// The block device `device_bytes_per_txn` counts, as `name (MAJ:MIN,
+    /// partition|whole device)`, or why it is not measured.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub device: String,
+    /// Raw `write_bytes` of the engine process's `/proc/PID/io` per
+    /// transaction. Not bytes written: the kernel charges a whole
+    /// page-cache folio each time a small synced write dirties one (see
+    /// `keel_bench::sys::process_write_bytes`), so it over-counts a redo
+    /// log many times over. Kept for comparison only; no table shows it.
+    pub process_write_bytes_per_txn: f64,
     /// Peak resident set size of the engine's process during the run, in
     /// bytes (0: not known).
     pub peak_rss_bytes: u64,
@@ -121,7 +147,7 @@ impl Summary {
         let (stall_intervals, longest_stall_s) = stalls(intervals, median * STALL_SHARE);
         let per_txn = |n: u64| n as f64 / transactions.max(1) as f64;
         let pages_written = delta(a, b, "buffer_pages_written");
-        let log_bytes = delta(a, b, "log_bytes_written");
+        let log_bytes = delta(a, b, LOG_BYTES);
         let latency_ms = if lat.is_empty() {
             LatencyMs::default()
         } else {
@@ -154,7 +180,13 @@ impl Summary {
             sync_flush_wait_ms_total: delta(a, b, "buffer_flush_sync_wait_us_total") as f64
                 / 1000.0,
             throttle_delay_ms_total: throttle_delay_ms(a, b),
-            bytes_written_per_txn: per_txn(delta(a, b, PROCESS_WRITE_BYTES)),
+            dblwr_bytes_per_txn: per_txn(delta(a, b, DBLWR_BYTES)),
+            data_bytes_per_txn: per_txn(delta(a, b, DATA_BYTES)),
+            other_bytes_per_txn: per_txn(delta(a, b, OTHER_BYTES)),
+            engine_bytes_per_txn: per_txn(engine_bytes(a, b)),
+            device_bytes_per_txn: device_delta(a, b).map(per_txn),
+            device: String::new(),
+            process_write_bytes_per_txn: per_txn(delta(a, b, PROCESS_WRITE_BYTES)),
             peak_rss_bytes: 0,
             history_len_max: intervals.iter().map(|i| i.history_len).max().unwrap_or(0),
             undo_records_purged_total: delta(a, b, "purge_undo_records"),
@@ -214,6 +246,62 @@ mod tests {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+mod bytes_tests {
+    use super::*;
+
+    fn snap(pairs: &[(&'static str, u64)]) -> Snapshot {
+        pairs.iter().copied().collect()
+    }
+
+    #[test]
+    fn bytes_per_transaction_are_split_by_file_and_the_device_is_apart() {
+        let ivs = vec![Interval {
+            transactions: 100,
+            tps: 100.0,
+            interval_s: 1.0,
+            ..Interval::default()
+        }];
+        let h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+        let a = snap(&[
+            (LOG_BYTES, 1_000),
+            (DBLWR_BYTES, 0),
+            (DATA_BYTES, 4_096),
+            (OTHER_BYTES, 0),
+            (PROCESS_WRITE_BYTES, 0),
+            (super::super::sample::DEVICE_WRITE_BYTES, 1 << 30),
+        ]);
+        let b = snap(&[
+            (LOG_BYTES, 51_000),
+            (DBLWR_BYTES, 40_960),
+            (DATA_BYTES, 45_056),
+            (OTHER_BYTES, 4_096),
+            (PROCESS_WRITE_BYTES, 100 << 20),
+            (
+                super::super::sample::DEVICE_WRITE_BYTES,
+                (1 << 30) + 150_000,
+            ),
+        ]);
+        let s = Summary::new(&ivs, &h, 1.0, &a, &b);
+        assert_eq!(s.log_bytes_per_txn, 500.0);
+        assert_eq!(s.dblwr_bytes_per_txn, 409.6);
+        assert_eq!(s.data_bytes_per_txn, 409.6);
+        assert_eq!(s.other_bytes_per_txn, 40.96);
+        assert!((s.engine_bytes_per_txn - 1360.16).abs() < 1e-9);
+        assert_eq!(s.device_bytes_per_txn, Some(1500.0));
+        // The raw field is kept apart, whatever it says.
+        assert_eq!(s.process_write_bytes_per_txn, 1_048_576.0);
+        // No device counter (tmpfs): not measured, which is not 0.
+        let mut b2 = b.clone();
+        b2.remove(super::super::sample::DEVICE_WRITE_BYTES);
+        let s = Summary::new(&ivs, &h, 1.0, &a, &b2);
+        assert_eq!(s.device_bytes_per_txn, None);
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["device_bytes_per_txn"].is_null(), "{json}");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod field_tests {
     use super::super::KEEL_METRIC_FIELDS;
     use super::*;
@@ -232,7 +320,7 @@ mod field_tests {
         for f in [
             "tps",
             "lat_p95_ms",
-            "bytes_written_per_txn",
+            "device_bytes_per_txn",
             "peak_rss_bytes",
         ] {
             assert!(!KEEL_METRIC_FIELDS.contains(&f), "{f}");

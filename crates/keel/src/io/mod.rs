@@ -5,10 +5,11 @@
 //! makes a directory's entries durable and locks database directories
 //! ([`lock`]: one process per database). Real files ([`file::OsFileSystem`]),
 //! the throttled model of a slower disk ([`throttle::ThrottledFileSystem`]) and,
-//! for tests, the faulty device are implementations of these traits, so they
-//! can be stacked. The faulty device is compiled for the crate's own tests
-//! and with the `test-util` feature (which keel's integration tests enable
-//! through a dev-dependency on keel itself); a normal build leaves it out.
+//! for tests, the faulty device and the byte-counting one ([`counting`]) are
+//! implementations of these traits, so they can be stacked. The faulty and
+//! counting ones are compiled for the crate's own tests and with the
+//! `test-util` feature (which keel's integration tests enable through a
+//! dev-dependency on keel itself); a normal build leaves them out.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -16,12 +17,16 @@ use std::sync::Arc;
 
 pub mod aligned;
 #[cfg(any(test, feature = "test-util"))]
+pub mod counting;
+#[cfg(any(test, feature = "test-util"))]
 pub mod faulty;
 pub mod file;
 pub mod lock;
 pub mod throttle;
 
 pub use aligned::AlignedBuf;
+#[cfg(any(test, feature = "test-util"))]
+pub use counting::CountingFs;
 #[cfg(any(test, feature = "test-util"))]
 pub use faulty::FaultyFs;
 pub use file::{FlushMethod, OsFileSystem};

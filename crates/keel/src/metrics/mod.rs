@@ -262,9 +262,17 @@ registry! {
     /// Pages written to doublewrite areas.
     dblwr_pages_written,
     /// Bytes written to the doublewrite files (page copies and area
-    /// headers): with `os_data_written_bytes` and `log_bytes_written`,
-    /// every byte Keel writes but checkpoints and file headers.
+    /// headers): with `os_data_written_bytes`, `log_bytes_written` and
+    /// `os_other_written_bytes`, every byte Keel writes to its files but
+    /// the doublewrite files' own headers, written when they are formatted.
     dblwr_written_bytes,
+    /// Bytes Keel writes to its files that are neither redo records
+    /// (`log_bytes_written`), data pages (`os_data_written_bytes`) nor
+    /// doublewrite areas (`dblwr_written_bytes`): the redo log's
+    /// checkpoint slots (one 4 KiB block per checkpoint) and the headers of
+    /// the redo and data files, written when a database is created. Each
+    /// counts the bytes handed to the file's write call, once it succeeded.
+    os_other_written_bytes,
     /// Of the pages written by flush batches, undo pages and the undo
     /// directory (InnoDB counts undo pages in `buffer_pages_written`
     /// only; its `buffer_flush_*` counters break writes down the same way).

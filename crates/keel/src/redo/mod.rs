@@ -219,6 +219,7 @@ impl Log {
             }
             dev.write_at(&hdr, 0)
                 .map_err(|e| Error::io(&path, "write", e))?;
+            Metrics::add(&metrics.os_other_written_bytes, hdr.len() as u64);
             dev.sync().map_err(|e| Error::io(&path, "sync", e))?;
             files.push((dev, path));
         }
@@ -599,7 +600,10 @@ impl Log {
         .encode(&mut b);
         let (dev, path) = &self.files[0];
         let slot = CHECKPOINT_SLOTS[(no % 2) as usize];
-        let r = dev.write_at(&b, slot).and_then(|_| dev.sync());
+        let r = dev.write_at(&b, slot).and_then(|_| {
+            Metrics::add(&self.metrics.os_other_written_bytes, b.len() as u64);
+            dev.sync()
+        });
         if let Err(e) = r {
             let e = Error::io(path, "write checkpoint to", e);
             self.poisoned

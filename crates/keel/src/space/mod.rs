@@ -132,7 +132,9 @@ impl Tablespace {
                 .map_err(|e| Error::io(&path, "create", e))?;
             let header = match i {
                 0 => dev.allocate(page_size as u64),
-                _ => dev.write_at(&header_block(i, n_files, page_size, creation_id), 0),
+                _ => dev
+                    .write_at(&header_block(i, n_files, page_size, creation_id), 0)
+                    .map(|()| Metrics::add(&metrics.os_other_written_bytes, page_size as u64)),
             };
             header
                 .and_then(|()| dev.sync())
@@ -159,7 +161,10 @@ impl Tablespace {
         let block = header_block(0, self.files.len(), self.page_size, self.creation_id);
         f.dev
             .write_at(&block, 0)
-            .and_then(|()| f.dev.sync())
+            .and_then(|()| {
+                Metrics::add(&self.metrics.os_other_written_bytes, block.len() as u64);
+                f.dev.sync()
+            })
             .map_err(|e| Error::io(&f.path, "write header of", e))
     }
 
