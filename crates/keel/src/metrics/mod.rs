@@ -259,10 +259,13 @@ registry! {
     buffer_flush_sync_total_pages,
     /// Batches written and synced to a doublewrite area.
     dblwr_writes,
-    /// Pages written to doublewrite areas.
+    /// Pages written through doublewrite areas: with their images under
+    /// `doublewrite = on`, listed in the area header alone under
+    /// `detect_only`.
     dblwr_pages_written,
     /// Bytes written to the doublewrite files (page copies and area
-    /// headers): with `os_data_written_bytes` and `log_bytes_written`,
+    /// headers; headers alone under `detect_only`, nothing under `atomic`
+    /// and `off`): with `os_data_written_bytes` and `log_bytes_written`,
     /// every byte Keel writes but checkpoints and file headers.
     dblwr_written_bytes,
     /// Of the pages written by flush batches, undo pages and the undo
