@@ -22,6 +22,46 @@
 //! fails the format, never a batch) and the directory synced; a blank
 //! `dblwr-0` (or none) means "no copies, format afresh", and a valid one
 //! means the whole set is complete.
+//!
+//! # Modes (`doublewrite`)
+//! What is written when, what a crash at each moment leaves, and what
+//! recovery can repair:
+//!
+//! - **`on`**: per batch, one write of the area header (page ids, page
+//!   LSNs, magic `KEELDBLW`) and every page image, then a sync of the
+//!   area; then the in-place writes; then the data files' sync; then the
+//!   area is free. A crash before the area's sync leaves the in-place
+//!   pages untouched (a torn area is skipped, or its slots fail their
+//!   checks); a crash after it can tear in-place pages, each of which has
+//!   its copy: recovery repairs every torn page.
+//! - **`detect_only`** (InnoDB 8.0.30's `DETECT_ONLY`): the same steps,
+//!   but the area write is the header alone, in whole 4 KiB blocks, under
+//!   magic `KEELDBLE`; the slots keep whatever an earlier batch left
+//!   there and are never read. A crash after the header's sync can tear
+//!   in-place pages, which the header lists: recovery *detects* such a
+//!   page (bad checksum) and fails with [`Error::TornPage`] naming it and
+//!   its file, rather than open on a corrupt page; it repairs nothing
+//!   written under this mode. A page whose write was lost whole (all
+//!   zeros, past the end) is not torn: redo rebuilds it, as without
+//!   doublewrite.
+//! - **`atomic`** and **`off`**: no area is written. Under `atomic` the
+//!   engine has checked that the data device promises untorn page writes
+//!   (`Tablespace::atomic_write_unit`) and writes each page with
+//!   `RWF_ATOMIC`, so no crash tears one; under `off` a torn page is
+//!   neither repaired nor detected here (redo meets it, or a later read).
+//!
+//! ## Switching modes between opens
+//! Recovery runs before the new mode applies and uses whatever the areas
+//! hold, written under any mode: a crash under `on` is repaired from its
+//! copies by an open under `detect_only`, `atomic` or `off`. A page's
+//! listings are tried newest batch first, and the search stops at an
+//! entries-only listing: that write may have torn the page, and an older
+//! copy (from an `on` batch before a switch) is older than it, so
+//! restoring it would silently drop the changes the checkpoint already
+//! relies on. `off` and `atomic` then remove the files
+//! ([`Doublewrite::remove_files`]), so that no copy goes stale while pages
+//! are written without one; the next open under `on` or `detect_only`
+//! formats them afresh.
 
 mod areas;
 mod files;

@@ -167,7 +167,7 @@ pub struct AreaHeader {
     /// Batch sequence number, increasing over the whole doublewrite.
     pub seq: u64,
     /// Whether the slots hold the pages' images (`on`), or the header was
-    /// written alone (`detect_only`: magic [`AREA_ENTRIES_MAGIC`]).
+    /// written alone (`detect_only`: magic `KEELDBLE`).
     pub images: bool,
     /// Entry `k` describes slot `k`.
     pub entries: Vec<Entry>,
