@@ -102,9 +102,10 @@ pub struct Options {
     /// InnoDB's `innodb_fill_factor` for sorted index builds: 10 to 100,
     /// where 100 still leaves 1/16 of the page free for rows that grow.
     pub fill_factor: u8,
-    /// Write pages to a doublewrite area before writing them in place, so a
-    /// torn page write can be repaired at recovery.
-    pub doublewrite: bool,
+    /// How torn page writes are guarded against ([`DoublewriteMode`]):
+    /// `on` (the default; also `true`, `ON`, `1`, `DETECT_AND_RECOVER`),
+    /// `detect_only`, `atomic`, or `off` (also `false`, `OFF`, `0`).
+    pub doublewrite: DoublewriteMode,
     /// Number of doublewrite files.
     pub doublewrite_files: usize,
     /// Pages per doublewrite area (one area per page cleaner, plus one for
@@ -143,7 +144,7 @@ impl Default for Options {
             transaction_isolation: Isolation::RepeatableRead,
             purge_threads: 4,
             fill_factor: 100,
-            doublewrite: true,
+            doublewrite: DoublewriteMode::On,
             doublewrite_files: 2,
             doublewrite_pages: 128,
         }
@@ -517,6 +518,111 @@ impl<'de> Deserialize<'de> for Isolation {
     }
 }
 
+/// What the doublewrite does (`doublewrite`); InnoDB's `innodb_doublewrite`
+/// with Keel's `atomic` added. See `flush::doublewrite` for the protocol of
+/// each mode and what recovery can repair in it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DoublewriteMode {
+    /// Page images go to a doublewrite area, synced before the pages are
+    /// written in place; recovery repairs a torn page from its copy.
+    #[default]
+    On,
+    /// Only the area header goes to the doublewrite area (page ids and
+    /// LSNs, no images: InnoDB 8.0.30's `DETECT_ONLY`); recovery detects a
+    /// torn page it lists and refuses to open, naming it.
+    DetectOnly,
+    /// No doublewrite: the data device promises untorn writes of a whole
+    /// page (Linux `statx` `STATX_WRITE_ATOMIC`), and pages are written with
+    /// `RWF_ATOMIC`. Refused at open where the device does not promise it.
+    Atomic,
+    /// No doublewrite and no promise: a torn page cannot be repaired (for
+    /// measurements only).
+    Off,
+}
+
+impl DoublewriteMode {
+    /// Every mode, in the order they are documented.
+    pub const ALL: [DoublewriteMode; 4] = [Self::On, Self::DetectOnly, Self::Atomic, Self::Off];
+
+    /// The accepted spellings, for messages.
+    pub const SPELLINGS: &'static str = "on (or true, 1, ON, DETECT_AND_RECOVER), detect_only,                                          atomic, off (or false, 0, OFF)";
+
+    /// The canonical name, as written in options and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::On => "on",
+            Self::DetectOnly => "detect_only",
+            Self::Atomic => "atomic",
+            Self::Off => "off",
+        }
+    }
+
+    /// `on` for true, `off` for false: the option's old boolean meaning.
+    pub fn from_bool(on: bool) -> Self {
+        if on {
+            Self::On
+        } else {
+            Self::Off
+        }
+    }
+
+    /// Whether batches go through a doublewrite area (`on`, `detect_only`).
+    pub fn uses_areas(self) -> bool {
+        matches!(self, Self::On | Self::DetectOnly)
+    }
+}
+
+impl std::fmt::Display for DoublewriteMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DoublewriteMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "on" | "true" | "1" | "yes" | "detect_and_recover" => Ok(Self::On),
+            "detect_only" => Ok(Self::DetectOnly),
+            "atomic" => Ok(Self::Atomic),
+            "off" | "false" | "0" | "no" => Ok(Self::Off),
+            _ => Err(format!(
+                "`{s}` is not a doublewrite mode; expected one of {}",
+                Self::SPELLINGS
+            )),
+        }
+    }
+}
+
+impl Serialize for DoublewriteMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for DoublewriteMode {
+    /// A string, or (as the option was a boolean) `true`/`false`, `1`/`0`.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            B(bool),
+            I(i64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::B(b) => Ok(Self::from_bool(b)),
+            Raw::I(1) => Ok(Self::On),
+            Raw::I(0) => Ok(Self::Off),
+            Raw::I(n) => Err(serde::de::Error::custom(format!(
+                "`{n}` is not a doublewrite mode; expected one of {}",
+                Self::SPELLINGS
+            ))),
+            Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
 /// The flushing policies (`flush_policy`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -667,6 +773,73 @@ mod tests {
             ..Default::default()
         };
         assert!(o.validate().unwrap_err().to_string().contains("device"));
+    }
+
+    #[test]
+    fn doublewrite_accepts_every_spelling_and_names_the_option_when_wrong() {
+        use DoublewriteMode::*;
+        let cases = [
+            ("on", On),
+            ("ON", On),
+            ("true", On),
+            ("1", On),
+            ("DETECT_AND_RECOVER", On),
+            ("detect_only", DetectOnly),
+            ("DETECT_ONLY", DetectOnly),
+            ("detect-only", DetectOnly),
+            ("atomic", Atomic),
+            ("ATOMIC", Atomic),
+            ("off", Off),
+            ("OFF", Off),
+            ("false", Off),
+            ("0", Off),
+        ];
+        for (text, want) in cases {
+            let mut o = Options::default();
+            o.set("doublewrite", text).unwrap();
+            assert_eq!(o.doublewrite, want, "--set doublewrite={text}");
+            assert_eq!(text.parse::<DoublewriteMode>().unwrap(), want);
+        }
+        // TOML: booleans and 0/1 as the option used to take, and strings.
+        for (toml, want) in [
+            ("doublewrite = true", On),
+            ("doublewrite = false", Off),
+            ("doublewrite = 1", On),
+            ("doublewrite = 0", Off),
+            ("doublewrite = \"detect_only\"", DetectOnly),
+            ("doublewrite = \"atomic\"", Atomic),
+        ] {
+            assert_eq!(
+                Options::from_toml_str(toml).unwrap().doublewrite,
+                want,
+                "{toml}"
+            );
+        }
+        // Printed by its canonical name, which parses back.
+        for m in DoublewriteMode::ALL {
+            let o = Options {
+                doublewrite: m,
+                ..Default::default()
+            };
+            let printed = o.entries().into_iter().find(|(k, _)| k == "doublewrite");
+            assert_eq!(printed, Some(("doublewrite".into(), m.as_str().into())));
+            assert_eq!(m.to_string().parse::<DoublewriteMode>().unwrap(), m);
+        }
+        for bad in ["sometimes", "2", "detect"] {
+            let e = Options::default().set("doublewrite", bad).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                matches!(e, Error::Config { ref key, .. } if key == "doublewrite"),
+                "{msg}"
+            );
+            assert!(
+                msg.contains(bad) && msg.contains("detect_only") && msg.contains("atomic"),
+                "{msg}"
+            );
+        }
+        let e = Options::from_toml_str("doublewrite = 2").unwrap_err();
+        assert!(e.to_string().contains("doublewrite"), "{e}");
+        assert!(e.to_string().contains("detect_only"), "{e}");
     }
 
     #[test]

@@ -256,6 +256,12 @@ impl Db {
         self.inner.trx.history()
     }
 
+    /// The doublewrite mode in effect and why, e.g. `atomic (device
+    /// promises untorn writes up to 16 KiB)`: for status reports.
+    pub fn doublewrite(&self) -> &crate::DoublewriteStatus {
+        &self.inner.engine.doublewrite
+    }
+
     /// The engine's counters and gauges.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.engine.metrics

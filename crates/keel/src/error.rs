@@ -33,6 +33,19 @@ pub enum Error {
         /// Which check failed.
         reason: String,
     },
+    /// Recovery found a torn page (its checksum fails after a crash) that
+    /// the doublewrite lists without a copy: its last write was made under
+    /// `doublewrite = detect_only`. The database is not opened; nothing
+    /// was changed but torn pages that had copies, which were repaired.
+    #[error("torn page {page} in {}: {reason}", path.display())]
+    TornPage {
+        /// The page (the first, if several are torn).
+        page: PageId,
+        /// The data file that holds it.
+        path: PathBuf,
+        /// What the doublewrite knows of it, and what to do.
+        reason: String,
+    },
     /// A data file cannot be opened as part of this database (foreign,
     /// mismatched or truncated). Nothing was written to it.
     #[error("cannot use data file {}: {reason}", path.display())]

@@ -112,8 +112,11 @@ mod txn;
 pub(crate) mod undo;
 
 pub use btree::TreeStats;
-pub use config::{FlushPolicyName, Isolation, Options, CLASSIC_ONLY, RUNTIME_OPTIONS};
+pub use config::{
+    DoublewriteMode, FlushPolicyName, Isolation, Options, CLASSIC_ONLY, RUNTIME_OPTIONS,
+};
 pub use db::Db;
+pub use engine::DoublewriteStatus;
 pub use error::{Error, Result};
 #[cfg(feature = "prometheus")]
 pub use exporter::MetricsServer;

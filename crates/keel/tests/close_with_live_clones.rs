@@ -33,7 +33,7 @@ fn closed_at_once(policy: FlushPolicyName) {
     o.page_cleaners = 1;
     // Without doublewrite only checkpoints sync the data files, and a
     // checkpoint holds no page latch while it syncs.
-    o.doublewrite = false;
+    o.doublewrite = keel::DoublewriteMode::Off;
     let db = Db::open_with_fs(dir.path(), o, Some(fs.clone())).unwrap();
     let t = db.create_table("t").unwrap();
     db.flush().unwrap();

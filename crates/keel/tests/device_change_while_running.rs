@@ -21,7 +21,7 @@ use keel::{Db, Error, Options};
 
 fn opts(device: &str) -> Options {
     let mut o = common::small_opts(256);
-    o.doublewrite = false;
+    o.doublewrite = keel::DoublewriteMode::Off;
     o.device = device.to_string();
     o
 }

@@ -94,7 +94,7 @@ fn a_creation_cut_short_at_any_step_is_done_again_at_the_next_open() {
 fn log_and_doublewrite_files_are_allocated_whole_and_their_names_synced() {
     for doublewrite in [true, false] {
         let mut o = common::small_opts(256);
-        o.doublewrite = doublewrite;
+        o.doublewrite = keel::DoublewriteMode::from_bool(doublewrite);
         allocated_whole_and_named(&o);
     }
 }

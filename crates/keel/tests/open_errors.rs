@@ -43,7 +43,7 @@ fn flipped_byte_in_a_page_is_a_checksum_error_naming_page_and_file() {
     // area is repaired at open (a corrupt page looks like a torn one); the
     // check must see the damage, so open without it.
     let mut o = common::small_opts(64);
-    o.doublewrite = false;
+    o.doublewrite = keel::DoublewriteMode::Off;
     let db = Db::open(dir.path(), o).unwrap();
     let err = db.check().unwrap_err();
     match &err {

@@ -19,7 +19,7 @@ fn a_held_flush_list_write_is_pending_until_it_is_written() {
     let mut o = common::small_opts(2048);
     o.flush_method = Default::default();
     o.page_cleaners = 1;
-    o.doublewrite = false;
+    o.doublewrite = keel::DoublewriteMode::Off;
     let db = Db::open_with_fs(dir.path(), o, Some(fs.clone())).unwrap();
     let t = db.create_table("t").unwrap();
     for i in 0..2000u32 {

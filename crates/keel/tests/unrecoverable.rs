@@ -51,7 +51,7 @@ fn torn_page_without_doublewrite_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultyFs::new());
     let mut o = common::bank::opts();
-    o.doublewrite = false;
+    o.doublewrite = keel::DoublewriteMode::Off;
     let db = Db::open_with_fs(dir.path(), o.clone(), Some(fs.clone())).unwrap();
     let t = db.create_table("t").unwrap();
     for i in 0..50u32 {

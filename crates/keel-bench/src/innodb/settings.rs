@@ -173,7 +173,12 @@ pub fn server_flags(o: &Options) -> Vec<String> {
         format!("--transaction-isolation={}", o.transaction_isolation),
         format!("--innodb-purge-threads={}", o.purge_threads),
         format!("--innodb-fill-factor={}", o.fill_factor),
-        format!("--innodb-doublewrite={}", on(o.doublewrite)),
+        // MariaDB 10.11's innodb_doublewrite is ON or OFF: Keel's
+        // detect_only and atomic write no page images, as OFF writes none.
+        format!(
+            "--innodb-doublewrite={}",
+            on(o.doublewrite == keel::DoublewriteMode::On)
+        ),
     ];
     if o.io_capacity_max > 0 {
         f.push(format!("--innodb-io-capacity-max={}", o.io_capacity_max));

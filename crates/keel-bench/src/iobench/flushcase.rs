@@ -180,7 +180,7 @@ pub(super) fn options(config: &IobenchConfig, case: &Case) -> Result<Options, Io
         log_files_in_group: 2,
         flush_log_at_trx_commit: 2,
         flush_neighbors: 0,
-        doublewrite: config.doublewrite,
+        doublewrite: keel::DoublewriteMode::from_bool(config.doublewrite),
         ..Options::default()
     };
     options.validate().map_err(IobenchError::engine(format!(
@@ -548,7 +548,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((options.page_size, options.data_files), (16384, 2));
-        assert!(!options.doublewrite);
+        assert_eq!(options.doublewrite, keel::DoublewriteMode::Off);
         assert!(options.buffer_pool_size > 256 << 20);
         let err = check(&config, Some(256 << 20)).unwrap_err().to_string();
         assert!(err.contains("--file-size 256 MiB"), "{err}");

@@ -28,6 +28,9 @@ pub struct StatusInput<'a> {
     pub history: &'a HistoryStatus,
     /// Metrics at an earlier instant and the seconds since: adds rates.
     pub since: Option<(&'a BTreeMap<&'static str, u64>, f64)>,
+    /// The doublewrite mode in effect and why (`Db::doublewrite`); the
+    /// options' mode alone where absent.
+    pub doublewrite: Option<&'a keel::DoublewriteStatus>,
 }
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -63,6 +66,7 @@ pub fn status_report(db: &Db, since: Option<(&BTreeMap<&'static str, u64>, f64)>
         decision: &decision,
         history: &history,
         since,
+        doublewrite: Some(db.doublewrite()),
     })
 }
 
@@ -96,6 +100,10 @@ pub fn status_text(s: &StatusInput<'_>) -> String {
         g("space_pages_allocated"),
         g("buffer_pages_written"),
     );
+    let _ = match s.doublewrite {
+        Some(d) => writeln!(out, "Doublewrite: {d}"),
+        None => writeln!(out, "Doublewrite: {}", s.options.doublewrite),
+    };
     let rate = |n: &str| {
         s.since.map(|(a, secs)| {
             g(n).saturating_sub(a.get(n).copied().unwrap_or(0)) as f64 / secs.max(1e-9)
@@ -555,6 +563,7 @@ mod tests {
             decision: &d,
             history: &HistoryStatus::default(),
             since: Some((&before, 2.0)),
+            doublewrite: None,
         });
         assert!(text.contains("KEEL ENGINE STATUS (/data/db)"), "{text}");
         assert!(
@@ -604,6 +613,35 @@ mod tests {
         assert!(line(&text, "Cleaner rounds").contains("last round 2.5 ms"));
     }
 
+    /// The BUFFER POOL section says the doublewrite mode and why: as the
+    /// engine reports it, or the option alone without an engine.
+    #[test]
+    fn status_names_the_doublewrite_mode_in_effect() {
+        let m = BTreeMap::new();
+        let atomic = keel::DoublewriteStatus {
+            mode: keel::DoublewriteMode::Atomic,
+            detail: "device promises untorn writes up to 16 KiB".into(),
+        };
+        for (given, want) in [
+            (
+                Some(&atomic),
+                "Doublewrite: atomic (device promises untorn writes up to 16 KiB)",
+            ),
+            (None, "Doublewrite: on"),
+        ] {
+            let text = status_text(&StatusInput {
+                dir: Path::new("x"),
+                options: &Options::default(),
+                metrics: &m,
+                decision: &Decision::default(),
+                history: &HistoryStatus::default(),
+                since: None,
+                doublewrite: given,
+            });
+            assert_eq!(line(&text, "Doublewrite:"), want);
+        }
+    }
+
     #[test]
     fn status_before_any_round_says_so() {
         let m = BTreeMap::new();
@@ -616,6 +654,7 @@ mod tests {
             decision: &Decision::default(),
             history: &HistoryStatus::default(),
             since: None,
+            doublewrite: None,
         });
         assert_eq!(line(&text, "Mode "), "Mode                idle");
         assert_eq!(
@@ -632,6 +671,7 @@ mod tests {
             decision: &Decision::default(),
             history: &HistoryStatus::default(),
             since: None,
+            doublewrite: None,
         });
         assert_eq!(line(&text, "Now "), "Now                 (no round yet)");
         assert!(line(&text, "Checkpoint age is").contains("unknown"));
@@ -679,6 +719,7 @@ mod tests {
             decision: &d,
             history: &HistoryStatus::default(),
             since: None,
+            doublewrite: None,
         });
         let p = line(&text, "Flush policy");
         assert!(
@@ -753,6 +794,7 @@ mod tests {
             decision: &Decision::default(),
             history: &h,
             since: Some((&before, 2.0)),
+            doublewrite: None,
         });
         let t = text.split("TRANSACTIONS").nth(1).unwrap_or_default();
         assert_eq!(
@@ -789,6 +831,7 @@ mod tests {
             decision: &Decision::default(),
             history: &HistoryStatus::default(),
             since: None,
+            doublewrite: None,
         });
         assert!(line(&text, "Read views").contains("0 open; no read view open"));
         assert!(line(&text, "Isolation level").contains("REPEATABLE-READ"));

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::buffer::{BufferPool, PoolConfig};
-use crate::config::Options;
+use crate::config::{DoublewriteMode, Options};
 use crate::error::{Error, Result};
 use crate::flush::cleaner::{CleanerHost, LogView};
 use crate::flush::doublewrite::{Doublewrite, Geometry};
@@ -77,6 +77,8 @@ pub(crate) struct Engine {
     pub max_modified_age_sync: u64,
     /// Torn pages the doublewrite area repaired at open.
     pub torn_pages_repaired: u64,
+    /// The doublewrite mode in effect, and why.
+    pub doublewrite: DoublewriteStatus,
     last_log_flush_ms: AtomicU64,
     started: Instant,
     /// Held by whoever computes and writes a checkpoint (see
@@ -241,7 +243,7 @@ impl Engine {
             (space, log)
         };
         let log = Arc::new(log);
-        let (dblwr, torn_pages_repaired) =
+        let (dblwr, torn_pages_repaired, doublewrite) =
             open_doublewrite(&*data_fs, dir, &opts, &space, created, &metrics)?;
         let space = Arc::new(space);
         let wal: Arc<dyn Wal> = Arc::new(LogWal(log.clone()));
@@ -278,6 +280,7 @@ impl Engine {
             max_modified_age_sync: free_limit / 16 * 15,
             metrics,
             torn_pages_repaired,
+            doublewrite,
             last_log_flush_ms: AtomicU64::new(0),
             checkpointing: parking_lot::Mutex::new(()),
             failpoints: Default::default(),
@@ -511,8 +514,14 @@ fn lock_dir(fs: &dyn FileSystem, dir: &Path) -> Result<DirLock> {
 }
 
 /// Open (or create) the doublewrite files and, after a crash, repair torn
-/// pages from them before anything reads a page. The areas then serve this
-/// run's flushes, unless `doublewrite` is off.
+/// pages from them before anything reads a page, whatever the mode now
+/// (copies written under another mode are used all the same; a torn page
+/// an entries-only area lists fails the open with `Error::TornPage`). The
+/// areas then serve this run's flushes under `on` and `detect_only`; under
+/// `off` and `atomic` the files are removed once used (see
+/// [`Doublewrite::remove_files`]). `atomic` is refused with an
+/// `Error::Config` on `doublewrite` unless every data file's device
+/// promises untorn writes of a whole page.
 fn open_doublewrite(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -520,10 +529,44 @@ fn open_doublewrite(
     space: &Tablespace,
     created: bool,
     metrics: &Arc<Metrics>,
-) -> Result<(Option<Doublewrite>, u64)> {
+) -> Result<(Option<Doublewrite>, u64, DoublewriteStatus)> {
+    let mode = opts.doublewrite;
+    let status = match mode {
+        DoublewriteMode::On => DoublewriteStatus::new(
+            mode,
+            "page images copied before in-place writes; torn pages repaired at recovery".into(),
+        ),
+        DoublewriteMode::DetectOnly => DoublewriteStatus::new(
+            mode,
+            "page ids and LSNs only; torn pages detected at recovery, not repaired".into(),
+        ),
+        DoublewriteMode::Off => DoublewriteStatus::new(
+            mode,
+            "no protection: a torn page write cannot be repaired or told apart".into(),
+        ),
+        DoublewriteMode::Atomic => {
+            let unit = space.atomic_write_unit().map_err(|(path, why)| {
+                Error::config(
+                    "doublewrite",
+                    format!(
+                        "atomic needs a device that promises untorn writes of a whole page \
+                         ({} bytes), and {} has none: {why}. Use doublewrite = on (or \
+                         detect_only) on this device",
+                        opts.page_size,
+                        path.display()
+                    ),
+                )
+            })?;
+            space.set_atomic_page_writes(true);
+            DoublewriteStatus::new(
+                mode,
+                format!("device promises untorn writes up to {}", unit_text(unit)),
+            )
+        }
+    };
     let exists = fs.exists(&dir.join(crate::flush::doublewrite::file_name(0)));
-    if !opts.doublewrite && !exists {
-        return Ok((None, 0));
+    if !mode.uses_areas() && !exists {
+        return Ok((None, 0, status));
     }
     let geometry = Geometry {
         files: opts.doublewrite_files,
@@ -534,6 +577,7 @@ fn open_doublewrite(
     };
     let mut d =
         Doublewrite::open_or_create(fs, dir, geometry, space.creation_id(), metrics.clone())?;
+    d.set_page_images(mode == DoublewriteMode::On);
     let mut repaired = 0;
     if !created {
         let rep = d.repair_torn_pages(fs, space)?;
@@ -542,7 +586,42 @@ fn open_doublewrite(
             log::warn!("doublewrite repair in {}: {rep}", dir.display());
         }
     }
-    Ok((opts.doublewrite.then_some(d), repaired))
+    if !mode.uses_areas() {
+        d.remove_files(fs)?;
+        return Ok((None, repaired, status));
+    }
+    Ok((Some(d), repaired, status))
+}
+
+/// A write unit as people write it: `16 KiB`, `1 MiB`, `512 bytes`.
+fn unit_text(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n.is_multiple_of(1 << 20) => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n.is_multiple_of(1 << 10) => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// The doublewrite mode in effect and why ([`crate::Db::doublewrite`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DoublewriteStatus {
+    /// The mode.
+    pub mode: DoublewriteMode,
+    /// What it does here, e.g. "device promises untorn writes up to 16 KiB".
+    pub detail: String,
+}
+
+impl DoublewriteStatus {
+    fn new(mode: DoublewriteMode, detail: String) -> Self {
+        DoublewriteStatus { mode, detail }
+    }
+}
+
+impl std::fmt::Display for DoublewriteStatus {
+    /// `atomic (device promises untorn writes up to 16 KiB)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.mode, self.detail)
+    }
 }
 
 fn pool_config(

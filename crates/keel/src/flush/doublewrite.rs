@@ -22,6 +22,46 @@
 //! fails the format, never a batch) and the directory synced; a blank
 //! `dblwr-0` (or none) means "no copies, format afresh", and a valid one
 //! means the whole set is complete.
+//!
+//! # Modes (`doublewrite`)
+//! What is written when, what a crash at each moment leaves, and what
+//! recovery can repair:
+//!
+//! - **`on`**: per batch, one write of the area header (page ids, page
+//!   LSNs, magic `KEELDBLW`) and every page image, then a sync of the
+//!   area; then the in-place writes; then the data files' sync; then the
+//!   area is free. A crash before the area's sync leaves the in-place
+//!   pages untouched (a torn area is skipped, or its slots fail their
+//!   checks); a crash after it can tear in-place pages, each of which has
+//!   its copy: recovery repairs every torn page.
+//! - **`detect_only`** (InnoDB 8.0.30's `DETECT_ONLY`): the same steps,
+//!   but the area write is the header alone, in whole 4 KiB blocks, under
+//!   magic `KEELDBLE`; the slots keep whatever an earlier batch left
+//!   there and are never read. A crash after the header's sync can tear
+//!   in-place pages, which the header lists: recovery *detects* such a
+//!   page (bad checksum) and fails with [`Error::TornPage`] naming it and
+//!   its file, rather than open on a corrupt page; it repairs nothing
+//!   written under this mode. A page whose write was lost whole (all
+//!   zeros, past the end) is not torn: redo rebuilds it, as without
+//!   doublewrite.
+//! - **`atomic`** and **`off`**: no area is written. Under `atomic` the
+//!   engine has checked that the data device promises untorn page writes
+//!   (`Tablespace::atomic_write_unit`) and writes each page with
+//!   `RWF_ATOMIC`, so no crash tears one; under `off` a torn page is
+//!   neither repaired nor detected here (redo meets it, or a later read).
+//!
+//! ## Switching modes between opens
+//! Recovery runs before the new mode applies and uses whatever the areas
+//! hold, written under any mode: a crash under `on` is repaired from its
+//! copies by an open under `detect_only`, `atomic` or `off`. A page's
+//! listings are tried newest batch first, and the search stops at an
+//! entries-only listing: that write may have torn the page, and an older
+//! copy (from an `on` batch before a switch) is older than it, so
+//! restoring it would silently drop the changes the checkpoint already
+//! relies on. `off` and `atomic` then remove the files
+//! ([`Doublewrite::remove_files`]), so that no copy goes stale while pages
+//! are written without one; the next open under `on` or `detect_only`
+//! formats them afresh.
 
 mod areas;
 mod files;
@@ -39,7 +79,7 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
-use crate::io::{AlignedBuf, Device, FileSystem, OpenMode};
+use crate::io::{AlignedBuf, Device, FileSystem, OpenMode, IO_ALIGN};
 use crate::metrics::Metrics;
 use crate::page::{page_id, page_lsn, verify_page, PageId, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 use crate::space::Tablespace;
@@ -141,6 +181,9 @@ pub struct Doublewrite {
     freed: Condvar,
     next_seq: AtomicU64,
     metrics: Arc<Metrics>,
+    /// Whether batches write their page images (`on`) or the area header
+    /// alone (`detect_only`).
+    images: bool,
 }
 
 /// An area claimed by one batch writer; dropping it frees the area.
@@ -160,6 +203,19 @@ pub struct SkippedArea {
     pub reason: String,
 }
 
+/// A torn page that the doublewrite lists without a copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DetectedTorn {
+    /// The page.
+    pub page: PageId,
+    /// The data file that holds it.
+    pub path: PathBuf,
+    /// The entries-only area that lists its last write, and that write's LSN.
+    pub area: usize,
+    /// The page LSN the write carried.
+    pub lsn: u64,
+}
+
 /// What [`Doublewrite::repair_torn_pages`] did, for the recovery report.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RepairReport {
@@ -176,6 +232,11 @@ pub struct RepairReport {
     pub copies_rejected: usize,
     /// Pages restored in place from a copy, in page order.
     pub pages_restored: Vec<PageId>,
+    /// Torn pages whose newest listing is in an entries-only area
+    /// (`detect_only`): their last write kept no copy, so they are
+    /// detected, not repaired ([`Doublewrite::repair_torn_pages`] then
+    /// fails with [`Error::TornPage`]).
+    pub torn_detected: Vec<DetectedTorn>,
     /// The files were reformatted to the geometry asked for at open.
     pub reformatted: bool,
 }
@@ -184,12 +245,14 @@ impl fmt::Display for RepairReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "doublewrite: {} areas scanned, {} empty, {} skipped; {} pages checked, {} restored",
+            "doublewrite: {} areas scanned, {} empty, {} skipped; {} pages checked, {} restored, \
+             {} torn without a copy",
             self.areas_scanned,
             self.areas_empty,
             self.areas_skipped.len(),
             self.pages_checked,
-            self.pages_restored.len()
+            self.pages_restored.len(),
+            self.torn_detected.len()
         )?;
         for s in &self.areas_skipped {
             write!(
@@ -229,7 +292,7 @@ impl Doublewrite {
             None
         };
         let Some((dev0, h0)) = found else {
-            let files = format_files(fs, dir, &geometry, creation_id)?;
+            let files = format_files(fs, dir, &geometry, creation_id, &metrics)?;
             return Ok(Self::new(dir, geometry, None, creation_id, files, metrics));
         };
         let disk = Geometry {
@@ -280,7 +343,33 @@ impl Doublewrite {
             freed: Condvar::new(),
             next_seq: AtomicU64::new(1),
             metrics,
+            images: true,
         }
+    }
+
+    /// Write the pages' images with each batch (`doublewrite = on`, the
+    /// default) or only the area header, which lists them
+    /// (`detect_only`). Either way the header is synced before the batch
+    /// is written in place.
+    pub fn set_page_images(&mut self, images: bool) {
+        self.images = images;
+    }
+
+    /// Remove the files, `dblwr-0` first (a missing `dblwr-0` means "no
+    /// copies"), and sync the directory: for a mode that writes no areas
+    /// (`off`, `atomic`), once [`Self::repair_torn_pages`] has used them.
+    /// Copies kept would go stale while pages are written without them,
+    /// and a later open under `on` could then restore a torn page from a
+    /// copy older than its last write, whose changes since the checkpoint
+    /// no redo record brings back.
+    pub fn remove_files(self, fs: &dyn FileSystem) -> Result<()> {
+        let Doublewrite { dir, files, .. } = self;
+        let paths: Vec<PathBuf> = files.into_iter().map(|f| f.path).collect();
+        for path in &paths {
+            fs.remove(path).map_err(|e| Error::io(path, "remove", e))?;
+        }
+        fs.sync_dir(&dir)
+            .map_err(|e| Error::io(&dir, "sync directory", e))
     }
 
     /// Page slots per area: the largest batch one area takes.
@@ -316,11 +405,17 @@ impl Doublewrite {
         Ok(h)
     }
 
-    /// Recovery, before redo: every page with a copy in a valid area is read
-    /// in place; if it fails verification (torn, all zeros, past the end of
+    /// Recovery, before redo: every page listed in a valid area is read in
+    /// place; if it fails verification (torn, all zeros, past the end of
     /// its file) it is overwritten with its newest copy that verifies and
-    /// matches its header entry. A valid in-place page is never touched. A
-    /// torn page without a valid copy is left for the caller to judge. Then
+    /// matches its header entry. A valid in-place page is never touched.
+    /// The listings of a page are tried newest first, and the search stops
+    /// at an entries-only one (`detect_only`): that write may have reached
+    /// the page in place, so every older copy may be older than the page
+    /// (module doc, "Switching modes"). A torn page (bad checksum) whose
+    /// search stopped there is *detected*: once the other pages are
+    /// repaired and synced, this fails with [`Error::TornPage`] naming it.
+    /// Any other page left unrepaired is for the caller to judge. Then
     /// every data file is synced (in-place writes of the previous run may
     /// still sit in a volatile cache, and reusing an area loses its copies)
     /// and, if the geometry changed, the files are reformatted. `fs` is the
@@ -350,7 +445,13 @@ impl Doublewrite {
                 }
             };
             candidates.sort_by_key(|c| std::cmp::Reverse(c.seq));
+            let mut restored = false;
+            let mut no_copy = None;
             for c in candidates {
+                if !c.images {
+                    no_copy = Some(c);
+                    break;
+                }
                 if !self.read_copy(c, &mut copy) || verify_page(&copy, id).is_err() {
                     report.copies_rejected += 1;
                     continue;
@@ -368,7 +469,26 @@ impl Doublewrite {
                     c.lsn
                 );
                 report.pages_restored.push(id);
+                restored = true;
                 break;
+            }
+            // A page never written in place (all zeros, past the end) is
+            // redo's to rebuild or report, as without doublewrite.
+            if let (false, Some(c), "torn or corrupt") = (restored, no_copy, why) {
+                let path = space.file_path(space.locate(id.page_no).0).to_owned();
+                log::error!(
+                    "page {id} in {} is torn; its last write (LSN {}) is listed in \
+                     entries-only doublewrite area {} (detect_only), which holds no copy",
+                    path.display(),
+                    c.lsn,
+                    c.area
+                );
+                report.torn_detected.push(DetectedTorn {
+                    page: id,
+                    path,
+                    area: c.area,
+                    lsn: c.lsn,
+                });
             }
         }
         for i in 0..space.n_files() {
@@ -378,8 +498,36 @@ impl Doublewrite {
                 .map_err(|e| Error::io(path, "open", e))?;
             dev.sync().map_err(|e| Error::io(path, "sync", e))?;
         }
+        if let Some(first) = report.torn_detected.first() {
+            let others = report.torn_detected.len() - 1;
+            return Err(Error::TornPage {
+                page: first.page,
+                path: first.path.clone(),
+                reason: format!(
+                    "its checksum fails: the write of LSN {} was torn by the crash, and it was \
+                     made under doublewrite = detect_only, whose area {} lists the page but \
+                     keeps no copy to repair it from{}. The database is not opened rather than \
+                     run on a corrupt page; restore it from a backup (doublewrite = on repairs \
+                     such pages)",
+                    first.lsn,
+                    first.area,
+                    if others == 0 {
+                        String::new()
+                    } else {
+                        format!(
+                            "; {others} other torn pages too: {}",
+                            report.torn_detected[1..]
+                                .iter()
+                                .map(|t| t.page.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
+                ),
+            });
+        }
         if let Some(wanted) = self.wanted.take() {
-            self.files = format_files(fs, &self.dir, &wanted, self.creation_id)?;
+            self.files = format_files(fs, &self.dir, &wanted, self.creation_id, &self.metrics)?;
             self.geometry = wanted;
             *self.areas.get_mut() = areas::Areas::new(wanted.areas);
             self.next_seq.store(1, Ordering::Relaxed);
@@ -417,6 +565,7 @@ impl Doublewrite {
                                 area,
                                 slot,
                                 lsn: e.lsn,
+                                images: h.images,
                             });
                         }
                     }
@@ -440,6 +589,8 @@ struct CopyRef {
     area: usize,
     slot: usize,
     lsn: u64,
+    /// False for an entries-only area: the slot is no copy.
+    images: bool,
 }
 
 impl AreaGuard<'_> {
@@ -469,7 +620,14 @@ impl AreaGuard<'_> {
             g.pages_per_area
         );
         let hb = g.header_blocks();
-        let mut buf = AlignedBuf::new((hb + pages.len()) * ps);
+        // Entries only: the header, in whole I/O blocks; the slots keep
+        // whatever they held (the entries-only magic says they are no copies).
+        let len = if dw.images {
+            (hb + pages.len()) * ps
+        } else {
+            area_header_len(pages.len()).next_multiple_of(IO_ALIGN)
+        };
+        let mut buf = AlignedBuf::new(len);
         let mut entries = Vec::with_capacity(pages.len());
         for (k, &(id, page)) in pages.iter().enumerate() {
             assert_eq!(
@@ -491,15 +649,19 @@ impl AreaGuard<'_> {
                 id,
                 lsn: page_lsn(page),
             });
-            buf[(hb + k) * ps..(hb + k + 1) * ps].copy_from_slice(page);
+            if dw.images {
+                buf[(hb + k) * ps..(hb + k + 1) * ps].copy_from_slice(page);
+            }
         }
+        let header_len = len.min(hb * ps);
         AreaHeader {
             page_size: ps as u32,
             area: self.area as u32,
             seq: dw.next_seq.fetch_add(1, Ordering::Relaxed),
+            images: dw.images,
             entries,
         }
-        .encode(&mut buf[..hb * ps]);
+        .encode(&mut buf[..header_len]);
         let (file, offset) = g.area_location(self.area);
         let f = &dw.files[file];
         f.dev

@@ -156,6 +156,15 @@ pub struct CrashReport {
     pub writes_torn: u64,
 }
 
+/// A write not yet synced.
+struct Pending {
+    offset: u64,
+    data: Vec<u8>,
+    /// Issued through `Device::write_atomic_at` within the device's atomic
+    /// unit: a crash keeps or loses it whole, never tears it.
+    atomic: bool,
+}
+
 /// One file's images.
 #[derive(Default)]
 struct FileState {
@@ -164,8 +173,8 @@ struct FileState {
     durable: Vec<u8>,
     /// What reads see: `durable` with `pending` applied.
     volatile: Vec<u8>,
-    /// Writes since the last sync, in issue order: (offset, bytes).
-    pending: Vec<(u64, Vec<u8>)>,
+    /// Writes since the last sync, in issue order.
+    pending: Vec<Pending>,
     /// Bytes from the start that `allocate` reserved (durable at once).
     allocated: usize,
 }
@@ -173,10 +182,22 @@ struct FileState {
 impl FileState {
     fn crash(&mut self, mode: CrashMode, rng: &mut SplitMix64, report: &mut CrashReport) {
         let mut lost_oldest = false;
-        for (offset, data) in std::mem::take(&mut self.pending) {
+        for Pending {
+            offset,
+            data,
+            atomic,
+        } in std::mem::take(&mut self.pending)
+        {
             let (kept, of) = match mode {
                 CrashMode::DropUnsynced => (0, 1),
                 CrashMode::Random { .. } => {
+                    let keep = rng.coin();
+                    if keep {
+                        apply(&mut self.durable, offset, &data);
+                    }
+                    (usize::from(keep), 1)
+                }
+                CrashMode::Torn { .. } if atomic => {
                     let keep = rng.coin();
                     if keep {
                         apply(&mut self.durable, offset, &data);
@@ -234,11 +255,11 @@ impl FileState {
         self.durable.resize(len, 0);
         self.volatile.resize(len, 0);
         let len = len as u64;
-        self.pending.retain_mut(|(offset, data)| {
-            if *offset >= len {
+        self.pending.retain_mut(|w| {
+            if w.offset >= len {
                 return false;
             }
-            data.truncate((len - *offset) as usize);
+            w.data.truncate((len - w.offset) as usize);
             true
         });
     }
@@ -285,6 +306,9 @@ struct Shared {
     /// Directories made by `create_dirs` (others exist only as the
     /// prefixes of files' paths).
     dirs: Mutex<std::collections::BTreeSet<PathBuf>>,
+    /// The largest untorn write the device promises
+    /// ([`FaultyFs::set_atomic_write_unit`]); none by default.
+    atomic_unit: Mutex<Option<usize>>,
 }
 
 /// The last write before power fails: applied as pending to its file under
@@ -294,6 +318,7 @@ struct LastWrite<'a> {
     epoch: u64,
     offset: u64,
     data: &'a [u8],
+    atomic: bool,
 }
 
 impl Shared {
@@ -320,7 +345,11 @@ impl Shared {
             if let Some((_, state)) = found.filter(|(_, s)| s.epoch == w.epoch) {
                 if !w.data.is_empty() {
                     apply(&mut state.volatile, w.offset, w.data);
-                    state.pending.push((w.offset, w.data.to_vec()));
+                    state.pending.push(Pending {
+                        offset: w.offset,
+                        data: w.data.to_vec(),
+                        atomic: w.atomic,
+                    });
                 }
             }
         }
@@ -472,6 +501,26 @@ impl FaultyFs {
                 Ok(())
             }
         }
+    }
+
+    /// Model a device that promises untorn writes of up to `max` bytes
+    /// (a power of two, at least [`SECTOR`]), as Linux reports through
+    /// `statx` (`STATX_WRITE_ATOMIC`): its devices then report the unit
+    /// [`SECTOR`]`..=max`, accept `Device::write_atomic_at` within it, and
+    /// a crash keeps or loses such a write whole, even in
+    /// [`CrashMode::Torn`]. Plain writes tear as before. `None` (the
+    /// default): no promise, and atomic writes fail with EOPNOTSUPP.
+    ///
+    /// # Panics
+    /// On a `max` that is not a power of two of at least [`SECTOR`].
+    pub fn set_atomic_write_unit(&self, max: Option<usize>) {
+        if let Some(max) = max {
+            assert!(
+                max.is_power_of_two() && max >= SECTOR,
+                "atomic write unit {max}: a power of two of at least {SECTOR} bytes"
+            );
+        }
+        *self.shared.atomic_unit.lock() = max;
     }
 
     /// Paths of every file, sorted.

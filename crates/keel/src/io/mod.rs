@@ -85,6 +85,70 @@ pub trait Device: Send + Sync {
     }
     /// The path the device was opened from, for error messages.
     fn path(&self) -> &Path;
+    /// What the device promises about torn writes: the sizes of write that
+    /// [`Device::write_atomic_at`] never tears on power loss. The default
+    /// promises nothing.
+    fn atomic_write_unit(&self) -> AtomicWriteUnit {
+        AtomicWriteUnit::None("this kind of device reports no atomic write unit".into())
+    }
+    /// Write `buf` at `offset` as one untorn write: after a power loss the
+    /// bytes are all old or all new. `buf.len()` must be a power of two in
+    /// the unit [`Device::atomic_write_unit`] reports, and `offset` a
+    /// multiple of it (Linux's rules for `RWF_ATOMIC`); otherwise, or on a
+    /// device that promises nothing, the call fails (EINVAL, EOPNOTSUPP)
+    /// and writes nothing. The default always fails.
+    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let _ = (buf, offset);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{}: the device offers no atomic writes",
+                self.path().display()
+            ),
+        ))
+    }
+}
+
+/// What a device promises about torn writes ([`Device::atomic_write_unit`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AtomicWriteUnit {
+    /// A write through [`Device::write_atomic_at`] of a power of two of
+    /// bytes in `min..=max`, at an offset that is a multiple of its length,
+    /// is never torn.
+    Untorn {
+        /// Smallest such write, in bytes.
+        min: usize,
+        /// Largest such write, in bytes.
+        max: usize,
+    },
+    /// No promise; why (statx unsupported, no atomic unit reported, ...).
+    None(String),
+}
+
+impl AtomicWriteUnit {
+    /// Whether a page of `page_size` bytes can be written untorn: `Ok`
+    /// with the unit's largest write, or why not.
+    pub fn check_page(&self, page_size: usize) -> Result<usize, String> {
+        match self {
+            AtomicWriteUnit::None(why) => Err(why.clone()),
+            AtomicWriteUnit::Untorn { min, max } => {
+                if page_size > *max {
+                    Err(format!(
+                        "the device promises untorn writes of at most {} bytes, less than a \
+                         page of {page_size}",
+                        max
+                    ))
+                } else if page_size < *min {
+                    Err(format!(
+                        "the device's untorn writes are at least {min} bytes, more than a \
+                         page of {page_size}"
+                    ))
+                } else {
+                    Ok(*max)
+                }
+            }
+        }
+    }
 }
 
 /// How a file is opened.

@@ -245,6 +245,20 @@ impl Device for ThrottledDevice {
     fn path(&self) -> &Path {
         self.inner.path()
     }
+
+    /// The model slows writes; it tears none: the device it wraps says.
+    fn atomic_write_unit(&self) -> super::AtomicWriteUnit {
+        self.inner.atomic_write_unit()
+    }
+
+    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        let ticket = self
+            .model
+            .admit_io(&self.last_end, offset, buf.len() as u64);
+        let result = self.inner.write_atomic_at(buf, offset);
+        self.model.wait(ticket);
+        result
+    }
 }
 
 #[cfg(test)]

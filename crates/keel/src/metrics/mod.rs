@@ -259,12 +259,15 @@ registry! {
     buffer_flush_sync_total_pages,
     /// Batches written and synced to a doublewrite area.
     dblwr_writes,
-    /// Pages written to doublewrite areas.
+    /// Pages written through doublewrite areas: with their images under
+    /// `doublewrite = on`, listed in the area header alone under
+    /// `detect_only`.
     dblwr_pages_written,
     /// Bytes written to the doublewrite files (page copies and area
-    /// headers): with `os_data_written_bytes`, `log_bytes_written` and
-    /// `os_other_written_bytes`, every byte Keel writes to its files but
-    /// the doublewrite files' own headers, written when they are formatted.
+    /// headers, and the files' own headers when they are formatted;
+    /// headers alone under `detect_only`, nothing under `atomic` and
+    /// `off`): with `os_data_written_bytes`, `log_bytes_written` and
+    /// `os_other_written_bytes`, every byte Keel writes to its files.
     dblwr_written_bytes,
     /// Bytes Keel writes to its files that are neither redo records
     /// (`log_bytes_written`), data pages (`os_data_written_bytes`) nor

@@ -770,7 +770,7 @@ mod tests {
             page_size: 4096,
             buffer_pool_size: 256 * 4096,
             data_files: 1,
-            doublewrite: false,
+            doublewrite: crate::DoublewriteMode::Off,
             ..Options::default()
         }
     }

@@ -36,7 +36,7 @@
 pub mod header;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -93,6 +93,9 @@ pub struct Tablespace {
     /// Writes in flight, and when the first of them began: the device's
     /// busy time (`os_data_write_busy_us_total`).
     busy: Mutex<(usize, Option<std::time::Instant>)>,
+    /// Pages are written one by one with `Device::write_atomic_at`
+    /// (`doublewrite = atomic`).
+    atomic_pages: AtomicBool,
 }
 
 /// Name of data file `i` inside the database directory.
@@ -151,6 +154,7 @@ impl Tablespace {
             metrics,
             poisoned: Poison::default(),
             busy: Mutex::new((0, None)),
+            atomic_pages: AtomicBool::new(false),
         })
     }
 
@@ -301,6 +305,7 @@ impl Tablespace {
             metrics,
             poisoned: Poison::default(),
             busy: Mutex::new((0, None)),
+            atomic_pages: AtomicBool::new(false),
         })
     }
 
@@ -402,14 +407,45 @@ impl Tablespace {
         Ok(())
     }
 
+    /// Whether every data file's device promises untorn writes of a whole
+    /// page ([`Device::atomic_write_unit`]): `Ok` with the smallest largest
+    /// untorn write over the files, or the first file that does not and why.
+    pub fn atomic_write_unit(&self) -> std::result::Result<usize, (PathBuf, String)> {
+        let mut unit = usize::MAX;
+        for f in &self.files {
+            let max = f
+                .dev
+                .atomic_write_unit()
+                .check_page(self.page_size)
+                .map_err(|why| (f.path.clone(), why))?;
+            unit = unit.min(max);
+        }
+        Ok(unit)
+    }
+
+    /// Write every page from now on as one untorn write
+    /// (`Device::write_atomic_at`), a run page by page: for
+    /// `doublewrite = atomic`, once [`Self::atomic_write_unit`] said yes.
+    pub fn set_atomic_page_writes(&self, on: bool) {
+        self.atomic_pages.store(on, Ordering::Relaxed);
+    }
+
     /// Write `buf` (one or more whole pages, contiguous on disk) at `offset`
     /// of data file `file`, allocating the file by extents first if needed.
+    /// With atomic page writes on, each page is its own untorn write.
     pub fn write_run(&self, file: usize, offset: u64, buf: &[u8]) -> Result<()> {
         self.check_poisoned()?;
         self.allocate(file, offset + buf.len() as u64)?;
         let df = &self.files[file];
         let started = self.busy_begin();
-        let r = df.dev.write_at(buf, offset);
+        let r = if self.atomic_pages.load(Ordering::Relaxed) {
+            let ps = self.page_size;
+            buf.chunks(ps)
+                .enumerate()
+                .try_for_each(|(k, page)| df.dev.write_atomic_at(page, offset + (k * ps) as u64))
+        } else {
+            df.dev.write_at(buf, offset)
+        };
         self.busy_end(started);
         r.map_err(|e| Error::io(&df.path, "write", e))?;
         // Counted only once complete: a sync that reads this count starts

@@ -32,9 +32,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keel::format::page::{page_id, verify_page, PageCheckError};
+use keel::format::data::EXTENT_PAGES;
+use keel::format::page::{verify_page, PageCheckError, PageId};
 use keel::io::faulty::{CrashMode, FaultyFs};
-use keel::{Db, FlushPolicyName, Options};
+use keel::{Db, DoublewriteMode, Error, FlushPolicyName, Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -71,6 +72,11 @@ const WARM_UP: Duration = Duration::from_millis(1500);
 /// flushed (`flush_neighbors` 1 or 2 by seed), and both flushing policies
 /// (`steady`, the default, for seeds 0 and 1 mod 4; `classic` for 2 and 3).
 pub fn opts(seed: u64) -> Options {
+    opts_in_mode(seed, DoublewriteMode::On)
+}
+
+/// [`opts`] with doublewrite `mode`.
+pub fn opts_in_mode(seed: u64, mode: DoublewriteMode) -> Options {
     Options {
         page_size: PAGE_SIZE,
         buffer_pool_size: 4 * 24 * PAGE_SIZE as u64,
@@ -82,7 +88,7 @@ pub fn opts(seed: u64) -> Options {
         log_file_size: 1 << 20,
         log_files_in_group: 2,
         lock_wait_timeout: 1.0,
-        doublewrite: true,
+        doublewrite: mode,
         doublewrite_pages: 16,
         flush_policy: if (seed / 2).is_multiple_of(2) {
             FlushPolicyName::Steady
@@ -166,6 +172,11 @@ pub struct Totals {
     pub torn_in_image: u64,
     /// Recovery's `recovery_torn_pages_repaired`, summed.
     pub torn_repaired: u64,
+    /// Recoveries refused with `Error::TornPage` (`detect_only`), each
+    /// naming a page the crash image shows torn.
+    pub torn_detected: u64,
+    /// `dblwr_written_bytes` over the runs.
+    pub dblwr_written_bytes: u64,
     /// Recovery's `recovery_page_records_applied`, summed.
     pub replayed: u64,
     /// What the crashes did to unsynced writes (all files), summed.
@@ -197,6 +208,7 @@ impl Totals {
         for k in WRITE_BACK {
             *self.write_back.entry(k).or_default() += after[k] - before[k];
         }
+        self.dblwr_written_bytes += after["dblwr_written_bytes"] - before["dblwr_written_bytes"];
     }
 
     /// Transfers ran, recovery had work, and most failpoints fired (a cycle
@@ -255,8 +267,27 @@ pub enum Lifetime {
 /// each crashing as `crash` says. Panics naming the scenario, seed and
 /// cycle at the first failure.
 pub fn run(scenario: &str, cycles: u64, crash: impl Fn(&mut SmallRng) -> Crash) -> Totals {
+    run_in_mode(scenario, cycles, DoublewriteMode::On, crash)
+}
+
+/// [`run`] with doublewrite `mode`; under `atomic` the device promises
+/// untorn writes of a page (`FaultyFs::set_atomic_write_unit`).
+pub fn run_in_mode(
+    scenario: &str,
+    cycles: u64,
+    mode: DoublewriteMode,
+    crash: impl Fn(&mut SmallRng) -> Crash,
+) -> Totals {
     let bank = Arc::new(BANK);
-    run_workload(scenario, cycles, Lifetime::Persistent, bank, None, crash)
+    run_workload_in_mode(
+        scenario,
+        cycles,
+        Lifetime::Persistent,
+        bank,
+        None,
+        mode,
+        crash,
+    )
 }
 
 /// [`run`] on a slow device: `slow` (e.g. `/data-.write:delay=100us`) is
@@ -285,20 +316,29 @@ struct Bed {
     /// None only while the crashed engine is replaced by the recovered one.
     db: Option<Db>,
     acked: Arc<Mutex<Vec<u64>>>,
+    mode: DoublewriteMode,
 }
 
 impl Bed {
-    fn new(seed: u64, workload: &dyn Workload) -> Bed {
+    fn new(seed: u64, workload: &dyn Workload, mode: DoublewriteMode) -> Bed {
         let dir = tempfile::tempdir().unwrap();
         let fs = Arc::new(FaultyFs::new());
-        let db = Db::open_with_fs(dir.path(), opts(seed), Some(fs.clone())).unwrap();
+        if mode == DoublewriteMode::Atomic {
+            fs.set_atomic_write_unit(Some(PAGE_SIZE));
+        }
+        let db = Db::open_with_fs(dir.path(), opts_in_mode(seed, mode), Some(fs.clone())).unwrap();
         workload.setup(&db);
         Bed {
             dir,
             fs,
             db: Some(db),
             acked: Arc::default(),
+            mode,
         }
+    }
+
+    fn opts(&self, seed: u64) -> Options {
+        opts_in_mode(seed, self.mode)
     }
 
     fn db(&self) -> &Db {
@@ -315,14 +355,35 @@ pub fn run_workload<W: Workload>(
     slow: Option<&str>,
     crash: impl Fn(&mut SmallRng) -> Crash,
 ) -> Totals {
+    run_workload_in_mode(
+        scenario,
+        cycles,
+        lifetime,
+        workload,
+        slow,
+        DoublewriteMode::On,
+        crash,
+    )
+}
+
+/// [`run_workload`] with doublewrite `mode`.
+pub fn run_workload_in_mode<W: Workload>(
+    scenario: &str,
+    cycles: u64,
+    lifetime: Lifetime,
+    workload: Arc<W>,
+    slow: Option<&str>,
+    mode: DoublewriteMode,
+    crash: impl Fn(&mut SmallRng) -> Crash,
+) -> Totals {
     let seed = super::seed(scenario);
     let mut rng = SmallRng::seed_from_u64(seed);
-    let mut bed = Bed::new(seed, &*workload);
+    let mut bed = Bed::new(seed, &*workload, mode);
     let mut totals = Totals::default();
     for cycle in 0..cycles {
         if lifetime == Lifetime::FreshEachCycle && cycle > 0 {
             bed.db.take().unwrap().close().unwrap();
-            bed = Bed::new(seed ^ cycle, &*workload);
+            bed = Bed::new(seed ^ cycle, &*workload, mode);
         }
         let plan = crash(&mut rng);
         let before = bed.db().metrics().snapshot();
@@ -354,11 +415,17 @@ pub fn run_workload<W: Workload>(
             totals.writes_lost += r.writes_lost;
             totals.writes_torn += r.writes_torn;
         }
-        if let Err(e) = recover(&mut bed, &*workload, seed ^ cycle, &mut totals) {
-            panic!(
+        match recover(&mut bed, &*workload, seed ^ cycle, &mut totals) {
+            Err(e) => panic!(
                 "{scenario}: seed {seed} cycle {cycle}: after {plan:?}: {e} \
                  (replay with KEEL_TEST_SEED={seed})"
-            );
+            ),
+            Ok(Recovered::Open) => {}
+            Ok(Recovered::TornDetected) => {
+                // The database is refused for good: go on with a new one.
+                totals.acked += std::mem::take(&mut *bed.acked.lock().unwrap()).len();
+                bed = Bed::new(seed ^ cycle ^ (1 << 40), &*workload, mode);
+            }
         }
         totals.armed += u64::from(outcome.is_some());
         match outcome {
@@ -472,7 +539,7 @@ fn power_loss_in_open(
     bed.db.take().unwrap().simulate_crash();
     let spec = format!("{point}:{}", mode.action(crash_seed));
     let trigger = bed.fs.arm(&spec, after).unwrap();
-    let opened = Db::open_with_fs(bed.dir.path(), opts(seed), Some(bed.fs.clone()));
+    let opened = Db::open_with_fs(bed.dir.path(), bed.opts(seed), Some(bed.fs.clone()));
     let fired = trigger.fired() > 0;
     bed.fs.disarm();
     match opened {
@@ -487,24 +554,73 @@ fn power_loss_in_open(
     fired
 }
 
+/// How a recovery ended.
+enum Recovered {
+    /// Opened and audited clean.
+    Open,
+    /// Refused, rightly, naming a torn page (`detect_only`).
+    TornDetected,
+}
+
 /// Drop the crashed engine, reopen, and audit. Every page the crash left
 /// torn must have been repaired: it was being written in place, so its
-/// doublewrite copy was still there.
+/// doublewrite copy was still there. Under `detect_only` a crash that tore
+/// a page must fail the open instead, naming one of the torn pages; under
+/// `atomic` no page may be torn, and no doublewrite file may exist.
 fn recover(
     bed: &mut Bed,
     workload: &dyn Workload,
     seed: u64,
     totals: &mut Totals,
-) -> Result<(), String> {
+) -> Result<Recovered, String> {
     if let Some(db) = bed.db.take() {
         db.simulate_crash();
     }
-    let torn = torn_pages(&bed.fs, bed.dir.path());
-    let db = Db::open_with_fs(bed.dir.path(), opts(seed), Some(bed.fs.clone()))
-        .map_err(|e| format!("reopen failed: {e}"))?;
+    let torn_ids = torn_pages(&bed.fs, bed.dir.path());
+    let torn = torn_ids.len() as u64;
+    totals.torn_in_image += torn;
+    if bed.mode == DoublewriteMode::Atomic {
+        if torn > 0 {
+            return Err(format!(
+                "the crash tore {torn} pages ({torn_ids:?}) of a device that promises untorn \
+                 page writes"
+            ));
+        }
+        if bed.fs.exists(&bed.dir.path().join("dblwr-0.keel")) {
+            return Err("doublewrite = atomic left a doublewrite file".into());
+        }
+    }
+    let opened = Db::open_with_fs(bed.dir.path(), bed.opts(seed), Some(bed.fs.clone()));
+    if bed.mode == DoublewriteMode::DetectOnly && torn > 0 {
+        return match opened {
+            Err(Error::TornPage { page, path, reason }) => {
+                let named = (path.clone(), page);
+                if !torn_ids.contains(&named) {
+                    return Err(format!(
+                        "the open named page {page} of {} torn, which the image shows intact; \
+                         torn: {torn_ids:?}",
+                        path.display()
+                    ));
+                }
+                if !reason.contains("detect_only") {
+                    return Err(format!("the error does not say why: {reason}"));
+                }
+                totals.torn_detected += 1;
+                Ok(Recovered::TornDetected)
+            }
+            Err(e) => Err(format!("a torn page was reported as another error: {e}")),
+            Ok(db) => {
+                bed.db = Some(db);
+                Err(format!(
+                    "the crash tore {torn} pages ({torn_ids:?}), and detect_only opened the \
+                     database anyway"
+                ))
+            }
+        };
+    }
+    let db = opened.map_err(|e| format!("reopen failed: {e}"))?;
     let m = db.metrics();
     let repaired = m.get("recovery_torn_pages_repaired").unwrap();
-    totals.torn_in_image += torn;
     totals.torn_repaired += repaired;
     totals.replayed += m.get("recovery_page_records_applied").unwrap();
     let acked = bed.acked.lock().unwrap().clone();
@@ -516,7 +632,7 @@ fn recover(
             "the crash tore {torn} pages, recovery repaired {repaired}"
         ));
     }
-    Ok(())
+    Ok(Recovered::Open)
 }
 
 fn spawn_writers<W: Workload>(
@@ -577,17 +693,26 @@ fn spawn_readers<W: Workload>(
 }
 
 /// Pages of the data files' durable images that are neither blank nor
-/// valid: what a torn write leaves for the doublewrite repair.
-fn torn_pages(fs: &FaultyFs, dir: &std::path::Path) -> u64 {
-    let mut torn = 0;
-    for i in 0.. {
-        let Some(image) = fs.durable_image(&dir.join(format!("data-{i}.keel"))) else {
+/// valid: what a torn write leaves for the doublewrite repair. Each as
+/// (data file, page id), the page number found from where it lies (the
+/// files stripe extents round robin, after one header block each).
+fn torn_pages(fs: &FaultyFs, dir: &std::path::Path) -> Vec<(std::path::PathBuf, PageId)> {
+    let n_files = (0..)
+        .take_while(|i| fs.exists(&dir.join(format!("data-{i}.keel"))))
+        .count() as u32;
+    let mut torn = Vec::new();
+    for i in 0..n_files {
+        let path = dir.join(format!("data-{i}.keel"));
+        let Some(image) = fs.durable_image(&path) else {
             break;
         };
-        for page in image.chunks_exact(PAGE_SIZE).skip(1) {
-            match verify_page(page, page_id(page)) {
+        for (j, page) in image.chunks_exact(PAGE_SIZE).skip(1).enumerate() {
+            let j = j as u32;
+            let extent = (j / EXTENT_PAGES) * n_files + i;
+            let id = PageId::new(0, extent * EXTENT_PAGES + j % EXTENT_PAGES);
+            match verify_page(page, id) {
                 Ok(()) | Err(PageCheckError::AllZero) => {}
-                Err(_) => torn += 1,
+                Err(_) => torn.push((path.clone(), id)),
             }
         }
     }

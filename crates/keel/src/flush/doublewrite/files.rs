@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::{file_name, DwFile, FileHeader, Geometry};
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Device, FileSystem, OpenMode};
+use crate::metrics::Metrics;
 
 pub(super) fn bad_file(path: &Path, reason: &str) -> Error {
     Error::BadFile {
@@ -120,12 +121,14 @@ fn check_file(
 
 /// Format the files for `g`: blank `dblwr-0` first, then every other file
 /// complete (allocated, and the directory synced), then `dblwr-0`'s header
-/// last (see the module documentation).
+/// last (see the module documentation). The headers count in
+/// `dblwr_written_bytes`.
 pub(super) fn format_files(
     fs: &dyn FileSystem,
     dir: &Path,
     g: &Geometry,
     creation_id: u64,
+    metrics: &Metrics,
 ) -> Result<Vec<DwFile>> {
     let mut files = Vec::with_capacity(g.files);
     for i in 0..g.files {
@@ -164,7 +167,10 @@ pub(super) fn format_files(
         let f = &files[i];
         f.dev
             .write_at(&block, 0)
-            .and_then(|()| f.dev.sync())
+            .and_then(|()| {
+                Metrics::add(&metrics.dblwr_written_bytes, block.len() as u64);
+                f.dev.sync()
+            })
             .map_err(|e| Error::io(&f.path, "write header", e))?;
     }
     // Files beyond the new count hold nothing of use; free their space.

@@ -11,8 +11,13 @@ use crate::page::{get_u32, get_u64, is_page_size, put_u32, put_u64, PageId};
 
 /// Magic bytes at the start of every doublewrite file.
 pub const FILE_MAGIC: &[u8; 8] = b"KEELDBLF";
-/// Magic bytes at the start of every written area.
+/// Magic bytes at the start of every area written with its page images
+/// (`doublewrite = on`).
 pub const AREA_MAGIC: &[u8; 8] = b"KEELDBLW";
+/// Magic bytes at the start of an area written with entries only, no page
+/// images (`doublewrite = detect_only`): its slots hold whatever an earlier
+/// batch left there, never a copy of the pages its entries name.
+pub const AREA_ENTRIES_MAGIC: &[u8; 8] = b"KEELDBLE";
 /// Format version of both headers.
 pub const VERSION: u32 = 1;
 /// Bytes of the file header that carry meaning (CRC included).
@@ -39,8 +44,16 @@ const AREA_SEAL: Seal = Seal {
     magic: AREA_MAGIC,
     version: Some(VERSION),
 };
+const AREA_ENTRIES_SEAL: Seal = Seal {
+    what: "area header (entries only)",
+    kind: "doublewrite area",
+    magic: AREA_ENTRIES_MAGIC,
+    version: Some(VERSION),
+};
 
-const _: () = assert!(FILE_SEAL.body_at() == 12 && AREA_SEAL.body_at() == 12);
+const _: () = assert!(
+    FILE_SEAL.body_at() == 12 && AREA_SEAL.body_at() == 12 && AREA_ENTRIES_SEAL.body_at() == 12
+);
 
 /// Bytes an area header with `count` entries occupies (CRC included).
 pub const fn area_header_len(count: usize) -> usize {
@@ -153,6 +166,9 @@ pub struct AreaHeader {
     pub area: u32,
     /// Batch sequence number, increasing over the whole doublewrite.
     pub seq: u64,
+    /// Whether the slots hold the pages' images (`on`), or the header was
+    /// written alone (`detect_only`: magic `KEELDBLE`).
+    pub images: bool,
     /// Entry `k` describes slot `k`.
     pub entries: Vec<Entry>,
 }
@@ -167,7 +183,12 @@ impl AreaHeader {
     /// of `b` is left alone.
     pub fn encode(&self, b: &mut [u8]) {
         let end = AREA_FIXED_LEN + self.entries.len() * ENTRY_LEN;
-        AREA_SEAL.seal(b, end, |b| {
+        let seal = if self.images {
+            AREA_SEAL
+        } else {
+            AREA_ENTRIES_SEAL
+        };
+        seal.seal(b, end, |b| {
             put_u32(b, 12, self.page_size);
             put_u32(b, 16, self.area);
             put_u64(b, 20, self.seq);
@@ -191,7 +212,12 @@ impl AreaHeader {
         if fixed.iter().all(|&x| x == 0) {
             return Ok(None);
         }
-        AREA_SEAL.check_magic(b)?;
+        let seal = if AREA_ENTRIES_SEAL.check_magic(b).is_ok() {
+            AREA_ENTRIES_SEAL
+        } else {
+            AREA_SEAL.check_magic(b)?;
+            AREA_SEAL
+        };
         let count = get_u32(b, 28) as usize;
         // The count is read before the CRC that covers it, so bound it first.
         let fits = count
@@ -203,7 +229,7 @@ impl AreaHeader {
                 "page count {count} exceeds the {max_count} slots of an area"
             ));
         }
-        AREA_SEAL.open(b, AREA_FIXED_LEN + count * ENTRY_LEN)?;
+        seal.open(b, AREA_FIXED_LEN + count * ENTRY_LEN)?;
         let page_size = get_u32(b, 12);
         if !is_page_size(page_size as usize) {
             return Err(format!("area header names page size {page_size}"));
@@ -221,6 +247,7 @@ impl AreaHeader {
             page_size,
             area: get_u32(b, 16),
             seq: get_u64(b, 20),
+            images: seal.magic == AREA_MAGIC,
             entries,
         }))
     }
@@ -249,6 +276,7 @@ mod tests {
             page_size: 4096,
             area: 3,
             seq: 77,
+            images: true,
             entries: vec![
                 Entry {
                     id: PageId::new(0, 9),
@@ -291,6 +319,28 @@ mod tests {
         }
         assert!(AreaHeader::decode(&b, 1).unwrap_err().contains("exceeds"));
         assert_eq!(AreaHeader::decode(&[0u8; 4096], 8).unwrap(), None);
+    }
+
+    /// An entries-only header (`detect_only`) differs from a full one in
+    /// its magic alone, and decodes back as entries-only: recovery must
+    /// never take its slots for copies.
+    #[test]
+    fn an_entries_only_header_is_told_by_its_magic() {
+        let h = AreaHeader {
+            images: false,
+            ..area_header()
+        };
+        let (mut full, mut entries) = (vec![0u8; 4096], vec![0u8; 4096]);
+        area_header().encode(&mut full);
+        h.encode(&mut entries);
+        assert_eq!(&entries[..8], b"KEELDBLE");
+        assert_eq!(&entries[8..64], &full[8..64], "same layout after the magic");
+        assert_eq!(AreaHeader::decode(&entries, 8).unwrap(), Some(h));
+        for i in 0..area_header_len(2) {
+            let mut c = entries.clone();
+            c[i] ^= 0x40;
+            assert!(AreaHeader::decode(&c, 8).is_err(), "byte {i}");
+        }
     }
 
     #[test]

@@ -380,3 +380,150 @@ fn crash_during_in_place_writes_is_repaired() {
     }
     assert!(restored > 20, "only {restored} torn pages in 12 crashes");
 }
+
+/// `detect_only`: a batch writes its area header alone (one 4 KiB block
+/// for 5 entries, where `on` writes the header blocks and 5 copies), a
+/// torn page it lists fails the repair with `Error::TornPage` naming the
+/// page and its file, and the pages that are not torn are left as they
+/// are. The bytes per page written to the doublewrite, in both modes,
+/// are what `dblwr_written_bytes` counts.
+#[test]
+fn detect_only_writes_headers_alone_and_reports_a_torn_page() {
+    let db = Db::with_page_size(16384);
+    let g = Geometry {
+        page_size: 16384,
+        ..geometry(3, 128)
+    };
+    let pages = |lsn, fill| -> Vec<AlignedBuf> {
+        (1..=128)
+            .map(|n| sized_page(db.id(n), lsn, fill, 16384))
+            .collect()
+    };
+    let mut per_page = Vec::new();
+    for (images, lsn) in [(true, 10), (false, 20)] {
+        let mut dw = db.dblwr(g).unwrap();
+        dw.set_page_images(images);
+        let before = db.metrics.get("dblwr_written_bytes").unwrap();
+        let v = pages(lsn, lsn as u8);
+        dw.claim().unwrap().write_and_sync(&batch(&v)).unwrap();
+        v.iter().for_each(|p| db.write_in_place(p));
+        db.space.sync().unwrap();
+        per_page.push((db.metrics.get("dblwr_written_bytes").unwrap() - before) / 128);
+    }
+    // on: one 16 KiB header block and 128 copies; detect_only: 4 KiB.
+    assert_eq!(per_page, [(129 * 16384) / 128, 4096 / 128]);
+    assert_eq!(db.metrics.get("dblwr_pages_written"), Some(256));
+
+    db.tear(7);
+    let mut dw = db.dblwr(g).unwrap();
+    let err = dw.repair_torn_pages(&*db.fs, &db.space).unwrap_err();
+    let msg = err.to_string();
+    match &err {
+        Error::TornPage { page, path, .. } => {
+            assert_eq!(*page, db.id(7));
+            assert_eq!(path, db.space.file_path(db.space.locate(7).0));
+        }
+        other => panic!("not a TornPage error: {other}"),
+    }
+    assert!(
+        msg.contains("detect_only") && msg.contains("LSN 20"),
+        "{msg}"
+    );
+    // Not repaired from the older `on` copy (LSN 10) in the other area.
+    assert!(verify_page(&db.read(7), db.id(7)).is_err());
+    for n in [1, 6, 8, 128] {
+        let p = db.read(n);
+        assert_eq!(verify_page(&p, db.id(n)), Ok(()));
+        assert_eq!(page_lsn(&p), 20, "page {n}");
+    }
+    // Nothing torn: the repair passes, touching nothing.
+    let good = sized_page(db.id(7), 20, 20, 16384);
+    db.write_in_place(&good);
+    db.space.sync().unwrap();
+    let report = dw.repair_torn_pages(&*db.fs, &db.space).unwrap();
+    assert!(report.pages_restored.is_empty() && report.torn_detected.is_empty());
+    assert_eq!(report.pages_checked, 128);
+}
+
+/// Switching modes between opens. A crash under `on` is repaired from
+/// its copies whatever the next open's mode (here: a `Doublewrite` set for
+/// entries only, as `detect_only` opens it). And a page whose newest
+/// listing is in an entries-only area is never "repaired" from an older
+/// `on` copy: that copy is older than the write that tore the page.
+#[test]
+fn copies_from_another_mode_are_used_and_stale_ones_never() {
+    let db = Db::new();
+    let g = geometry(2, 4);
+    let v1: Vec<_> = (1..=4).map(|n| page(db.id(n), 10, 1)).collect();
+    {
+        let dw = db.dblwr(g).unwrap();
+        dw.claim().unwrap().write_and_sync(&batch(&v1)).unwrap();
+    }
+    v1.iter().for_each(|p| db.write_in_place(p));
+    db.tear(2);
+    // Opened for detect_only: the `on` copy still repairs page 2.
+    let mut dw = db.dblwr(g).unwrap();
+    dw.set_page_images(false);
+    let report = dw.repair_torn_pages(&*db.fs, &db.space).unwrap();
+    assert_eq!(report.pages_restored, vec![db.id(2)], "{report}");
+    for (n, want) in (1..=4).zip(&v1) {
+        assert_eq!(&db.read(n)[..], &want[..], "page {n}");
+    }
+    // Pages 1 and 2 written again under detect_only, into the other area
+    // (area 0 stays claimed, its `on` copies of LSN 10 intact); page 1's
+    // write is torn.
+    let v2: Vec<_> = (1..=2).map(|n| page(db.id(n), 30, 3)).collect();
+    {
+        let _keep_area_0 = dw.claim().unwrap();
+        let mut area = dw.claim().unwrap();
+        assert_eq!(area.area(), 1);
+        area.write_and_sync(&batch(&v2)).unwrap();
+    }
+    v2.iter().for_each(|p| db.write_in_place(p));
+    db.tear(1);
+    for images in [false, true] {
+        // Whatever the mode of the open.
+        let mut dw = db.dblwr(g).unwrap();
+        dw.set_page_images(images);
+        let err = dw.repair_torn_pages(&*db.fs, &db.space).unwrap_err();
+        assert!(
+            matches!(&err, Error::TornPage { page, .. } if *page == db.id(1)),
+            "{err}"
+        );
+        assert!(err.to_string().contains("LSN 30"), "{err}");
+        assert!(
+            verify_page(&db.read(1), db.id(1)).is_err(),
+            "page 1 was rewritten"
+        );
+        assert_eq!(
+            &db.read(2)[..],
+            &v2[1][..],
+            "page 2 is untorn and untouched"
+        );
+    }
+}
+
+/// `off` and `atomic` remove the files once recovery has used them, so
+/// that no copy can go stale while pages are written without one.
+#[test]
+fn files_removed_after_use_leave_no_stale_copy() {
+    let db = Db::new();
+    let g = geometry(2, 4);
+    let dw = db.dblwr(g).unwrap();
+    dw.claim()
+        .unwrap()
+        .write_and_sync(&batch(&[page(db.id(1), 10, 1)]))
+        .unwrap();
+    dw.remove_files(&*db.fs).unwrap();
+    for i in 0..2 {
+        assert!(!db.fs.exists(&db.path.join(file_name(i))), "dblwr-{i}");
+    }
+    assert!(db.fs.unsynced_dir_entries().is_empty());
+    // A later open formats afresh: no area holds anything.
+    let mut dw = db.dblwr(g).unwrap();
+    db.write_in_place(&page(db.id(1), 40, 4));
+    db.space.sync().unwrap();
+    db.tear(1);
+    let report = dw.repair_torn_pages(&*db.fs, &db.space).unwrap();
+    assert_eq!((report.areas_empty, report.pages_checked), (2, 0));
+}

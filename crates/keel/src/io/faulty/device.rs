@@ -13,8 +13,8 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::failpoint::{Action, Op};
-use super::{apply, FileState, LastWrite, Shared};
-use crate::io::Device;
+use super::{apply, FileState, LastWrite, Pending, Shared, SECTOR};
+use crate::io::{AtomicWriteUnit, Device};
 
 pub(super) struct FaultyDevice {
     pub(super) path: PathBuf,
@@ -52,8 +52,13 @@ impl FaultyDevice {
     }
 
     /// Run the failpoints for `op`, then [`Self::live`]. `write` is the
-    /// buffer of a write, which a crash failpoint leaves pending.
-    fn enter(&self, op: Op, write: Option<(u64, &[u8])>) -> io::Result<MutexGuard<'_, FileState>> {
+    /// buffer of a write (and whether it is atomic), which a crash
+    /// failpoint leaves pending.
+    fn enter(
+        &self,
+        op: Op,
+        write: Option<(u64, &[u8], bool)>,
+    ) -> io::Result<MutexGuard<'_, FileState>> {
         // A call on a dead handle neither counts nor fires.
         drop(self.live()?);
         match self.shared.failpoints.check(op, &self.path) {
@@ -68,11 +73,12 @@ impl FaultyDevice {
                 return Err(e);
             }
             Action::Crash(mode, trigger) => {
-                let last = write.map(|(offset, data)| LastWrite {
+                let last = write.map(|(offset, data, atomic)| LastWrite {
                     file: &self.file,
                     epoch: self.epoch,
                     offset,
                     data,
+                    atomic,
                 });
                 self.shared.crash(mode, last);
                 let why = format!("power failed at failpoint `{}`", trigger.spec());
@@ -82,6 +88,23 @@ impl FaultyDevice {
             Action::Delay(pause) => std::thread::sleep(pause),
         }
         self.live()
+    }
+}
+
+impl FaultyDevice {
+    fn write(&self, buf: &[u8], offset: u64, atomic: bool) -> io::Result<()> {
+        self.refuse_if_read_only()?;
+        let mut state = self.enter(Op::Write, Some((offset, buf, atomic)))?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        apply(&mut state.volatile, offset, buf);
+        state.pending.push(Pending {
+            offset,
+            data: buf.to_vec(),
+            atomic,
+        });
+        Ok(())
     }
 }
 
@@ -107,21 +130,38 @@ impl Device for FaultyDevice {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.refuse_if_read_only()?;
-        let mut state = self.enter(Op::Write, Some((offset, buf)))?;
-        if buf.is_empty() {
-            return Ok(());
+        self.write(buf, offset, false)
+    }
+
+    fn atomic_write_unit(&self) -> AtomicWriteUnit {
+        match *self.shared.atomic_unit.lock() {
+            Some(max) => AtomicWriteUnit::Untorn { min: SECTOR, max },
+            None => AtomicWriteUnit::None(
+                "the faulty device models no atomic write unit (FaultyFs::set_atomic_write_unit)"
+                    .into(),
+            ),
         }
-        apply(&mut state.volatile, offset, buf);
-        state.pending.push((offset, buf.to_vec()));
-        Ok(())
+    }
+
+    /// Linux's rules for `RWF_ATOMIC`: EOPNOTSUPP without a unit, EINVAL
+    /// for a length that is not a power of two in it or an offset that is
+    /// not a multiple of the length; nothing is written then.
+    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let AtomicWriteUnit::Untorn { min, max } = self.atomic_write_unit() else {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        };
+        let n = buf.len();
+        if !n.is_power_of_two() || !(min..=max).contains(&n) || !offset.is_multiple_of(n as u64) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        self.write(buf, offset, true)
     }
 
     fn sync(&self) -> io::Result<()> {
         let mut state = self.enter(Op::Sync, None)?;
         let state = &mut *state;
-        for (offset, data) in std::mem::take(&mut state.pending) {
-            apply(&mut state.durable, offset, &data);
+        for w in std::mem::take(&mut state.pending) {
+            apply(&mut state.durable, w.offset, &w.data);
         }
         Ok(())
     }
