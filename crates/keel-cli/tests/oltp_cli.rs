@@ -341,6 +341,7 @@ fn preset_list_and_help_describe_every_preset() {
         "waves-80",
         "waves-80-fix",
         "waves-80-sweep",
+        "waves-80-x4",
         "lru-scan-depth",
     ] {
         let line = list
@@ -523,6 +524,7 @@ fn the_showdown_runs_every_preset_under_both_policies_and_judges_steady() {
         "neighbors",
         "waves-80",
         "waves-80-sweep",
+        "waves-80-x4",
         "lru-scan-depth",
     ];
     let index = std::fs::read_to_string(dir.path().join("rep/index.html")).unwrap();
@@ -535,7 +537,7 @@ fn the_showdown_runs_every_preset_under_both_policies_and_judges_steady() {
         "{out}"
     );
     for (i, name) in presets.iter().enumerate() {
-        assert!(out.contains(&format!("=== showdown {}/5: {name} ===", i + 1)));
+        assert!(out.contains(&format!("=== showdown {}/6: {name} ===", i + 1)));
         // Its own report, linked from the summary page, and its own data.
         let page = std::fs::read_to_string(dir.path().join(format!("rep/{name}/index.html")))
             .unwrap_or_else(|e| panic!("{name}'s report: {e}"));

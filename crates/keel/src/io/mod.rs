@@ -5,7 +5,7 @@
 //! makes a directory's entries durable and locks database directories
 //! ([`lock`]: one process per database). Real files ([`file::OsFileSystem`]),
 //! the throttled model of a slower disk ([`throttle::ThrottledFileSystem`]) and,
-//! for tests, the faulty device and the byte-counting one ([`counting`]) are
+//! for tests, the faulty device and the byte-counting one (`counting`) are
 //! implementations of these traits, so they can be stacked. The faulty and
 //! counting ones are compiled for the crate's own tests and with the
 //! `test-util` feature (which keel's integration tests enable through a

@@ -130,11 +130,12 @@ fn torn_page_is_restored_from_its_copy() {
     }
     assert_eq!(db.metrics.get("dblwr_writes"), Some(1));
     assert_eq!(db.metrics.get("dblwr_pages_written"), Some(5));
-    // The area's header blocks and the 5 copies, as written.
+    // The files' headers (a page-size block each, written when they were
+    // formatted), the area's header blocks and the 5 copies, as written.
     let g = geometry(3, 8);
     assert_eq!(
         db.metrics.get("dblwr_written_bytes"),
-        Some(((g.header_blocks() + 5) * g.page_size) as u64)
+        Some(((g.files + g.header_blocks() + 5) * g.page_size) as u64)
     );
     db.tear(3);
     assert!(verify_page(&db.read(3), db.id(3)).is_err());

@@ -16,7 +16,7 @@
 //!   second of the peak redo rate, at least 5 % of `L` (see [`band`]): at
 //!   the middle of `F..H` for a log holding a few seconds of redo, close
 //!   under `H` for one holding tens of seconds; lifted towards `H` while
-//!   the age holds near it (see [`lifted_setpoint`]).
+//!   the flusher keeps up with room to spare (see [`lifted_setpoint`]).
 //!
 //! # Every tick (100 ms)
 //! - **Estimates** (each a metric): the redo rate and its decaying peak; the
@@ -227,25 +227,16 @@ const MIN_LIST_BATCH: usize = 16;
 const OLDEST_LATCH_WAIT: Duration = Duration::from_millis(10);
 /// Free frames an instance keeps, in seconds of allocation.
 const LRU_LOOKAHEAD_S: f64 = 0.5;
-/// How far the setpoint may rise towards `H` while the age holds near it
-/// (see [`lifted_setpoint`]): to this share of the way from `F` to `H`
-/// (from half of it).
+/// How far the setpoint may rise towards `H` while the flusher has room
+/// to spare (see [`lifted_setpoint`]): to this share of the way from `F`
+/// to `H` (from half of it).
 const LIFTED_SHARE: f64 = 0.75;
-/// Ticks of the peak redo rate the band above a lifted setpoint still
-/// holds (see [`lifted_setpoint`]).
-const LIFTED_BAND_TICKS: f64 = 1.0;
 /// Time the setpoint takes to rise from `(F + H)/2` to its highest while
-/// the age holds near it.
+/// the flusher has room to spare.
 const LIFT_TIME: Duration = Duration::from_secs(10);
-/// The lift lost in a tick in which the age was over [`LIFT_DROP_AT`]:
-/// four such ticks take the setpoint back to `(F + H)/2`.
+/// The lift lost in a tick in which the flusher fell behind or held the
+/// writers: four such ticks take the setpoint back to `(F + H)/2`.
 const LIFT_DROP: f64 = 0.25;
-/// The share of the band from `S` to `H` over which the age takes the
-/// setpoint down (see [`lifted_setpoint`]).
-const LIFT_DROP_AT: f64 = 0.3;
-/// The share of the band from `S` to `H` under which the age lets the
-/// setpoint rise even while the flusher is busy.
-const LIFT_RISE_UNDER: f64 = 0.15;
 /// The share of a tick spent in the cleaners' round under which the
 /// flusher has room to spare.
 const FLUSHER_EASY: f64 = 0.5;
@@ -482,28 +473,30 @@ pub fn band(limit: u64, peak: f64, stall: f64) -> f64 {
 /// `waves-80-sweep` where `classic`, riding the free-check limit with
 /// `io_capacity_max` = 2000, wrote 0.91. The band from `S` to `H` is
 /// there for when the flusher falls behind: a device that slows down, a
-/// lump of old pages. While the age holds near the setpoint (within
-/// [`LIFT_RISE_UNDER`] of the band above it), or the flusher keeps up and
-/// is idle half the time or more, `Steady` lifts the setpoint
-/// ([`LIFT_TIME`] to the top), and it lowers it within a few ticks of the
-/// age climbing past [`LIFT_DROP_AT`] of the band ([`LIFT_DROP`]).
+/// lump of old pages. A flusher that keeps up and is idle half the time
+/// or more can hold the age higher, and `Steady` lifts the setpoint while
+/// it does ([`LIFT_TIME`] to the top), and lowers it within a few ticks
+/// of falling behind ([`LIFT_DROP`]). The band left above the lifted
+/// setpoint still holds a tick of the peak redo rate: what the flusher,
+/// deciding once a tick, may have to absorb; a device that falls to a
+/// quarter at once under a lifted setpoint takes the age to `H` for a few
+/// ticks (the simulation measures it).
 ///
-/// Why not only while the flusher has room to spare (as until issue 30):
-/// when the device is what limits throughput, the flusher is busy and the
-/// curve holds writers to what it retires at every tick, by design; that
-/// is the equilibrium, not a sign of trouble, and a setpoint held in the
-/// middle there kept the age 15 points under where `classic` ran (seed 1
-/// on `hdd-raid10`: more page writes per transaction than `classic`).
-/// Trouble shows as the age climbing into the band. The price: a device
-/// that falls to a quarter at once finds a band of a tick or two of redo
-/// above the lifted setpoint, and the age reaches `H`, writers held there
-/// for under a second while the setpoint comes down (the simulation
-/// measures it). The band left above the lifted setpoint holds a tick of
-/// the peak redo rate at least: what the flusher, deciding once a tick,
-/// may have to absorb.
+/// Why the lift waits for an idle flusher: with the device the bottleneck
+/// the curve holds writers to what the flusher retires at every tick (the
+/// equilibrium, which counts as "held"), so the setpoint stays unlifted
+/// there. Where the log holds tens of seconds of redo that costs nothing:
+/// `S` is half a second of redo under `H` anyway ([`band`]). Where it
+/// holds a second or two, lifting while busy was tried (issue 30: the
+/// setpoint rising while the age stayed under the highest setpoint, down
+/// when it came within a tenth of `F..H` of `H`): on `disaster-55` at 16,
+/// 24 and 48 threads it cost 5-17 % of the throughput and wrote as many
+/// pages per transaction (2.04, 2.03, 2.06; with `flush_neighbors` 2 most
+/// writes are neighbors, which the age hardly changes), and in the
+/// simulation a device falling to a quarter reached `H`.
 pub fn lifted_setpoint(freerun: u64, setpoint: u64, hard: u64, peak: f64, lift: f64) -> u64 {
     let top = freerun as f64 + LIFTED_SHARE * hard.saturating_sub(freerun) as f64;
-    let top = top.min(hard as f64 - LIFTED_BAND_TICKS * peak * TICK.as_secs_f64());
+    let top = top.min(hard as f64 - peak * TICK.as_secs_f64());
     let lifted = setpoint as f64 + lift.clamp(0.0, 1.0) * (top - setpoint as f64);
     (lifted as u64).max(setpoint)
 }
@@ -741,8 +734,6 @@ pub struct Steady {
     alloc_rate: Peak,
     /// The setpoint of the last decision.
     last_setpoint: Option<u64>,
-    /// The hard level of the last decision.
-    last_hard: Option<u64>,
     /// When the capacity was last measured with a backlog at every round.
     proven_at: Option<Duration>,
     /// The redo rate the last decision allowed writers at the age it saw
@@ -803,21 +794,12 @@ impl Steady {
             .last_allowed
             .is_some_and(|allowed| rate >= WRITERS_HELD * allowed);
         self.device.backlog = backlog || held;
-        // The setpoint rises while the age stays close to it, whether the
-        // flusher keeps up with room to spare or the curve holds writers
-        // to what it retires, and comes down within a few ticks of the
-        // age climbing into the band above it (see `lifted_setpoint`).
-        let in_band = match (self.last_setpoint, self.last_hard) {
-            (Some(sp), Some(h)) if h > sp => {
-                let age = s.current_lsn.saturating_sub(s.checkpoint_lsn);
-                age.saturating_sub(sp) as f64 / (h - sp) as f64
-            }
-            _ => 0.0,
-        };
-        let easy = !backlog && !held && flusher_busy < FLUSHER_EASY * dt;
-        if in_band > LIFT_DROP_AT {
+        // The setpoint rises while the flusher keeps up with room to spare
+        // and comes down within a few ticks of falling behind (see
+        // `lifted_setpoint`).
+        if backlog || held {
             self.lift = (self.lift - LIFT_DROP * ticks).max(0.0);
-        } else if easy || in_band <= LIFT_RISE_UNDER {
+        } else if flusher_busy < FLUSHER_EASY * dt {
             self.lift = (self.lift + dt / LIFT_TIME.as_secs_f64()).min(1.0);
         }
         self.device.update(
@@ -911,7 +893,6 @@ impl FlushPolicy for Steady {
         let (freerun, setpoint, hard) = levels(s.free_check_limit, peak, self.stall.get());
         let setpoint = lifted_setpoint(freerun, setpoint, hard, peak, self.lift);
         self.last_setpoint = Some(setpoint);
-        self.last_hard = Some(hard);
         let age = s.current_lsn.saturating_sub(s.checkpoint_lsn);
         // The flusher's target: the setpoint a tick ahead, and half the way
         // back from above it.
@@ -1149,7 +1130,7 @@ fn reason(
     // Said only when it shows as at least 1 % ("raised 0%" says nothing).
     let raised = (100.0 * lift).round();
     let lifted = if raised >= 1.0 {
-        format!(", raised {raised:.0}% of the way to its highest while the age holds near it")
+        format!(", raised {raised:.0}% of the way to its highest while the flusher keeps up")
     } else {
         String::new()
     };
