@@ -361,7 +361,7 @@ fn preset_list_and_help_describe_every_preset() {
         .find(|l| l.trim_start().starts_with("showdown "))
         .unwrap_or_else(|| panic!("`showdown` not listed:\n{list}"));
     assert!(
-        line.contains("disaster-55") && line.contains("lru-scan-depth") && line.contains("1,600 s"),
+        line.contains("disaster-55") && line.contains("waves-80-x4") && line.contains("2,000 s"),
         "{line}"
     );
     assert!(

@@ -545,7 +545,8 @@ impl DoublewriteMode {
     pub const ALL: [DoublewriteMode; 4] = [Self::On, Self::DetectOnly, Self::Atomic, Self::Off];
 
     /// The accepted spellings, for messages.
-    pub const SPELLINGS: &'static str = "on (or true, 1, ON, DETECT_AND_RECOVER), detect_only,                                          atomic, off (or false, 0, OFF)";
+    pub const SPELLINGS: &'static str =
+        "on (or true, 1, ON, DETECT_AND_RECOVER), detect_only, atomic, off (or false, 0, OFF)";
 
     /// The canonical name, as written in options and reports.
     pub fn as_str(self) -> &'static str {
@@ -833,9 +834,12 @@ mod tests {
                 "{msg}"
             );
             assert!(
-                msg.contains(bad) && msg.contains("detect_only") && msg.contains("atomic"),
+                msg.contains(bad) && msg.contains("detect_only, atomic, off"),
                 "{msg}"
             );
+            // Read as a person reads it: no run of spaces from a broken
+            // string continuation.
+            assert!(!msg.contains("  "), "{msg}");
         }
         let e = Options::from_toml_str("doublewrite = 2").unwrap_err();
         assert!(e.to_string().contains("doublewrite"), "{e}");

@@ -359,6 +359,6 @@ mod tests {
         assert_eq!(o["flush_policy"], "steady");
         assert_eq!(o["io_capacity"], 200);
         assert_eq!(o["page_size"], 16384);
-        assert_eq!(o["doublewrite"], true);
+        assert_eq!(o["doublewrite"], "on");
     }
 }
