@@ -862,6 +862,17 @@ mod tests {
             t.put(&i.to_be_bytes(), &[i as u8; 90]).unwrap();
         }
         db.flush().unwrap();
+        // The cleaners' coordinator held at its tick for the workload: only
+        // user threads write pages (from the LRU tail, when the pool has no
+        // free frame), and the checkpoint stays where `flush` left it. Left
+        // running, its once-a-second rounds moved the checkpoint as far as
+        // the machine was slow (2,079 groups left to redo on a loaded CI
+        // machine, against over 10,000 here).
+        let hold = db.failpoint("cleaner.tick");
+        assert!(
+            hold.wait_held(std::time::Duration::from_secs(10)),
+            "the coordinator never reached its tick"
+        );
         let mut x = 0x9e37_79b9u32;
         for n in 0..6000u32 {
             x ^= x << 13;
@@ -884,6 +895,10 @@ mod tests {
         }
         drop(t);
         db.flush_log().unwrap();
+        // Released just before the crash (stopping the cleaners waits for
+        // the coordinator); a round it might start now writes at most
+        // `io_capacity` pages.
+        hold.release();
         db.simulate_crash();
     }
 
