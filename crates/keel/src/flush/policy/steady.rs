@@ -110,7 +110,8 @@ const MIN_BAND: f64 = 0.05;
 /// The band holds this many times the flusher's longest recent spell
 /// without retiring anything (see [`band`]).
 const STALL_MARGIN: f64 = 1.5;
-/// Decay per tick of that spell's peak: about a minute to halve.
+/// Decay per tick of that spell's peak: about six seconds (60 ticks) to
+/// halve, so a slow sync widens the band for a few seconds after it.
 const STALL_DECAY: f64 = 0.9885;
 /// Share of the distance above the setpoint the flusher adds to its target
 /// each tick (the proportional catch-up).

@@ -616,3 +616,35 @@ fn the_lifted_setpoint_stays_between_the_middle_and_a_tick_under_hard() {
     // Never under the middle, however high the peak.
     assert_eq!(lifted_setpoint(f, s, h, 1e9, 1.0), s);
 }
+
+#[test]
+fn a_flusher_that_retires_nothing_for_a_second_widens_the_band_for_a_while() {
+    let mut p = Steady::new();
+    // Old pages to write at every tick (the target is past them), and a
+    // checkpoint that does not move for a second: a batch stuck in a slow
+    // data-file sync.
+    let oldest: Vec<Lsn> = (0..100).map(|i| 1_000_000 + i * 1000).collect();
+    let mut lsn = 1_800_000;
+    for tick in 0..=10 {
+        p.decide(&snapshot(tick * 100, lsn, 1_000_000, &oldest));
+        lsn += 10_000;
+    }
+    let stall = p.stall.get();
+    assert!((stall - 1.0).abs() < 0.05, "{stall}");
+    // The checkpoint moves again: the spell ends, its peak stays, and
+    // halves in about six seconds.
+    p.decide(&snapshot(1100, lsn, 1_100_000, &oldest));
+    assert_eq!(p.unretired_for, 0.0);
+    assert!(p.stall.get() > 0.85 * stall, "{}", p.stall.get());
+    let mut later = p.stall.get();
+    for _ in 0..60 {
+        later = p.stall.update(0.0, 1.0, STALL_DECAY);
+    }
+    assert!(later < 0.6 * stall && later > 0.4 * stall, "{later}");
+    // No page to write: a still checkpoint is no stall.
+    let mut idle = Steady::new();
+    for tick in 0..=10 {
+        idle.decide(&snapshot(tick * 100, 1_000_100 + tick * 10, 1_000_000, &[]));
+    }
+    assert_eq!(idle.stall.get(), 0.0);
+}
