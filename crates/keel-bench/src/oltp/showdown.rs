@@ -326,19 +326,28 @@ fn stability_checks(row: &RunRow) -> Vec<Check> {
     ]
 }
 
-/// The classic run with the same workload and options as `steady` but
-/// the policy; failing that, the only classic run.
-fn counterpart<'a>(steady: &RunResult, runs: &'a [RunResult]) -> Option<&'a RunResult> {
+/// Whether runs `a` and `b` have the same workload and the same options
+/// but `flush_policy` and the keys in `but`.
+fn same_settings_but(a: &RunResult, b: &RunResult, but: &[&str]) -> bool {
     let others = |r: &RunResult| {
         let mut o = r.options.clone();
         o.remove("flush_policy");
+        for k in but {
+            o.remove(*k);
+        }
         o
     };
+    a.workload == b.workload && others(a) == others(b)
+}
+
+/// The classic run with the same workload and options as `steady` but
+/// the policy; failing that, the only classic run.
+fn counterpart<'a>(steady: &RunResult, runs: &'a [RunResult]) -> Option<&'a RunResult> {
     let classic: Vec<&RunResult> = runs.iter().filter(|r| is_policy(r, "classic")).collect();
     classic
         .iter()
         .copied()
-        .find(|c| c.workload == steady.workload && others(c) == others(steady))
+        .find(|c| same_settings_but(c, steady, &[]))
         .or_else(|| (classic.len() == 1).then(|| classic[0]))
 }
 
@@ -350,17 +359,9 @@ pub const IGNORED_BY_STEADY: [&str; 2] = ["io_capacity", "io_capacity_max"];
 /// the policy and the knobs steady ignores ([`IGNORED_BY_STEADY`]): the
 /// preset's sweep of hand-tuned settings.
 fn hand_tuned<'a>(steady: &RunResult, runs: &'a [RunResult]) -> Vec<&'a RunResult> {
-    let others = |r: &RunResult| {
-        let mut o = r.options.clone();
-        o.remove("flush_policy");
-        for k in IGNORED_BY_STEADY {
-            o.remove(k);
-        }
-        o
-    };
     runs.iter()
         .filter(|r| is_policy(r, "classic"))
-        .filter(|c| c.workload == steady.workload && others(c) == others(steady))
+        .filter(|c| same_settings_but(c, steady, &IGNORED_BY_STEADY))
         .collect()
 }
 
