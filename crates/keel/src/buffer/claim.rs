@@ -285,8 +285,27 @@ impl BufferPool {
         self.instances[inst].hash.read().get(&id).copied()
     }
 
-    /// Up to `max` frames from the oldest end of instance `inst`'s flush
-    /// list whose oldest modification is below `lsn_limit`.
+    /// Up to `max` entries (oldest modification, frame) from the oldest
+    /// end of instance `inst`'s flush list whose oldest modification is
+    /// below `lsn_limit`.
+    pub(crate) fn flush_list_oldest_keyed(
+        &self,
+        inst: usize,
+        max: usize,
+        lsn_limit: Lsn,
+    ) -> Vec<(Lsn, u32)> {
+        self.instances[inst]
+            .flush_list
+            .lock()
+            .iter()
+            .take_while(|e| e.0 < lsn_limit)
+            .take(max)
+            .copied()
+            .collect()
+    }
+
+    /// The frames of up to `max` pages from the oldest end of instance
+    /// `inst`'s flush list whose oldest modification is below `lsn_limit`.
     pub(crate) fn flush_list_oldest(&self, inst: usize, max: usize, lsn_limit: Lsn) -> Vec<u32> {
         self.instances[inst]
             .flush_list

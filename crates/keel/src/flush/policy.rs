@@ -305,6 +305,12 @@ pub struct FlushTargets {
     pub io_depth: Option<usize>,
     /// Checkpoint after every flush-list batch instead of once a round.
     pub checkpoint_each_batch: bool,
+    /// Write the flush lists of all instances as one list: each batch
+    /// takes the oldest pages of the whole pool, from whichever instances
+    /// hold them, as one batch with one checkpoint after it, written by
+    /// the coordinator alone (the other cleaners do their instances' LRU
+    /// flushing). See `flush::cleaner`, "Merged flush lists".
+    pub merge_instances: bool,
     /// Wake the cleaners as soon as a thread finds the free list empty,
     /// rather than waiting for the next round or for a thread that finds
     /// no page it can evict.

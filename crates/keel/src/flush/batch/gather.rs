@@ -13,14 +13,17 @@ use crate::page::PageId;
 
 impl WriteBack {
     /// Claim `fids` (and their neighbors) group by group and hand each
-    /// group to `p`, until every page is handed over or `p` has failed.
+    /// group to `p`, until every page is handed over (true) or `p` has
+    /// failed (false). `first` says whether this is the call's first list,
+    /// whose first claim alone may wait for a latch.
     pub(super) fn gather<'a>(
         &self,
         p: &mut Pipeline<'_, 'a, '_>,
         inst: usize,
         fids: &[u32],
         kind: FlushKind,
-    ) {
+        first: bool,
+    ) -> bool {
         let pool = p.pool;
         let mode = match kind {
             FlushKind::Single => NeighborMode::Off,
@@ -29,9 +32,13 @@ impl WriteBack {
         // A flush-list batch's first page is the list's oldest: its claim,
         // taken holding nothing, may wait a little for a user thread's
         // latch (see `buffer::claim`, "The oldest page").
+        // Only the call's first claim: a later one would wait holding the
+        // claims of the group being formed (batch module doc, "One batch
+        // across instances").
         let mut wait = match kind {
             FlushKind::Lru | FlushKind::Single => Duration::ZERO,
-            _ => self.oldest_latch_wait(),
+            _ if first => self.oldest_latch_wait(),
+            _ => Duration::ZERO,
         };
         if mode == NeighborMode::Off {
             for group in fids.chunks(CLAIM_GROUP) {
@@ -42,10 +49,10 @@ impl WriteBack {
                     })
                     .collect();
                 if !p.push(items) {
-                    return;
+                    return false;
                 }
             }
-            return;
+            return true;
         }
         let area_size = neighbors::area_size(pool.total_frames());
         let cap = CLAIM_GROUP;
@@ -114,10 +121,10 @@ impl WriteBack {
                 }
             });
             if items.len() >= cap && !p.push(std::mem::take(&mut items)) {
-                return;
+                return false;
             }
         }
-        p.push(items);
+        p.push(items)
     }
 
     fn item<'a>(

@@ -91,6 +91,16 @@ impl TestPool {
         fs: &dyn FileSystem,
         dblwr_pages: Option<usize>,
     ) -> TestPool {
+        Self::build_with_instances(flush_neighbors, wal, fs, dblwr_pages, 1)
+    }
+
+    fn build_with_instances(
+        flush_neighbors: u8,
+        wal: Arc<dyn Wal>,
+        fs: &dyn FileSystem,
+        dblwr_pages: Option<usize>,
+        instances: usize,
+    ) -> TestPool {
         let dir = tempfile::tempdir().unwrap();
         let metrics = Arc::new(Metrics::default());
         let space = Arc::new(Tablespace::create(fs, dir.path(), PS, 2, metrics.clone()).unwrap());
@@ -108,7 +118,7 @@ impl TestPool {
         let cfg = PoolConfig {
             page_size: PS,
             frames: FRAMES,
-            instances: 1,
+            instances,
             old_blocks_pct: 37,
             old_blocks_time_ms: 1000,
             free_wait_timeout: Duration::from_secs(5),
@@ -886,5 +896,147 @@ fn a_round_writes_the_list_pages_it_asked_for_whatever_their_neighbors() {
             assert!(all - neighbors < 32, "{all} pages, {neighbors} neighbors");
             assert!(batches < 8, "{batches} batches");
         }
+    }
+}
+
+/// With merged flush lists (`steady`), each batch takes the oldest pages
+/// of the whole pool, whichever instance holds them, writes them as one
+/// group (one doublewrite copy, one sync) and checkpoints once; split per
+/// instance, the same pages took a batch, a doublewrite copy and a
+/// checkpoint per instance.
+#[test]
+fn merged_flush_lists_write_the_pools_oldest_pages_as_one_batch() {
+    for merged in [true, false] {
+        let t = TestPool::build_with_instances(
+            0,
+            Arc::new(HonestWal::default()),
+            &OsFileSystem::new(FlushMethod::NoSync),
+            Some(64),
+            4,
+        );
+        let host = RecordingHost::over(t);
+        // Pages of every instance, interleaved in LSN order: 4 pages per
+        // extent (extents map to instances), oldest first.
+        let extent = crate::space::EXTENT_PAGES;
+        let pages: Vec<u32> = (0..8u32)
+            .flat_map(|e| (0..4).map(move |k| e * extent + k))
+            .collect();
+        let lsn = |k: usize| 100 + 10 * k as u64;
+        for (k, &p) in pages.iter().enumerate() {
+            host.t.put(p, Some(lsn(k)));
+        }
+        let of = |p: u32| host.t.pool.instance_of(PageId::new(0, p));
+        let used: std::collections::HashSet<usize> = pages.iter().map(|&p| of(p)).collect();
+        assert!(used.len() >= 2, "the pages fall in one instance: {used:?}");
+        let targets = crate::flush::policy::FlushTargets {
+            instances: (0..4).map(|_| list_target(32, 2)).collect(),
+            checkpoint_each_batch: true,
+            merge_instances: merged,
+            ..Default::default()
+        };
+        assert!(!crate::flush::cleaner::do_share(&host, 0, 1, &targets));
+        let seen = host.seen.lock().clone();
+        let written = host.t.metric("buffer_flush_adaptive_total_pages");
+        if merged {
+            // Batches of 4 × 2 pages: the 8 oldest, then the next 8, ...
+            // each one group, each followed by one checkpoint (written
+            // while the next batch is: it sees at least its own batch).
+            assert_eq!(seen.len(), 4, "{seen:?}");
+            for (k, &(lru, list)) in seen.iter().enumerate() {
+                assert_eq!(lru, 0);
+                assert!((8 * (k as u64 + 1)..=32).contains(&list), "{seen:?}");
+            }
+            assert_eq!(host.t.metric("buffer_flush_batches"), 4);
+            assert_eq!(host.t.metric("dblwr_writes"), 4);
+            assert_eq!(written, 32);
+        } else {
+            // A batch of 2 per instance holding pages: a checkpoint, a
+            // group and a doublewrite copy each.
+            assert_eq!(written, 32);
+            assert_eq!(host.t.metric("buffer_flush_batches"), 16);
+            assert_eq!(host.t.metric("dblwr_writes"), 16);
+            assert_eq!(seen.len(), 16);
+        }
+    }
+}
+
+/// A merged batch takes the globally oldest pages: with one instance's
+/// pages all older than another's, the first batch writes only the first
+/// instance's, and the checkpoint after it can move past all of them.
+#[test]
+fn a_merged_batch_takes_the_oldest_pages_whatever_their_instance() {
+    let t = TestPool::build_with_instances(
+        0,
+        Arc::new(HonestWal::default()),
+        &OsFileSystem::new(FlushMethod::NoSync),
+        None,
+        2,
+    );
+    let host = RecordingHost::over(t);
+    let extent = crate::space::EXTENT_PAGES;
+    let of = |p: u32| host.t.pool.instance_of(PageId::new(0, p));
+    // Two extents in different instances.
+    let a = 0;
+    let b = (1..64u32)
+        .map(|e| e * extent)
+        .find(|&p| of(p) != of(a))
+        .expect("an extent in the other instance");
+    // Instance of `a`: LSNs 100..180; of `b`: 1,000..1,080.
+    for k in 0..8u32 {
+        host.t.put(a + k, Some(100 + 10 * u64::from(k)));
+        host.t.put(b + k, Some(1_000 + 10 * u64::from(k)));
+    }
+    let targets = crate::flush::policy::FlushTargets {
+        instances: (0..2).map(|_| list_target(8, 4)).collect(),
+        checkpoint_each_batch: true,
+        merge_instances: true,
+        ..Default::default()
+    };
+    // The first batch (8 pages): all of `a`'s instance, none of `b`'s.
+    let lists = crate::flush::cleaner::merged_batch(&host.t.pool, &targets, &[8, 8], 8);
+    let frames_of = |base: u32| -> Vec<u32> {
+        (0..8)
+            .map(|k| {
+                host.t
+                    .pool
+                    .frame_of(of(base), PageId::new(0, base + k))
+                    .unwrap()
+            })
+            .collect()
+    };
+    assert_eq!(lists, vec![(of(a), frames_of(a))]);
+    // Capped: at most 3 from `a`'s instance, then the oldest of `b`'s.
+    let mut caps = [8, 8];
+    caps[of(a)] = 3;
+    let lists = crate::flush::cleaner::merged_batch(&host.t.pool, &targets, &caps, 8);
+    assert_eq!(
+        lists,
+        vec![
+            (of(a), frames_of(a)[..3].to_vec()),
+            (of(b), frames_of(b)[..5].to_vec())
+        ]
+    );
+    // The round writes both instances' pages, 8 at a time.
+    assert!(!crate::flush::cleaner::do_share(&host, 0, 1, &targets));
+    let seen = host.seen.lock().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen[0].1 >= 8 && seen[1].1 == 16, "{seen:?}");
+    for k in 0..8 {
+        assert!(host.t.on_disk(a + k), "page {}", a + k);
+        assert!(host.t.on_disk(b + k), "page {}", b + k);
+    }
+}
+
+/// An instance's flush-list target: `list_pages` pages below any LSN, in
+/// batches of `list_batch`, no LRU work.
+fn list_target(list_pages: usize, list_batch: usize) -> crate::flush::policy::InstanceTarget {
+    crate::flush::policy::InstanceTarget {
+        lru_want_free: 0,
+        lru_scan: 0,
+        lru_write_max: 0,
+        list_pages,
+        list_lsn_limit: Lsn::MAX,
+        list_kind: FlushKind::Adaptive,
+        list_batch,
     }
 }

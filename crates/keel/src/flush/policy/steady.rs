@@ -1039,6 +1039,7 @@ impl FlushPolicy for Steady {
             },
             io_depth: Some(self.device.depth),
             checkpoint_each_batch: true,
+            merge_instances: true,
             eager_lru: true,
             neighbors_in_batch_size: true,
             oldest_latch_wait: OLDEST_LATCH_WAIT,

@@ -228,7 +228,7 @@ fn below_freerun_writers_run_free_and_nothing_young_is_flushed() {
     assert_eq!(limit.rate_at(250_000), None);
     // Age 250 kB, setpoint 775 kB: no page is old enough.
     assert_eq!(t.instances[0].list_pages, 0);
-    assert!(t.checkpoint_each_batch && t.full_round);
+    assert!(t.checkpoint_each_batch && t.merge_instances && t.full_round);
     assert_eq!(t.sleep, TICK);
     assert!(
         t.decision.reason.contains("writers run free"),
