@@ -34,10 +34,29 @@
 //! the fixed costs, and the globally oldest page is always in the first
 //! batch, which is what moves the checkpoint. The serving cleaners flush
 //! the LRU of their instances meanwhile, in one go; the coordinator does
-//! its own instances' LRU in chunks between its batches. Nothing new is
-//! waited for: the coordinator holds no lock while it writes, and the
-//! barrier waits for the serving cleaners' LRU shares as it did for their
-//! whole shares.
+//! its own instances' LRU in chunks between its batches. A merged batch
+//! holds at most [`LIST_BATCH`] pages, as a cleaner's batch did. A round
+//! starts no batch after its first once it has lasted
+//! `FlushTargets::round_budget` (two ticks under `steady`): a round sized by a capacity measured before the
+//! device slowed down (a disk throttled from 13,000 to 1,000 writes a
+//! second between the load and the run) asked for 2,600 pages, and the
+//! coordinator wrote for seconds while nobody decided anything, writers
+//! running on the old capacity into the hard level.
+//!
+//! A batch's checkpoint is written on a thread of its own while the next
+//! batch is prepared and written, and joined before the next checkpoint
+//! starts (and before the share ends), so there is one at a time, and the
+//! round's barrier and tick come after it. The checkpoint takes no claim
+//! or latch: it reads the oldest modification, syncs the data files and
+//! writes its record under the engine's checkpoint mutex, which nothing in
+//! a batch takes. Its failure is noted and ends the share's flush-list
+//! work, as a failed batch does; a panic in it is raised again in the
+//! coordinator, whose own catch then handles it (see "A cleaner that
+//! panics").
+//!
+//! Nothing new is waited for: the coordinator holds no lock while it
+//! writes, and the barrier waits for the serving cleaners' LRU shares as
+//! it did for their whole shares.
 //!
 //! # A cleaner that panics
 //!
@@ -682,11 +701,16 @@ fn do_share_merged<H: CleanerHost + ?Sized>(
     } else {
         Vec::new()
     };
+    // The instances' batches together, at most one batch's worth: the
+    // pages of one batch are written before its checkpoint can move, so
+    // a merged batch keeps the bound a cleaner's batch had.
     let batch: usize = targets
         .instances
         .iter()
         .map(|t| t.list_batch.clamp(1, LIST_BATCH))
-        .sum();
+        .sum::<usize>()
+        .min(LIST_BATCH);
+    let started = Instant::now();
     let mut list_on = caps.iter().any(|&c| c > 0);
     // A checkpoint failure is noted where it is joined, and ends the
     // flush-list work (as a failed batch does).
@@ -704,6 +728,7 @@ fn do_share_merged<H: CleanerHost + ?Sized>(
     };
     std::thread::scope(|s| {
         let mut checkpoint = None;
+        let mut batches = 0usize;
         while list_on || !lru_left.is_empty() {
             // LRU first: a chunk of a batch's size per instance between
             // flush-list batches (see `do_share`), all of it once none is
@@ -731,6 +756,13 @@ fn do_share_merged<H: CleanerHost + ?Sized>(
             if !list_on {
                 continue;
             }
+            // The round's time is up: what is left waits for the next
+            // round, decided on fresh measurements (after one batch at
+            // least, so that every round moves the checkpoint).
+            if batches > 0 && targets.round_budget.is_some_and(|b| started.elapsed() >= b) {
+                list_on = false;
+                continue;
+            }
             let lists = merged_batch(pool, targets, &caps, batch);
             if lists.is_empty() {
                 list_on = false;
@@ -745,6 +777,7 @@ fn do_share_merged<H: CleanerHost + ?Sized>(
             match wb.flush_lists_counted(pool, &borrowed, kind) {
                 Ok((0, _)) => list_on = false,
                 Ok(_) => {
+                    batches += 1;
                     list_on = caps.iter().any(|&c| c > 0);
                     if targets.checkpoint_each_batch {
                         // One checkpoint at a time: the one before this

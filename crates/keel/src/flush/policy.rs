@@ -311,6 +311,13 @@ pub struct FlushTargets {
     /// the coordinator alone (the other cleaners do their instances' LRU
     /// flushing). See `flush::cleaner`, "Merged flush lists".
     pub merge_instances: bool,
+    /// With `merge_instances`: no flush-list batch starts after the round
+    /// has lasted this long (`None`: the round writes all it was asked).
+    /// A round sized by a capacity measured before the device slowed
+    /// down would otherwise keep the coordinator writing for seconds with
+    /// nobody deciding anything (see `flush::cleaner`, "Merged flush
+    /// lists").
+    pub round_budget: Option<Duration>,
     /// Wake the cleaners as soon as a thread finds the free list empty,
     /// rather than waiting for the next round or for a thread that finds
     /// no page it can evict.

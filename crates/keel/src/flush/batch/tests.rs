@@ -1040,3 +1040,27 @@ fn list_target(list_pages: usize, list_batch: usize) -> crate::flush::policy::In
         list_batch,
     }
 }
+
+/// A merged round starts no batch once its time budget is spent: with a
+/// budget of zero it writes one batch and leaves the rest to the next
+/// round; with none it writes all it was asked.
+#[test]
+fn a_merged_round_starts_no_batch_past_its_budget() {
+    for budget in [Some(Duration::ZERO), None] {
+        let host = RecordingHost::with_dirty_pages(64);
+        let targets = crate::flush::policy::FlushTargets {
+            instances: vec![list_target(64, 8)],
+            checkpoint_each_batch: true,
+            merge_instances: true,
+            round_budget: budget,
+            ..Default::default()
+        };
+        assert!(!crate::flush::cleaner::do_share(&host, 0, 1, &targets));
+        let written = host.t.metric("buffer_flush_adaptive_total_pages");
+        let checkpoints = host.seen.lock().len();
+        match budget {
+            Some(_) => assert_eq!((written, checkpoints), (8, 1)),
+            None => assert_eq!((written, checkpoints), (64, 8)),
+        }
+    }
+}

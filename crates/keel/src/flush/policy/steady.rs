@@ -179,6 +179,9 @@ const CAPACITY_PROBE_GAIN: f64 = 1.25;
 /// median). Above the setpoint the curve takes the gain back (`pos` = 0.5
 /// about 60 % of the way from `S` to `H`).
 const CAPACITY_START_GAIN: f64 = 2.0;
+/// A window with a backlog throughout that achieved less than this share
+/// of the capacity replaces it outright (see [`Steady::estimate`]).
+const CAPACITY_DROP: f64 = 0.5;
 /// A measurement with a backlog proves the capacity only if it achieved
 /// at most this many times the capacity already measured.
 const CAPACITY_PROVEN_SLACK: f64 = 1.1;
@@ -854,7 +857,17 @@ impl Steady {
             // held to it would ask for less and less).
             let before = self.capacity.get();
             let raise = before.is_some_and(|c| achieved > c);
-            if *all_backlog || raise {
+            // With a backlog throughout and less than half the capacity
+            // achieved, the device has slowed down: the measurement
+            // replaces the old figure at once rather than halve the gap
+            // every window (TCP's multiplicative decrease). A capacity
+            // measured on a disk before it was throttled from 13,000 to
+            // 1,000 writes a second took 6 s to come down, writers allowed
+            // the old rate into the hard level all that time.
+            let slowed = *all_backlog && before.is_some_and(|c| achieved < CAPACITY_DROP * c);
+            if slowed {
+                self.capacity.update(achieved, 1.0);
+            } else if *all_backlog || raise {
                 self.capacity.update(achieved, 0.5);
             }
             // Proven: a backlog throughout, and no more achieved than the
@@ -1040,6 +1053,7 @@ impl FlushPolicy for Steady {
             io_depth: Some(self.device.depth),
             checkpoint_each_batch: true,
             merge_instances: true,
+            round_budget: Some(TICK.mul_f64(ROUND_TICKS)),
             eager_lru: true,
             neighbors_in_batch_size: true,
             oldest_latch_wait: OLDEST_LATCH_WAIT,

@@ -542,6 +542,39 @@ fn a_capacity_is_proven_by_a_backlog_at_the_rate_already_measured() {
     );
 }
 
+/// A window with a backlog throughout that achieves under half the
+/// capacity replaces it at once (the device slowed down); one that
+/// achieves more than half moves it halfway, as before.
+#[test]
+fn a_device_that_slows_down_is_believed_at_once() {
+    let mut p = Steady::new();
+    let mut s = snapshot(0, 1_000_000, 0, &[]);
+    p.estimate(&s);
+    for _ in 0..6 {
+        backlogged_tick(&mut p, &mut s, 1_300);
+    }
+    assert!((p.capacity.get().unwrap() - 13_000.0).abs() < 10.0);
+    // Throttled to a thirteenth: the first window says so.
+    for _ in 0..3 {
+        backlogged_tick(&mut p, &mut s, 100);
+    }
+    assert!((p.capacity.get().unwrap() - 1_000.0).abs() < 1.0);
+    // Three quarters of that: halfway, not replaced.
+    for _ in 0..3 {
+        backlogged_tick(&mut p, &mut s, 75);
+    }
+    assert!((p.capacity.get().unwrap() - 875.0).abs() < 1.0);
+    // No backlog: a slow window is only a lower bound, and says nothing.
+    for _ in 0..3 {
+        s.now += TICK;
+        s.pages_written += 10;
+        s.current_lsn += 10_000;
+        p.last_below = 0;
+        p.estimate(&s);
+    }
+    assert!((p.capacity.get().unwrap() - 875.0).abs() < 1.0);
+}
+
 #[test]
 fn the_queue_depth_is_raised_only_for_a_flusher_that_falls_behind() {
     // Latency steady at its base, but the flusher writes all it is asked:
