@@ -25,7 +25,8 @@
 //! data-file sync and checkpoint: on a disk throttled to 1,000 write IOPS
 //! with 8 instances, `steady`'s batches held 16 pages and it made 0.78× the
 //! transactions of `classic`, whose batches held 60. With
-//! `FlushTargets::merge_instances` the coordinator alone writes the
+//! `FlushTargets::merge_instances` (which `steady` asks for) the
+//! coordinator alone writes the
 //! flush-list share of every instance, as one list: each batch takes the
 //! oldest pages of the whole pool (each instance's list is ordered; the
 //! batch merges their heads), however they fall across instances, writes
