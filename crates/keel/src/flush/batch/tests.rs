@@ -1064,3 +1064,58 @@ fn a_merged_round_starts_no_batch_past_its_budget() {
         }
     }
 }
+
+/// In one batch across instances only the call's first claim may wait for
+/// a latch: a later claim would wait holding the claims (shared latches)
+/// of the group being formed. The second list's first page, latched by a
+/// user thread, is passed over at once, even with a wait of 10 s set,
+/// and the rest of both lists is written.
+#[test]
+fn a_batch_across_instances_waits_only_for_its_first_claim() {
+    let t = TestPool::build_with_instances(
+        0,
+        Arc::new(HonestWal::default()),
+        &OsFileSystem::new(FlushMethod::NoSync),
+        None,
+        2,
+    );
+    let extent = crate::space::EXTENT_PAGES;
+    let of = |p: u32| t.pool.instance_of(PageId::new(0, p));
+    let a = 0;
+    let b = (1..64u32)
+        .map(|e| e * extent)
+        .find(|&p| of(p) != of(a))
+        .expect("an extent in the other instance");
+    for k in 0..4u32 {
+        t.put(a + k, Some(100 + 10 * u64::from(k)));
+        t.put(b + k, Some(1_000 + 10 * u64::from(k)));
+    }
+    t.wb.set_oldest_latch_wait(Duration::from_secs(10));
+    let frames = |base: u32| -> Vec<u32> {
+        (0..4)
+            .map(|k| t.pool.frame_of(of(base), PageId::new(0, base + k)).unwrap())
+            .collect()
+    };
+    let (fa, fb) = (frames(a), frames(b));
+    let held = t.pool.write(PageId::new(0, b)).unwrap();
+    let started = Instant::now();
+    let (n, _) =
+        t.wb.flush_lists_counted(
+            &t.pool,
+            &[(of(a), &fa[..]), (of(b), &fb[..])],
+            FlushKind::Adaptive,
+        )
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(held);
+    assert_eq!(n, 7);
+    assert_eq!(t.metric("buffer_flush_latched_skips"), 1);
+    assert_eq!(t.metric("buffer_flush_batches"), 1);
+    assert!(!t.on_disk(b));
+    for k in 0..4 {
+        assert!(t.on_disk(a + k));
+    }
+    for k in 1..4 {
+        assert!(t.on_disk(b + k));
+    }
+}
