@@ -329,6 +329,10 @@ fn publish(m: &Metrics, t: &FlushTargets) {
         Metrics::set(&m.steady_flusher_capacity, f.capacity.round() as u64);
         Metrics::set(&m.device_write_queue_depth, f.queue_depth as u64);
         Metrics::set(&m.log_bytes_per_page_flushed, f.rho.round() as u64);
+        Metrics::set(
+            &m.steady_stall_spell_ms,
+            (f.stall_spell * 1000.0).round() as u64,
+        );
     }
     if t.full_round {
         Metrics::set(&m.buffer_flush_mode, d.mode.code());

@@ -235,6 +235,10 @@ pub struct SteadyFigures {
     pub queue_depth: usize,
     /// Redo bytes the checkpoint retires per page written back.
     pub rho: f64,
+    /// The longest recent spell in which the flusher, with pages to
+    /// write, retired nothing (a decaying peak, seconds): the band from
+    /// `setpoint` to `hard` holds at least 1.5 × its redo.
+    pub stall_spell: f64,
 }
 
 /// The writers' redo rate limit as a curve over the checkpoint age:

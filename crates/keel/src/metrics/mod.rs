@@ -255,6 +255,11 @@ registry! {
     device_write_queue_depth,
     /// Gauge (`steady`): redo bytes the checkpoint retires per page flushed.
     log_bytes_per_page_flushed,
+    /// Gauge (`steady`): the longest recent spell, in milliseconds, in which
+    /// the flusher had pages to write and the checkpoint did not move (a
+    /// peak that halves in about six seconds); the band from the setpoint
+    /// to the hard level holds 1.5 × its redo.
+    steady_stall_spell_ms,
     /// Pages written by sync flushing.
     buffer_flush_sync_total_pages,
     /// Batches written and synced to a doublewrite area.

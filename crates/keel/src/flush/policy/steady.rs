@@ -1021,6 +1021,7 @@ impl FlushPolicy for Steady {
             capacity: capacity.unwrap_or(0.0),
             queue_depth: self.device.depth,
             rho,
+            stall_spell: self.stall.get(),
         };
         let reason = reason(
             age,

@@ -664,9 +664,11 @@ fn a_flusher_that_retires_nothing_for_a_second_widens_the_band_for_a_while() {
     }
     let stall = p.stall.get();
     assert!((stall - 1.0).abs() < 0.05, "{stall}");
-    // The checkpoint moves again: the spell ends, its peak stays, and
-    // halves in about six seconds.
-    p.decide(&snapshot(1100, lsn, 1_100_000, &oldest));
+    // The checkpoint moves again: the spell ends, its peak stays (and is
+    // published: `steady_stall_spell_ms`), and halves in about six seconds.
+    let t = p.decide(&snapshot(1100, lsn, 1_100_000, &oldest));
+    let published = t.decision.steady.map(|f| f.stall_spell).unwrap_or(0.0);
+    assert!((published - p.stall.get()).abs() < 1e-9, "{published}");
     assert_eq!(p.unretired_for, 0.0);
     assert!(p.stall.get() > 0.85 * stall, "{}", p.stall.get());
     let mut later = p.stall.get();
