@@ -45,7 +45,8 @@
 //! running on the old capacity into the hard level.
 //!
 //! A batch's checkpoint is written on a thread of its own while the next
-//! batch is prepared and written, and joined before the next checkpoint
+//! batch is prepared and written (in the coordinator itself when no thread
+//! can be had), and joined before the next checkpoint
 //! starts (and before the share ends), so there is one at a time, and the
 //! round's barrier and tick come after it. The checkpoint takes no claim
 //! or latch: it reads the oldest modification, syncs the data files and
@@ -794,7 +795,27 @@ fn do_share_merged<H: CleanerHost + ?Sized>(
                                 continue;
                             }
                         }
-                        checkpoint = Some(s.spawn(|| host.checkpoint()));
+                        // A thread that cannot be had (the process out
+                        // of threads or memory) is no reason to fail the
+                        // round: the checkpoint is written here instead.
+                        let spawned = std::thread::Builder::new()
+                            .name("keel-checkpoint".into())
+                            .spawn_scoped(s, || host.checkpoint());
+                        match spawned {
+                            Ok(h) => checkpoint = Some(h),
+                            Err(e) => {
+                                log::warn!(
+                                    "page cleaner {me}: no thread for the checkpoint ({e}); \
+                                     writing it in the cleaner"
+                                );
+                                if let Err(e) = host.checkpoint() {
+                                    log::error!("page cleaner {me}: checkpoint failed: {e}");
+                                    wb.note_failure("checkpoint", &e);
+                                    failed = true;
+                                    list_on = false;
+                                }
+                            }
+                        }
                     }
                 }
                 Err(e) => {
