@@ -307,13 +307,9 @@ impl BufferPool {
     /// The frames of up to `max` pages from the oldest end of instance
     /// `inst`'s flush list whose oldest modification is below `lsn_limit`.
     pub(crate) fn flush_list_oldest(&self, inst: usize, max: usize, lsn_limit: Lsn) -> Vec<u32> {
-        self.instances[inst]
-            .flush_list
-            .lock()
-            .iter()
-            .take_while(|e| e.0 < lsn_limit)
-            .take(max)
-            .map(|e| e.1)
+        self.flush_list_oldest_keyed(inst, max, lsn_limit)
+            .into_iter()
+            .map(|(_, fid)| fid)
             .collect()
     }
 

@@ -138,6 +138,28 @@ impl TestPool {
         }
     }
 
+    /// Two instances, no doublewrite, no neighbors.
+    fn two_instances() -> TestPool {
+        Self::build_with_instances(
+            0,
+            Arc::new(HonestWal::default()),
+            &OsFileSystem::new(FlushMethod::NoSync),
+            None,
+            2,
+        )
+    }
+
+    /// The first pages of two extents cached by different instances.
+    fn extents_in_two_instances(&self) -> (u32, u32) {
+        let extent = crate::space::EXTENT_PAGES;
+        let of = |p: u32| self.pool.instance_of(PageId::new(0, p));
+        let b = (1..64u32)
+            .map(|e| e * extent)
+            .find(|&p| of(p) != of(0))
+            .expect("an extent in the other instance");
+        (0, b)
+    }
+
     /// Put page `page_no` in the pool, dirtied by redo `[start, start + 10)`
     /// when `start` is given, clean otherwise.
     pub(super) fn put(&self, page_no: u32, start: Option<Lsn>) {
@@ -965,22 +987,9 @@ fn merged_flush_lists_write_the_pools_oldest_pages_as_one_batch() {
 /// instance's, and the checkpoint after it can move past all of them.
 #[test]
 fn a_merged_batch_takes_the_oldest_pages_whatever_their_instance() {
-    let t = TestPool::build_with_instances(
-        0,
-        Arc::new(HonestWal::default()),
-        &OsFileSystem::new(FlushMethod::NoSync),
-        None,
-        2,
-    );
-    let host = RecordingHost::over(t);
-    let extent = crate::space::EXTENT_PAGES;
+    let host = RecordingHost::over(TestPool::two_instances());
     let of = |p: u32| host.t.pool.instance_of(PageId::new(0, p));
-    // Two extents in different instances.
-    let a = 0;
-    let b = (1..64u32)
-        .map(|e| e * extent)
-        .find(|&p| of(p) != of(a))
-        .expect("an extent in the other instance");
+    let (a, b) = host.t.extents_in_two_instances();
     // Instance of `a`: LSNs 100..180; of `b`: 1,000..1,080.
     for k in 0..8u32 {
         host.t.put(a + k, Some(100 + 10 * u64::from(k)));
@@ -1072,20 +1081,9 @@ fn a_merged_round_starts_no_batch_past_its_budget() {
 /// and the rest of both lists is written.
 #[test]
 fn a_batch_across_instances_waits_only_for_its_first_claim() {
-    let t = TestPool::build_with_instances(
-        0,
-        Arc::new(HonestWal::default()),
-        &OsFileSystem::new(FlushMethod::NoSync),
-        None,
-        2,
-    );
-    let extent = crate::space::EXTENT_PAGES;
+    let t = TestPool::two_instances();
     let of = |p: u32| t.pool.instance_of(PageId::new(0, p));
-    let a = 0;
-    let b = (1..64u32)
-        .map(|e| e * extent)
-        .find(|&p| of(p) != of(a))
-        .expect("an extent in the other instance");
+    let (a, b) = t.extents_in_two_instances();
     for k in 0..4u32 {
         t.put(a + k, Some(100 + 10 * u64::from(k)));
         t.put(b + k, Some(1_000 + 10 * u64::from(k)));
