@@ -370,6 +370,13 @@ impl Txn {
     /// lock and never waits for a writer.
     pub fn get(&self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check(table)?;
+        // A plain read answered by the transaction's own write is still
+        // its first plain read: under REPEATABLE READ the snapshot starts
+        // here, not at a later read (which would then see commits made in
+        // between; found by `tests/snapshot_model.rs`).
+        if self.isolation == Isolation::RepeatableRead {
+            self.read_view();
+        }
         if let Some(w) = self.own_write(table, key) {
             return Ok(w.map(<[u8]>::to_vec));
         }
