@@ -9,8 +9,9 @@
 //! With `L` the free-check limit (where the engine stops writers):
 //! - `H = L − reserve`, the hard level, where the writers' allowed rate
 //!   reaches zero; `reserve` covers what writers can log before the
-//!   curve stops them: a quarter tick of the peak redo rate, at least 5 %
-//!   of `L` (see [`RESERVE_TICKS`]);
+//!   curve stops them: a quarter tick of the peak redo rate plus the
+//!   redo writers hold reserved, at least a tick of the peak rate up to
+//!   5 % of `L` and at least 1 % of `L` (see [`levels`]);
 //! - `F = 0.6 L`, below which writers run free;
 //! - `S = max((F + H) / 2, H − band)`, the setpoint, with the band half a
 //!   second of the peak redo rate, at least 5 % of `L` (see [`band`]): at
@@ -90,8 +91,14 @@ pub const TICK: Duration = Duration::from_millis(100);
 pub const APPROACH: Duration = Duration::from_secs(1);
 /// `F` as a share of the free-check limit.
 const FREERUN: f64 = 0.6;
-/// The reserve below the free-check limit: at least this share of it.
+/// The reserve below the free-check limit: at least a tick of the peak
+/// redo rate up to this share of it (see [`levels`]),
 const MIN_RESERVE: f64 = 0.05;
+/// and at least this share of it whatever the rate.
+const MIN_RESERVE_SHARE: f64 = 0.01;
+/// Decay per tick of the peak of redo reserved by writers (see
+/// [`levels`]): about seven seconds (70 ticks) to halve.
+const RESERVED_DECAY: f64 = 0.99;
 /// Ticks of the peak redo rate the reserve covers. Writers evaluate the
 /// curve at every transaction and go one by one, each when the pacer's
 /// clock reaches its place in line (`flush::pacer`), so near `H`, where
@@ -192,7 +199,8 @@ const FLUSHER_BUSY: f64 = 0.9;
 /// the curve (see [`Steady::estimate`]).
 const WRITERS_HELD: f64 = 0.8;
 /// How long the flusher must keep up at F (pages to write at every round,
-/// all written) before it holds S without a measured capacity.
+/// all written but a few: [`BEHIND_SLACK`]) before it holds S without a
+/// measured capacity.
 const KEPT_UP: Duration = Duration::from_secs(1);
 /// A round's flush-list work, in ticks of the flusher's capacity.
 const ROUND_TICKS: f64 = 2.0;
@@ -241,8 +249,12 @@ const LIFT_TIME: Duration = Duration::from_secs(10);
 /// The lift lost in a tick in which the flusher fell behind or held the
 /// writers: four such ticks take the setpoint back to `(F + H)/2`.
 const LIFT_DROP: f64 = 0.25;
-/// The share of a tick spent in the cleaners' round under which the
-/// flusher has room to spare.
+/// What the flusher may leave unwritten of what it was asked, as a share
+/// of what it wrote (plus a batch), without counting as fallen behind for
+/// the lift and for keeping up ([`KEPT_UP`]).
+const BEHIND_SLACK: f64 = 1.1;
+/// The share of a tick spent in the cleaners' round, or of the device's
+/// busy-time speed written, under which the flusher has room to spare.
 const FLUSHER_EASY: f64 = 0.5;
 
 /// An exponentially weighted moving average.
@@ -422,11 +434,32 @@ impl Device {
     }
 }
 
-/// The levels on the age axis for free-check limit `limit` and peak redo
-/// rate `peak` (bytes/s): (F, S, H).
-pub fn levels(limit: u64, peak: f64, stall: f64) -> (u64, u64, u64) {
+/// The levels on the age axis for free-check limit `limit`, peak redo
+/// rate `peak` (bytes/s), the flusher's longest recent stall `stall` (s,
+/// see [`band`]) and the recent peak of redo reserved by writers, `held`
+/// (bytes): (F, S, H).
+///
+/// The reserve from `H` to `L` is what writers may still log once the
+/// curve has stopped letting new ones go: a quarter tick of the peak rate
+/// ([`RESERVE_TICKS`]) plus what admitted writers hold reserved, which
+/// counts against `L` in the free check (`engine::admission`) before it
+/// is logged. Both scale with the redo rate and the writers, not with the
+/// log: with a floor of 5 % of `L` the reserve of seed 4 at 30 × scale (a
+/// limit of about 470 MiB) was 23 MiB, where a quarter tick of its
+/// 57 MB/s is 1.4 MB, and the age rode at 0.90 of `L` with `classic` at
+/// the limit (issue 30). The floor is now a tick of the peak rate, at
+/// most 5 % of `L` ([`MIN_RESERVE`]) and at least 1 %
+/// ([`MIN_RESERVE_SHARE`]): what the flusher, deciding once a tick, may
+/// fail to retire when the device falls under a lifted setpoint (with a
+/// floor of a quarter tick the simulation of a device falling to a
+/// quarter of its speed let writers reach `L`).
+pub fn levels(limit: u64, peak: f64, stall: f64, held: f64) -> (u64, u64, u64) {
     let limit_f = limit as f64;
-    let reserve = (RESERVE_TICKS * TICK.as_secs_f64() * peak).max(MIN_RESERVE * limit_f);
+    let tick = TICK.as_secs_f64() * peak;
+    let floor = (MIN_RESERVE * limit_f)
+        .min(tick)
+        .max(MIN_RESERVE_SHARE * limit_f);
+    let reserve = (RESERVE_TICKS * tick + held).max(floor);
     let hard = (limit_f - reserve).max(0.5 * limit_f);
     let freerun = (FREERUN * limit_f).min(0.8 * hard);
     let setpoint = ((freerun + hard) / 2.0).max(hard - band(limit, peak, stall));
@@ -477,16 +510,18 @@ pub fn band(limit: u64, peak: f64, stall: f64) -> f64 {
 /// `waves-80-sweep` where `classic`, riding the free-check limit with
 /// `io_capacity_max` = 2000, wrote 0.91. The band from `S` to `H` is
 /// there for when the flusher falls behind: a device that slows down, a
-/// lump of old pages. A flusher that keeps up and is idle half the time
-/// or more can hold the age higher, and `Steady` lifts the setpoint while
-/// it does ([`LIFT_TIME`] to the top), and lowers it within a few ticks
-/// of falling behind ([`LIFT_DROP`]). The band left above the lifted
-/// setpoint still holds a tick of the peak redo rate: what the flusher,
-/// deciding once a tick, may have to absorb; a device that falls to a
-/// quarter at once under a lifted setpoint takes the age to `H` for a few
-/// ticks (the simulation measures it).
+/// lump of old pages. A flusher that keeps up with room to spare (idle
+/// half the time or more, or writing under half of what the device
+/// writes in its busy time: `Steady::room_to_spare`) can hold the age
+/// higher, and `Steady` lifts the setpoint while it does ([`LIFT_TIME`]
+/// to the top), and lowers it within a few ticks of falling behind (a
+/// batch or more left unwritten, or writers held: [`LIFT_DROP`]). The
+/// band left above the lifted setpoint still holds a tick of the peak
+/// redo rate: what the flusher, deciding once a tick, may have to absorb;
+/// a device that falls to a quarter at once under a lifted setpoint takes
+/// the age to `H` for a few ticks (the simulation measures it).
 ///
-/// Why the lift waits for an idle flusher: with the device the bottleneck
+/// Why the lift waits for room to spare: with the device the bottleneck
 /// the curve holds writers to what the flusher retires at every tick (the
 /// equilibrium, which counts as "held"), so the setpoint stays unlifted
 /// there. Where the log holds tens of seconds of redo that costs nothing:
@@ -750,6 +785,8 @@ pub struct Steady {
     unretired_for: f64,
     /// The longest such spell lately, in seconds (see [`band`]).
     stall: Peak,
+    /// The most redo reserved by writers lately, in bytes (see [`levels`]).
+    reserved: Peak,
 }
 
 impl Steady {
@@ -798,12 +835,19 @@ impl Steady {
             .last_allowed
             .is_some_and(|allowed| rate >= WRITERS_HELD * allowed);
         self.device.backlog = backlog || held;
+        // Fell behind, for the lift and for keeping up: a batch or more
+        // left unwritten, not the few pages a round passes over because a
+        // user thread held them. With `left_behind` a page or two short
+        // every few ticks took the lift back to nothing, so it never rose,
+        // and kept a flusher that keeps up from counting as such for 20 s
+        // (the age held at F meanwhile, below a setpoint it could hold).
+        let fell_behind = self.last_below as f64 > BEHIND_SLACK * flushed + MIN_LIST_BATCH as f64;
         // The setpoint rises while the flusher keeps up with room to spare
         // and comes down within a few ticks of falling behind (see
         // `lifted_setpoint`).
-        if backlog || held {
+        if fell_behind || held {
             self.lift = (self.lift - LIFT_DROP * ticks).max(0.0);
-        } else if flusher_busy < FLUSHER_EASY * dt {
+        } else if flusher_busy < FLUSHER_EASY * dt || self.room_to_spare(flushed, dt) {
             self.lift = (self.lift + dt / LIFT_TIME.as_secs_f64()).min(1.0);
         }
         self.device.update(
@@ -824,6 +868,8 @@ impl Steady {
             self.unretired_for += dt;
         }
         self.stall.update(self.unretired_for, ticks, STALL_DECAY);
+        self.reserved
+            .update(s.redo_reserved as f64, ticks, RESERVED_DECAY);
         if retired > 0.0 && flushed > 0.0 {
             self.rho.update(retired / flushed, 0.2);
         }
@@ -838,9 +884,10 @@ impl Steady {
         // wake the cleaners), in which the flusher had more below its
         // target than it wrote at every round; otherwise what it wrote is
         // only a lower bound.
-        // Kept up: wrote all it was asked at every round, however long
-        // that took (a busy flusher that keeps up has not fallen behind).
-        if left_behind {
+        // Kept up: wrote (nearly) all it was asked at every round, however
+        // long that took (a busy flusher that keeps up has not fallen
+        // behind).
+        if fell_behind {
             self.kept_up_for = Duration::ZERO;
         } else if self.last_below > 0 {
             self.kept_up_for += s.now.saturating_sub(last.now);
@@ -883,6 +930,26 @@ impl Steady {
         self.alloc_rate.update(alloc, ticks, 0.99);
     }
 
+    /// Whether the flusher, having written `flushed` pages in `dt`
+    /// seconds, wrote under [`FLUSHER_EASY`] of the device's busy-time
+    /// speed: the device sat idle half the time or more. This is the
+    /// headroom whatever the flusher's shape: a merged round writes every
+    /// instance's batches one after another in the coordinator, which is
+    /// then busy for most of a tick (its doublewrite copy, syncs and
+    /// checkpoint wait on latency, not on the device's speed) where four
+    /// cleaners writing side by side were each busy for a quarter of it
+    /// (issue 30: on `waves-80-sweep` merging the lists kept the setpoint
+    /// at 0.71 of the log, where it had been lifted to 0.77-0.79, and the
+    /// pages per transaction rose from 0.86 to 0.92-1.01). The flusher's
+    /// capacity is no measure of it: it is measured while the flusher is
+    /// busy, which a merged round always is.
+    fn room_to_spare(&self, flushed: f64, dt: f64) -> bool {
+        self.device
+            .bw
+            .get()
+            .is_some_and(|bw| flushed < FLUSHER_EASY * bw * dt)
+    }
+
     /// ρ, or a first guess from the snapshot: the age spread over the
     /// dirty pages.
     fn rho(&self, s: &Snapshot) -> f64 {
@@ -904,7 +971,12 @@ impl FlushPolicy for Steady {
         self.estimate(s);
         let log_rate = self.log_rate.get().unwrap_or(0.0);
         let peak = self.log_peak.get();
-        let (freerun, setpoint, hard) = levels(s.free_check_limit, peak, self.stall.get());
+        let (freerun, setpoint, hard) = levels(
+            s.free_check_limit,
+            peak,
+            self.stall.get(),
+            self.reserved.get(),
+        );
         let setpoint = lifted_setpoint(freerun, setpoint, hard, peak, self.lift);
         self.last_setpoint = Some(setpoint);
         let age = s.current_lsn.saturating_sub(s.checkpoint_lsn);

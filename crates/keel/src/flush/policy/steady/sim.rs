@@ -481,7 +481,7 @@ fn a_lifted_setpoint_comes_down_when_the_device_falls_behind() {
     let mut sim = Sim::new(seed(17), 15e6, 8.0, 0.0016);
     sim.limit = 40 << 20;
     sim.run_until(secs(120));
-    let (f, _, h) = super::levels(sim.limit, 0.0, 0.0);
+    let (f, _, h) = super::levels(sim.limit, 0.0, 0.0, 0.0);
     let s = (f + h) / 2;
     let lifted = sim.age_log.last().map_or(0, |e| e.2);
     eprintln!(

@@ -7,7 +7,7 @@ use crate::flush::policy::InstanceSnapshot;
 #[test]
 fn the_throttle_curve_is_two_at_freerun_one_at_the_setpoint_zero_at_hard() {
     // The levels of a 1 MB limit logged at 2 MB/s: S halfway.
-    let (f, s, h) = levels(1_000_000, 2e6, 0.0);
+    let (f, s, h) = levels(1_000_000, 2e6, 0.0, 0.0);
     assert_eq!((f, s, h), (600_000, 775_000, 950_000));
     assert!((pos_ratio(f, s, h) - 2.0).abs() < 1e-9);
     assert!((pos_ratio(s, s, h) - 1.0).abs() < 1e-9);
@@ -30,13 +30,18 @@ fn the_throttle_curve_is_two_at_freerun_one_at_the_setpoint_zero_at_hard() {
 #[test]
 fn the_reserve_covers_a_quarter_tick_of_the_peak_rate() {
     // 400 MB/s peak: 10 MB in a quarter tick, more than 5 % of 100 MB.
-    let (f, s, h) = levels(100_000_000, 400e6, 0.0);
+    let (f, s, h) = levels(100_000_000, 400e6, 0.0, 0.0);
     assert_eq!(h, 90_000_000);
-    // 100 MB/s: 2.5 MB, under 5 %.
-    assert_eq!(levels(100_000_000, 100e6, 0.0).2, 95_000_000);
+    // 100 MB/s: 2.5 MB, under the floor: a tick (10 MB), at most 5 %.
+    assert_eq!(levels(100_000_000, 100e6, 0.0, 0.0).2, 95_000_000);
+    // 10 MB/s: 0.25 MB, under the floor: a tick, 1 MB, 1 % here.
+    assert_eq!(levels(100_000_000, 10e6, 0.0, 0.0).2, 99_000_000);
+    // Writers holding 3 MB reserved (counted against the limit before it
+    // is logged): the reserve holds that too.
+    assert_eq!(levels(100_000_000, 10e6, 0.0, 3e6).2, 96_750_000);
     assert!(f < s && s < h);
     // Never more than half the limit, whatever the peak.
-    let (_, _, h2) = levels(10_000_000, 1e12, 0.0);
+    let (_, _, h2) = levels(10_000_000, 1e12, 0.0, 0.0);
     assert_eq!(h2, 5_000_000);
 }
 
@@ -44,27 +49,33 @@ fn the_reserve_covers_a_quarter_tick_of_the_peak_rate() {
 fn the_band_from_the_setpoint_to_hard_is_sized_by_the_redo_rate_not_the_log() {
     // No redo: the band's floor, 5 % of the limit.
     assert_eq!(band(1_000_000, 0.0, 0.0), 50_000.0);
-    assert_eq!(levels(1_000_000, 0.0, 0.0), (600_000, 900_000, 950_000));
+    assert_eq!(
+        levels(1_000_000, 0.0, 0.0, 0.0),
+        (600_000, 940_000, 990_000)
+    );
     // Half a second of the peak rate: 30 MB at 60 MB/s.
     assert_eq!(band(1 << 30, 60e6, 0.0), 0.05 * (1u64 << 30) as f64);
     assert_eq!(band(400_000_000, 60e6, 0.0), 30e6);
     // Seed 4 at 30 × scale (a 512 MiB log: a limit of about 470 MiB) at
-    // 60 MB/s: S 30 MB under H, at 89 % of the limit, where halfway from
-    // F to H put it at 77.5 %.
+    // 60 MB/s: S 30 MB under H, at 93 % of the limit, where halfway from
+    // F to H put it at 79.5 %.
     let limit = 470u64 << 20;
-    let (f, s, h) = levels(limit, 60e6, 0.0);
-    assert_eq!(h, limit - limit / 20);
+    let (f, s, h) = levels(limit, 60e6, 0.0, 0.0);
+    // The reserve is its floor, a tick of 60 MB/s (6 MB, 1.2 % of the
+    // limit): a floor of 5 % held the age at 0.90 of the limit on that
+    // run.
+    assert_eq!(h, limit - 6_000_000);
     assert_eq!(h - s, 30_000_000);
-    assert!(s > f && s as f64 > 0.88 * limit as f64, "{s}");
+    assert!(s > f && s as f64 > 0.92 * limit as f64, "{s}");
     // A log holding a couple of seconds of redo: halfway, as before.
-    let (f, s, h) = levels(4_000_000, 2e6, 0.0);
+    let (f, s, h) = levels(4_000_000, 2e6, 0.0, 0.0);
     assert_eq!(s, (f + h) / 2);
     // A flusher that retired nothing for a second (a slow data-file sync
     // on a throttled disk): the band holds 1.5 s of redo.
     assert_eq!(band(100_000_000, 10e6, 1.0), 15e6);
-    assert_eq!(levels(100_000_000, 10e6, 1.0).1, 80_000_000);
+    assert_eq!(levels(100_000_000, 10e6, 1.0, 0.0).1, 84_000_000);
     // Longer than half the way from F to H: halfway.
-    assert_eq!(levels(100_000_000, 10e6, 4.0).1, 77_500_000);
+    assert_eq!(levels(100_000_000, 10e6, 4.0, 0.0).1, 79_500_000);
 }
 
 #[test]
@@ -264,14 +275,15 @@ fn a_writer_waiting_for_more_than_the_band_below_freerun_gets_pages_flushed() {
 #[test]
 fn above_the_setpoint_writers_are_slowed_and_old_pages_flushed() {
     let mut p = Steady::new();
-    // Age 925 kB of a 1 MB limit, above the setpoint (900 kB: 100 kB/s of
-    // redo, the band at its floor of 50 kB under H at 950 kB).
+    // Age 965 kB of a 1 MB limit, above the setpoint (940 kB: 100 kB/s of
+    // redo, the band at its floor of 50 kB under H at 990 kB, the reserve
+    // at its floor of 1 %).
     let oldest: Vec<Lsn> = (0..100).map(|i| 100_000 + i * 10_000).collect();
-    p.decide(&snapshot(0, 990_000, 75_000, &oldest));
-    let t = p.decide(&snapshot(100, 1_000_000, 75_000, &oldest));
+    p.decide(&snapshot(0, 990_000, 35_000, &oldest));
+    let t = p.decide(&snapshot(100, 1_000_000, 35_000, &oldest));
     let rate = t
         .writer_limit
-        .and_then(|l| l.rate_at(925_000))
+        .and_then(|l| l.rate_at(965_000))
         .expect("writers are limited above F");
     let f = t.decision.steady.clone().unwrap();
     assert!(f.pos_ratio < 1.0 && f.pos_ratio > 0.0, "{f:?}");
@@ -682,4 +694,38 @@ fn a_flusher_that_retires_nothing_for_a_second_widens_the_band_for_a_while() {
         idle.decide(&snapshot(tick * 100, 1_000_100 + tick * 10, 1_000_000, &[]));
     }
     assert_eq!(idle.stall.get(), 0.0);
+}
+
+#[test]
+fn a_busy_flusher_lifts_the_setpoint_while_the_device_has_room() {
+    // The coordinator writes every instance's batches one after another,
+    // so its round takes 95 % of each tick; it writes all it is asked (100
+    // pages a tick), and the device is busy `device_busy` of the tick.
+    let run = |device_busy: f64, asked: usize| {
+        let mut p = Steady::new();
+        let mut s = snapshot(0, 1_000_000, 0, &[]);
+        p.estimate(&s);
+        for _ in 0..50 {
+            p.last_below = asked;
+            s.now += TICK;
+            s.pages_written += 100;
+            s.data_writes += 100;
+            s.data_write_us += 100 * 300;
+            s.data_write_busy_us += (device_busy * 100_000.0) as u64;
+            s.flusher_busy_us += 95_000;
+            p.estimate(&s);
+        }
+        p.lift
+    };
+    // The device busy a quarter of the time: 4,000 pages/s of busy time,
+    // four times what is written. Five seconds lift it half the way.
+    let lift = run(0.25, 100);
+    assert!((lift - 0.5).abs() < 0.02, "{lift}");
+    // A few pages passed over (latched by a user thread) are not falling
+    // behind: the lift goes on.
+    assert!((run(0.25, 103) - 0.5).abs() < 0.02);
+    // The device busy 60 % of the time: no room to spare, no lift.
+    assert_eq!(run(0.6, 100), 0.0);
+    // A batch left unwritten at every round: no lift.
+    assert_eq!(run(0.25, 300), 0.0);
 }
