@@ -778,6 +778,8 @@ fn the_oldest_page_is_waited_for_a_bounded_time() {
 struct RecordingHost {
     t: TestPool,
     seen: parking_lot::Mutex<Vec<(u64, u64)>>,
+    /// Point `checkpoint`: at the start of every checkpoint.
+    points: crate::failpoint::Points,
 }
 
 impl RecordingHost {
@@ -790,10 +792,34 @@ impl RecordingHost {
         host
     }
 
+    /// A pool of 4 instances holding 32 dirty pages of every instance,
+    /// interleaved in LSN order (4 pages per extent, extents map to
+    /// instances; the `k`-th page's oldest change at LSN 100 + 10 k),
+    /// and those pages, oldest first.
+    fn four_instances_interleaved() -> (RecordingHost, Vec<u32>) {
+        let t = TestPool::build_with_instances(
+            0,
+            Arc::new(HonestWal::default()),
+            &OsFileSystem::new(FlushMethod::NoSync),
+            Some(64),
+            4,
+        );
+        let host = RecordingHost::over(t);
+        let extent = crate::space::EXTENT_PAGES;
+        let pages: Vec<u32> = (0..8u32)
+            .flat_map(|e| (0..4).map(move |k| e * extent + k))
+            .collect();
+        for (k, &p) in pages.iter().enumerate() {
+            host.t.put(p, Some(100 + 10 * k as u64));
+        }
+        (host, pages)
+    }
+
     fn over(t: TestPool) -> RecordingHost {
         RecordingHost {
             t,
             seen: parking_lot::Mutex::new(Vec::new()),
+            points: crate::failpoint::Points::default(),
         }
     }
 }
@@ -820,6 +846,7 @@ impl crate::flush::cleaner::CleanerHost for RecordingHost {
     }
     fn cleaners_failed(&self, _why: &str) {}
     fn checkpoint(&self) -> Result<()> {
+        self.points.hit("checkpoint");
         self.seen.lock().push((
             self.t.metric("buffer_LRU_batch_flush_total_pages"),
             self.t.metric("buffer_flush_adaptive_total_pages"),
@@ -929,24 +956,7 @@ fn a_round_writes_the_list_pages_it_asked_for_whatever_their_neighbors() {
 #[test]
 fn merged_flush_lists_write_the_pools_oldest_pages_as_one_batch() {
     for merged in [true, false] {
-        let t = TestPool::build_with_instances(
-            0,
-            Arc::new(HonestWal::default()),
-            &OsFileSystem::new(FlushMethod::NoSync),
-            Some(64),
-            4,
-        );
-        let host = RecordingHost::over(t);
-        // Pages of every instance, interleaved in LSN order: 4 pages per
-        // extent (extents map to instances), oldest first.
-        let extent = crate::space::EXTENT_PAGES;
-        let pages: Vec<u32> = (0..8u32)
-            .flat_map(|e| (0..4).map(move |k| e * extent + k))
-            .collect();
-        let lsn = |k: usize| 100 + 10 * k as u64;
-        for (k, &p) in pages.iter().enumerate() {
-            host.t.put(p, Some(lsn(k)));
-        }
+        let (host, pages) = RecordingHost::four_instances_interleaved();
         let of = |p: u32| host.t.pool.instance_of(PageId::new(0, p));
         let used: std::collections::HashSet<usize> = pages.iter().map(|&p| of(p)).collect();
         assert!(used.len() >= 2, "the pages fall in one instance: {used:?}");
@@ -980,6 +990,55 @@ fn merged_flush_lists_write_the_pools_oldest_pages_as_one_batch() {
             assert_eq!(seen.len(), 16);
         }
     }
+}
+
+/// A merged batch's checkpoint runs on its own thread while the next batch
+/// is written, and the coordinator ends it before starting another: with
+/// the first checkpoint held at a failpoint, the second batch is written
+/// (the checkpoint does not hold the batch writer up), the third is not
+/// (one checkpoint at a time: the coordinator waits in the join, holding
+/// no claim, latch or mutex, so the held checkpoint needs nothing from
+/// it), and once released every checkpoint runs, each after its batch.
+#[test]
+fn a_held_checkpoint_lets_one_more_batch_through_and_no_second_checkpoint() {
+    let (host, _) = RecordingHost::four_instances_interleaved();
+    let targets = crate::flush::policy::FlushTargets {
+        instances: (0..4).map(|_| list_target(32, 2)).collect(),
+        checkpoint_each_batch: true,
+        merge_instances: true,
+        ..Default::default()
+    };
+    let hold = host.points.arm("checkpoint");
+    let written = || host.t.metric("buffer_flush_adaptive_total_pages");
+    std::thread::scope(|s| {
+        let coordinator = s.spawn(|| crate::flush::cleaner::do_share(&host, 0, 1, &targets));
+        assert!(
+            hold.wait_held(Duration::from_secs(10)),
+            "no checkpoint began"
+        );
+        // The second batch goes out while the first checkpoint is held.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while written() < 16 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(written(), 16, "the next batch waited for the checkpoint");
+        // ... and no further: the coordinator waits for the first
+        // checkpoint before it starts the second.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(written(), 16);
+        assert!(host.seen.lock().is_empty());
+        hold.release();
+        assert!(!coordinator.join().expect("the coordinator panicked"));
+    });
+    let seen = host.seen.lock().clone();
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    // The held checkpoint saw the second batch too; each later one at
+    // least its own.
+    assert_eq!(seen[0].1, 16, "{seen:?}");
+    for (k, &(_, list)) in seen.iter().enumerate().skip(1) {
+        assert!(list >= 8 * (k as u64 + 1), "{seen:?}");
+    }
+    assert_eq!(written(), 32);
 }
 
 /// A merged batch takes the globally oldest pages: with one instance's
