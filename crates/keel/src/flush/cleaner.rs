@@ -720,17 +720,19 @@ fn do_share_merged<H: CleanerHost + ?Sized>(
     let mut list_on = caps.iter().any(|&c| c > 0);
     // A checkpoint failure is noted where it is joined, and ends the
     // flush-list work (as a failed batch does).
+    let ended = |r: crate::error::Result<()>| -> bool {
+        r.map_err(|e| {
+            log::error!("page cleaner {me}: checkpoint failed: {e}");
+            wb.note_failure("checkpoint", &e);
+        })
+        .is_ok()
+    };
     let joined = |h: std::thread::ScopedJoinHandle<'_, crate::error::Result<()>>| -> bool {
-        match h.join() {
-            Ok(Ok(())) => true,
-            Ok(Err(e)) => {
-                log::error!("page cleaner {me}: checkpoint failed: {e}");
-                wb.note_failure("checkpoint", &e);
-                false
-            }
-            // Re-raised here, so that the cleaner's own catch sees it.
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+        // A panic is re-raised here, so that the cleaner's own catch sees it.
+        ended(
+            h.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        )
     };
     std::thread::scope(|s| {
         let mut checkpoint = None;
@@ -808,9 +810,7 @@ fn do_share_merged<H: CleanerHost + ?Sized>(
                                     "page cleaner {me}: no thread for the checkpoint ({e}); \
                                      writing it in the cleaner"
                                 );
-                                if let Err(e) = host.checkpoint() {
-                                    log::error!("page cleaner {me}: checkpoint failed: {e}");
-                                    wb.note_failure("checkpoint", &e);
+                                if !ended(host.checkpoint()) {
                                     failed = true;
                                     list_on = false;
                                 }

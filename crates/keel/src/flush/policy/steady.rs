@@ -91,10 +91,11 @@ pub const TICK: Duration = Duration::from_millis(100);
 pub const APPROACH: Duration = Duration::from_secs(1);
 /// `F` as a share of the free-check limit.
 const FREERUN: f64 = 0.6;
-/// The reserve below the free-check limit: at least a tick of the peak
-/// redo rate up to this share of it (see [`levels`]),
+/// The reserve below the free-check limit is at least a tick of the peak
+/// redo rate, capped at this share of the limit (see [`levels`]).
 const MIN_RESERVE: f64 = 0.05;
-/// and at least this share of it whatever the rate.
+/// The reserve below the free-check limit is at least this share of it,
+/// whatever the rate (see [`levels`]).
 const MIN_RESERVE_SHARE: f64 = 0.01;
 /// Decay per tick of the peak of redo reserved by writers (see
 /// [`levels`]): about seven seconds (70 ticks) to halve.
