@@ -4,9 +4,10 @@
 //! appends it and enters it in flight with the log; the caller applies the
 //! write set, one operation at a time, each under its own log budget; then
 //! [`CommitTicket::finish`] appends the marker, which takes the commit out
-//! of flight. Until then the checkpoint never passes the newest copy of the
-//! record, so recovery re-applies a commit a crash interrupted: the commit
-//! is decided by the log, not by the trees.
+//! of flight. Until the marker is durable the checkpoint never passes the
+//! newest copy of the record (`redo::inflight`, "Pinned until the marker is
+//! durable"), so recovery re-applies a commit a crash interrupted: the
+//! commit is decided by the log, not by the trees.
 //!
 //! A ticket dropped unfinished (applying failed in a way retrying could not
 //! mend) leaves the record in flight and poisons the engine: memory no
@@ -127,8 +128,8 @@ impl<'e> CommitTicket<'e> {
     }
 
     /// The write set has been applied to the trees: log that, so recovery
-    /// need not re-apply it, and let the checkpoint pass. Returns the LSN
-    /// the caller must make durable.
+    /// need not re-apply it, and let the checkpoint pass once the marker is
+    /// durable. Returns the LSN the caller must make durable.
     pub fn finish(mut self) -> Result<Lsn> {
         let end = self.engine.log.append_applied(self.lsn)?;
         self.done = true;

@@ -1,7 +1,26 @@
 //! Commits in flight: their logical record is in the log, their write set
 //! not yet applied to every page. Recovery re-applies such a commit from its
 //! record, so the checkpoint must never pass the newest copy of it: each
-//! entry's *pin* is the start LSN of the newest record group holding it.
+//! entry's *pin* is the start LSN of the newest record group holding it
+//! (kept until the commit's marker is durable, below).
+//!
+//! # Pinned until the marker is durable
+//!
+//! A commit leaves the set when its marker is appended
+//! ([`InFlight::finish`]), but its pin stays, in a queue of finished
+//! commits, until the log is durable through the marker (pruned by
+//! [`InFlight::min_pin`] and at every finish). The marker ends a commit
+//! in memory, not on disk: its page changes lie between the record and
+//! the marker, and a crash may keep some of them and lose the rest (a sync
+//! that covered the first operation, not the second). Recovery makes such
+//! a commit whole only if it reads the record and no marker; a checkpoint
+//! that passed the record as soon as the marker was appended would let it
+//! replay the durable operations alone, and a commit nobody was told of
+//! would be half there after the crash (found by the power-loss test that
+//! crashes the open after a process crash: the first operation of an
+//! unacknowledged transfer survived, the rest did not). Once the marker is
+//! durable, every page change of the commit is too, and redo alone
+//! rebuilds it.
 //!
 //! A long-running commit (a large write set, or one stalled for log space)
 //! would hold the checkpoint back for as long as it runs. To release the
@@ -18,7 +37,7 @@
 //! | 4    | number of commits `n`                   |
 //! | n ×  | commit LSN u64, record length u32, record bytes |
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use crate::page::{get_u32, get_u64, Lsn};
@@ -37,6 +56,9 @@ struct Entry {
 pub(crate) struct InFlight {
     map: BTreeMap<Lsn, Entry>,
     record_bytes: usize,
+    /// Finished commits whose marker may not be durable yet, as (marker's
+    /// end, pin), in the order the markers were appended (module doc).
+    unsynced: VecDeque<(Lsn, Lsn)>,
 }
 
 impl InFlight {
@@ -53,14 +75,33 @@ impl InFlight {
         }
     }
 
-    /// Forget a finished commit; false if it was not in flight.
-    pub fn remove(&mut self, commit: Lsn) -> bool {
+    /// The commit's marker was appended, ending at `marker_end`: it leaves
+    /// the set, and its pin holds until the log is durable through the
+    /// marker (`durable`: the durable end now). False if it was not in
+    /// flight.
+    pub fn finish(&mut self, commit: Lsn, marker_end: Lsn, durable: Lsn) -> bool {
+        self.prune(durable);
         match self.map.remove(&commit) {
             Some(e) => {
                 self.record_bytes -= e.record.len();
+                if marker_end > durable {
+                    self.unsynced.push_back((marker_end, e.pin));
+                }
                 true
             }
             None => false,
+        }
+    }
+
+    /// Drop the pins of finished commits whose markers end at or below
+    /// `durable`. Markers are appended in LSN order, so those are a prefix.
+    fn prune(&mut self, durable: Lsn) {
+        while self
+            .unsynced
+            .front()
+            .is_some_and(|&(end, _)| end <= durable)
+        {
+            self.unsynced.pop_front();
         }
     }
 
@@ -73,9 +114,13 @@ impl InFlight {
         self.map.is_empty()
     }
 
-    /// The oldest pin: the checkpoint may not pass it.
-    pub fn min_pin(&self) -> Option<Lsn> {
-        self.map.values().map(|e| e.pin).min()
+    /// The oldest pin, of a commit in flight or of a finished one whose
+    /// marker is not durable (`durable`: the durable end now): the
+    /// checkpoint may not pass it.
+    pub fn min_pin(&mut self, durable: Lsn) -> Option<Lsn> {
+        self.prune(durable);
+        let finished = self.unsynced.iter().map(|&(_, pin)| pin);
+        self.map.values().map(|e| e.pin).chain(finished).min()
     }
 
     /// Payload bytes of a relocated group holding every in-flight record.
@@ -145,19 +190,41 @@ mod tests {
         f.insert(100, Arc::from(&b"abc"[..]));
         f.insert(250, Arc::from(&b""[..]));
         f.insert(300, Arc::from(&b"hello"[..]));
-        assert!(f.remove(250));
-        assert!(!f.remove(250));
-        assert_eq!(f.min_pin(), Some(100));
+        assert!(f.finish(250, 260, 260));
+        assert!(!f.finish(250, 270, 270));
+        assert_eq!(f.min_pin(0), Some(100));
         let p = f.encode_relocation();
         assert_eq!(p.len(), f.relocation_len());
         let d = decode_relocation(&p).unwrap();
         assert_eq!(d, vec![(100, &b"abc"[..]), (300, &b"hello"[..])]);
         f.move_pins(9000);
-        assert_eq!(f.min_pin(), Some(9000));
-        f.remove(100);
-        f.remove(300);
+        assert_eq!(f.min_pin(0), Some(9000));
+        f.finish(100, 9100, 9100);
+        f.finish(300, 9200, 9200);
         assert!(f.is_empty());
         assert_eq!(f.relocation_len(), 4);
+    }
+
+    #[test]
+    fn a_finished_commit_stays_pinned_until_its_marker_is_durable() {
+        let mut f = InFlight::default();
+        f.insert(100, Arc::from(&b"a"[..]));
+        f.insert(200, Arc::from(&b"b"[..]));
+        // 100 finishes with its marker ending at 500, not yet durable.
+        assert!(f.finish(100, 500, 300));
+        assert_eq!(f.commits(), vec![200], "finished commits leave the set");
+        assert_eq!(f.min_pin(300), Some(100), "its pin holds");
+        assert_eq!(f.min_pin(499), Some(100));
+        assert_eq!(f.min_pin(500), Some(200), "durable through the marker");
+        // Relocated before finishing: the pin it keeps is the newest copy.
+        f.move_pins(600);
+        assert!(f.finish(200, 700, 650));
+        assert_eq!(f.min_pin(650), Some(600));
+        assert_eq!(f.min_pin(700), None);
+        // A marker durable when appended pins nothing.
+        f.insert(800, Arc::from(&b"c"[..]));
+        assert!(f.finish(800, 850, 900));
+        assert_eq!(f.min_pin(900), None);
     }
 
     proptest! {

@@ -455,8 +455,9 @@ impl Log {
     }
 
     /// Append a transaction's logical commit record and enter it in flight,
-    /// atomically: the checkpoint will not pass it until
-    /// [`Log::append_applied`]. Returns the commit's LSN (its id).
+    /// atomically: the checkpoint will not pass it until the marker
+    /// [`Log::append_applied`] appends is durable. Returns the commit's LSN
+    /// (its id).
     pub(crate) fn append_commit(&self, record: Arc<[u8]>) -> Result<Lsn> {
         let mut st = self.state.lock();
         self.poisoned.check()?;
@@ -469,13 +470,16 @@ impl Log {
     }
 
     /// Append the marker that the commit at `commit` reached every page, and
-    /// take it out of flight. Returns the marker's end LSN.
+    /// take it out of flight; its pin holds until the marker is durable
+    /// (`inflight`). Returns the marker's end LSN.
     pub(crate) fn append_applied(&self, commit: Lsn) -> Result<Lsn> {
         let mut st = self.state.lock();
         self.poisoned.check()?;
         let (start, end, ()) =
             Self::append_locked(&mut st, kind::TXN_APPLIED, &commit.to_le_bytes(), |_, _| ());
-        let was = st.in_flight.remove(commit);
+        let was = st
+            .in_flight
+            .finish(commit, end, self.flushed.load(Ordering::Acquire));
         self.end.store(end, Ordering::Release);
         drop(st);
         debug_assert!(was, "commit {commit} finished twice");
@@ -530,14 +534,16 @@ impl Log {
     /// Where a checkpoint could go now, as two bounds: the oldest unwritten
     /// page change (`oldest_dirty()`, read under the same lock that dirties
     /// pages, so no change can slip in between) or else the end of the log;
-    /// and the oldest in-flight pin.
+    /// and the oldest pin of a commit in flight or of one whose marker is
+    /// not durable yet.
     pub(crate) fn checkpoint_bound(
         &self,
         oldest_dirty: impl FnOnce() -> Option<Lsn>,
     ) -> (Lsn, Option<Lsn>) {
-        let st = self.state.lock();
+        let mut st = self.state.lock();
         let pages = oldest_dirty().map_or(st.lsn, |d| d.min(st.lsn));
-        (pages, st.in_flight.min_pin())
+        let durable = self.flushed.load(Ordering::Acquire);
+        (pages, st.in_flight.min_pin(durable))
     }
 
     /// Fill `out` with the log bytes starting at `lsn` (recovery).
@@ -688,11 +694,23 @@ mod tests {
     }
 
     #[test]
-    fn a_commit_pins_the_checkpoint_until_applied_and_a_refused_one_pins_nothing() {
+    fn a_commit_pins_the_checkpoint_until_its_marker_is_durable_and_a_refused_one_pins_nothing() {
         let (_dir, log) = log();
         let c = log.append_commit(Arc::from(&b"record"[..])).unwrap();
         assert_eq!(log.checkpoint_bound(|| None).1, Some(c));
-        log.append_applied(c).unwrap();
+        let marker = log.append_applied(c).unwrap();
+        assert_eq!(
+            log.checkpoint_bound(|| None).1,
+            Some(c),
+            "marker not durable"
+        );
+        log.write_up_to(marker, false).unwrap();
+        assert_eq!(
+            log.checkpoint_bound(|| None).1,
+            Some(c),
+            "written, not synced"
+        );
+        log.write_up_to(marker, true).unwrap();
         assert_eq!(log.checkpoint_bound(|| None).1, None);
         // A refused append registers nothing that could pin the checkpoint.
         log.poison_for_test("test");
@@ -717,7 +735,13 @@ mod tests {
         assert!(at > b);
         assert_eq!(log.checkpoint_bound(|| None).1, Some(at));
         log.append_applied(a).unwrap();
-        log.append_applied(b).unwrap();
+        let end = log.append_applied(b).unwrap();
+        assert_eq!(
+            log.checkpoint_bound(|| None).1,
+            Some(at),
+            "markers not durable"
+        );
+        log.write_up_to(end, true).unwrap();
         assert_eq!(log.checkpoint_bound(|| None).1, None);
     }
 }

@@ -136,6 +136,16 @@
 //! applied. PostgreSQL syncs the whole data directory after a crash for
 //! the same reason.
 //!
+//! The data files are synced too, every one of them
+//! (`Tablespace::sync_every_file`), for the same reason in the other
+//! direction: a page the crashed run wrote in place and never synced is
+//! read by this open as written, so redo skips the records it covers, and
+//! the sharp checkpoint that ends the open passes them. A power loss then
+//! drops the write, and the next recovery starts past the redo that would
+//! rebuild the page. The checkpoint's own sync (`Tablespace::sync`) syncs
+//! only files this run wrote to; the doublewrite repair syncs every data
+//! file, but there is no repair under `doublewrite = off` or `atomic`.
+//!
 //! The end of the log is the first group that is not valid at its LSN, or
 //! that a run before the checkpoint's left past where the checkpoint's run
 //! began appending (its epoch says so: `format::Checkpoint::admits`). A
@@ -461,6 +471,7 @@ pub(crate) fn recover(
     // What a crashed run wrote and never synced is readable but not
     // durable: make it durable before anything rests on it.
     log.sync_files()?;
+    pool.space.sync_every_file()?;
     let tuning = tuning(pool);
     let start = log.checkpoint_lsn();
     let mut st = State {

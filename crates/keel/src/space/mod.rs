@@ -456,6 +456,22 @@ impl Tablespace {
         Ok(())
     }
 
+    /// Sync every data file, whatever this run wrote: at open, pages a
+    /// crashed run wrote and never synced are readable (from the OS's
+    /// cache) but not durable, and recovery must not rest on them (see
+    /// `redo::recovery`, "What recovery trusts"). [`Tablespace::sync`]
+    /// would skip a file this run has not written to.
+    pub fn sync_every_file(&self) -> Result<()> {
+        for f in &self.files {
+            let _one_at_a_time = f.sync_lock.lock();
+            f.dev
+                .sync()
+                .map_err(|e| Error::io(&f.path, "sync (before recovery)", e))?;
+            Metrics::add(&self.metrics.os_data_fsyncs, 1);
+        }
+        Ok(())
+    }
+
     /// Make every page write that completed before this call durable, with
     /// at most one fsync per file that has unsynced writes (none when a
     /// concurrent sync already covered them). A failed sync poisons the

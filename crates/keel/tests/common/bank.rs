@@ -159,6 +159,45 @@ impl Bank {
         Ok(None)
     }
 
+    /// For a failed audit: the accounts whose balance differs from what
+    /// the transfers in `bank_log` add up to (a transfer whose rows are
+    /// there in part), each with the difference.
+    fn disagreements(&self, db: &Db) -> String {
+        let mut want = vec![START as i128; self.accounts as usize];
+        let Ok(log) = db.table("bank_log") else {
+            return String::new();
+        };
+        let Ok(rows) = log.range(..) else {
+            return String::new();
+        };
+        for (_, v) in rows.flatten() {
+            let word = |i: usize| u64::from_le_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
+            let (a, b, amount) = (word(0), word(1), word(2) as i128);
+            want[a as usize] -= amount;
+            want[b as usize] += amount;
+        }
+        let mut off = Vec::new();
+        for t in ["bank_a", "bank_b"] {
+            let Ok(table) = db.table(t) else { continue };
+            let Ok(rows) = table.range(..) else { continue };
+            for (k, v) in rows.flatten() {
+                let a = u64::from_be_bytes(k[..].try_into().unwrap());
+                let d = balance(&v) as i128 - want[a as usize];
+                if d != 0 {
+                    off.push(format!("account {a} by {d:+}"));
+                }
+            }
+        }
+        format!(
+            "; against the transfers in bank_log, off: {}",
+            if off.is_empty() {
+                "none".into()
+            } else {
+                off.join(", ")
+            }
+        )
+    }
+
     /// The total balance is unchanged (read with `Table::range` and in a
     /// REPEATABLE-READ snapshot), every acknowledged transfer is in
     /// `bank_log`, and every tree checks out.
@@ -174,9 +213,10 @@ impl Bank {
         }
         if (accounts, total) != (self.accounts, self.accounts * START) {
             return Err(format!(
-                "{accounts} accounts with a total balance of {total}, expected {} with {}",
+                "{accounts} accounts with a total balance of {total}, expected {} with {}{}",
                 self.accounts,
-                self.accounts * START
+                self.accounts * START,
+                self.disagreements(db)
             ));
         }
         if let Some(v) = self.snapshot_violation(db).map_err(|e| e.to_string())? {
