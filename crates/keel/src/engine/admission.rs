@@ -54,7 +54,10 @@
 //! even below the level where it would otherwise let pages age; the
 //! checkpoint then advances to the oldest unwritten
 //! page change or the oldest in-flight pin, and pins can always be moved by
-//! a relocation (its space is set aside in `H − L`). Reservations held by
+//! a relocation (its space is set aside in `H − L`); the pin of a commit
+//! that finished and whose marker is not durable yet (`redo::inflight`)
+//! is released by the next log sync, which the write-ahead step of every
+//! batch the policy writes makes (and the first cleaner once a second). Reservations held by
 //! threads running an operation are given back when the op's
 //! mini-transactions are logged, which needs no log space wait. So the age
 //! falls until the waiter fits. A writer polls every 100 µs (as InnoDB's
