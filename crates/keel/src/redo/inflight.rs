@@ -20,7 +20,11 @@
 //! crashes the open after a process crash: the first operation of an
 //! unacknowledged transfer survived, the rest did not). Once the marker is
 //! durable, every page change of the commit is too, and redo alone
-//! rebuilds it.
+//! rebuilds it. The queue holds one entry (16 bytes) per commit whose
+//! marker lies in the log's unsynced tail: the commits of the last sync
+//! interval (at most about a second at `flush_log_at_trx_commit` 0 or 2,
+//! one group commit's worth at 1), never more than that tail's bytes
+//! divided by a marker's.
 //!
 //! A long-running commit (a large write set, or one stalled for log space)
 //! would hold the checkpoint back for as long as it runs. To release the
