@@ -231,7 +231,80 @@ mod tests {
         assert_eq!(f.min_pin(900), None);
     }
 
+    /// One step of the model test below, whose model says by brute force
+    /// what the checkpoint may not pass: the pin of every commit in flight,
+    /// and of every finished one whose marker ends past the durable end.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Commit,
+        Finish(usize),
+        Relocate,
+        Sync(u64),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            3 => Just(Step::Commit),
+            3 => any::<usize>().prop_map(Step::Finish),
+            1 => Just(Step::Relocate),
+            2 => any::<u64>().prop_map(Step::Sync),
+        ]
+    }
+
     proptest! {
+        #[test]
+        fn min_pin_is_the_oldest_pin_of_a_commit_not_durably_finished(
+            steps in proptest::collection::vec(step(), 1..200),
+        ) {
+            let mut f = InFlight::default();
+            // commit -> (pin, marker end once finished)
+            let mut model: BTreeMap<Lsn, (Lsn, Option<Lsn>)> = BTreeMap::new();
+            let (mut lsn, mut durable) = (100u64, 100u64);
+            for s in steps {
+                lsn += 10;
+                match s {
+                    Step::Commit => {
+                        f.insert(lsn, Arc::from(&b"r"[..]));
+                        model.insert(lsn, (lsn, None));
+                    }
+                    Step::Finish(i) => {
+                        let open: Vec<Lsn> = model
+                            .iter()
+                            .filter(|(_, v)| v.1.is_none())
+                            .map(|(k, _)| *k)
+                            .collect();
+                        if open.is_empty() {
+                            continue;
+                        }
+                        let c = open[i % open.len()];
+                        prop_assert!(f.finish(c, lsn, durable));
+                        if let Some(e) = model.get_mut(&c) {
+                            e.1 = Some(lsn);
+                        }
+                    }
+                    Step::Relocate => {
+                        f.move_pins(lsn);
+                        for e in model.values_mut().filter(|e| e.1.is_none()) {
+                            e.0 = lsn;
+                        }
+                    }
+                    Step::Sync(to) => durable = durable.max(to % (lsn + 1)),
+                }
+                let want = model
+                    .values()
+                    .filter(|e| e.1.is_none_or(|end| end > durable))
+                    .map(|e| e.0)
+                    .min();
+                prop_assert_eq!(f.min_pin(durable), want);
+                let open: Vec<Lsn> = model
+                    .iter()
+                    .filter(|(_, v)| v.1.is_none())
+                    .map(|(k, _)| *k)
+                    .collect();
+                prop_assert_eq!(f.commits(), open);
+            }
+        }
+
         #[test]
         fn decoding_any_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode_relocation(&bytes);
