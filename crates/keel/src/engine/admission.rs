@@ -56,8 +56,8 @@
 //! page change or the oldest in-flight pin, and pins can always be moved by
 //! a relocation (its space is set aside in `H − L`); the pin of a commit
 //! that finished and whose marker is not durable yet (`redo::inflight`)
-//! is released by the next log sync, which the write-ahead step of every
-//! batch the policy writes makes (and the first cleaner once a second). Reservations held by
+//! is released by a log sync, which a checkpoint it holds back makes
+//! itself (`Engine::checkpoint`). Reservations held by
 //! threads running an operation are given back when the op's
 //! mini-transactions are logged, which needs no log space wait. So the age
 //! falls until the waiter fits. A writer polls every 100 µs (as InnoDB's

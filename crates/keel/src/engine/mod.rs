@@ -363,6 +363,14 @@ impl Engine {
                 }
             }
         }
+        // A finished commit's pin holds until its marker is durable
+        // (`redo::inflight`): when that is what holds the checkpoint back,
+        // sync the log now rather than wait for whoever syncs next (a
+        // second at `flush_log_at_trx_commit` 0 when no batch is written).
+        if self.log.unsynced_marker_holds_below(pages) {
+            self.log.write_up_to(self.log.lsn(), true)?;
+            pin = bound().1;
+        }
         let target = pin.map_or(pages, |p| p.min(pages));
         // Only log that is already durable can be named by a checkpoint;
         // the page writes below the target must be durable too.

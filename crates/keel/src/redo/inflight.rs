@@ -20,7 +20,9 @@
 //! crashes the open after a process crash: the first operation of an
 //! unacknowledged transfer survived, the rest did not). Once the marker is
 //! durable, every page change of the commit is too, and redo alone
-//! rebuilds it. The queue holds one entry (16 bytes) per commit whose
+//! rebuilds it. A relocation cannot move such a pin (the record left the
+//! set), but a log sync releases it: a checkpoint that finds one holding it
+//! back syncs the log first ([`InFlight::finished_pin_below`]). The queue holds one entry (16 bytes) per commit whose
 //! marker lies in the log's unsynced tail: the commits of the last sync
 //! interval (at most about a second at `flush_log_at_trx_commit` 0 or 2,
 //! one group commit's worth at 1), never more than that tail's bytes
@@ -125,6 +127,16 @@ impl InFlight {
         self.prune(durable);
         let finished = self.unsynced.iter().map(|&(_, pin)| pin);
         self.map.values().map(|e| e.pin).chain(finished).min()
+    }
+
+    /// Whether the oldest pin is a finished commit's whose marker is not
+    /// durable (`durable`: the durable end now), and lies below `below`:
+    /// a log sync would release it, where a relocation cannot.
+    pub fn finished_pin_below(&mut self, below: Lsn, durable: Lsn) -> bool {
+        self.prune(durable);
+        let finished = self.unsynced.iter().map(|&(_, pin)| pin).min();
+        let in_flight = self.map.values().map(|e| e.pin).min();
+        finished.is_some_and(|p| p < below && in_flight.is_none_or(|q| p < q))
     }
 
     /// Payload bytes of a relocated group holding every in-flight record.
@@ -296,6 +308,17 @@ mod tests {
                     .map(|e| e.0)
                     .min();
                 prop_assert_eq!(f.min_pin(durable), want);
+                let finished = model
+                    .values()
+                    .filter(|e| e.1.is_some_and(|end| end > durable))
+                    .map(|e| e.0)
+                    .min();
+                let flying = model.values().filter(|e| e.1.is_none()).map(|e| e.0).min();
+                for below in [durable, lsn, lsn + 1] {
+                    let binds = finished
+                        .is_some_and(|p| p < below && flying.is_none_or(|q| p < q));
+                    prop_assert_eq!(f.finished_pin_below(below, durable), binds);
+                }
                 let open: Vec<Lsn> = model
                     .iter()
                     .filter(|(_, v)| v.1.is_none())

@@ -546,6 +546,15 @@ impl Log {
         (pages, st.in_flight.min_pin(durable))
     }
 
+    /// Whether what holds a checkpoint below `below` is the pin of a
+    /// finished commit whose marker is not durable yet: a sync of the log
+    /// releases it (`inflight`).
+    pub(crate) fn unsynced_marker_holds_below(&self, below: Lsn) -> bool {
+        let mut st = self.state.lock();
+        let durable = self.flushed.load(Ordering::Acquire);
+        st.in_flight.finished_pin_below(below, durable)
+    }
+
     /// Fill `out` with the log bytes starting at `lsn` (recovery).
     pub(crate) fn read_into(&self, mut lsn: Lsn, out: &mut [u8]) -> Result<()> {
         let mut done = 0;

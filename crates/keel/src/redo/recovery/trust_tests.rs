@@ -251,24 +251,6 @@ fn unsynced_page_writes_of_a_crashed_process(mode: crate::DoublewriteMode) {
 /// there after recovery.
 #[test]
 fn a_checkpoint_does_not_pass_a_commit_whose_marker_is_not_durable() {
-    // The page cleaners sync the log about once a second at
-    // `flush_log_at_trx_commit = 0`; a sync between the commit and the
-    // crash makes the marker durable and the case does not arise. Try
-    // again then (never more than a few times in practice).
-    for attempt in 0.. {
-        assert!(
-            attempt < 10,
-            "the log was synced behind the test's back every time"
-        );
-        if one_commit_synced_after_its_first_operation() {
-            return;
-        }
-    }
-}
-
-/// One try of the test above; false if a sync the test did not ask for
-/// made the marker durable before the crash.
-fn one_commit_synced_after_its_first_operation() -> bool {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultyFs::new());
     let db = open(dir.path(), &fs);
@@ -280,7 +262,8 @@ fn one_commit_synced_after_its_first_operation() -> bool {
     let log = db.inner.engine.log.clone();
 
     // The commit stops after its first operation (t's row); a sync then
-    // makes that operation durable, and the rest is never synced.
+    // makes that operation durable, and at level 0 nothing of the commit
+    // asks for the rest.
     let hold = db.failpoint("commit.between_ops");
     let writer = {
         let (db, t, u) = (db.clone(), t.clone(), u.clone());
@@ -296,18 +279,17 @@ fn one_commit_synced_after_its_first_operation() -> bool {
     log.write_up_to(log.lsn(), true).unwrap();
     hold.release();
     writer.join().unwrap();
+    let marker_end = log.lsn();
     // Its pages are dirty since after the record, and the log is durable
-    // past the record: only the pin keeps the checkpoint at the record.
+    // past the record: only the pin keeps the checkpoint at the record,
+    // until the marker is durable (which this checkpoint may make it).
     db.inner.engine.checkpoint().unwrap();
-    if log.flushed_lsn() >= log.lsn() {
-        db.simulate_crash();
-        return false;
-    }
     assert!(
-        log.checkpoint_lsn() <= record,
-        "the checkpoint ({}) passed the record ({record}) of a commit whose marker is not \
-         durable",
-        log.checkpoint_lsn()
+        log.checkpoint_lsn() <= record || log.flushed_lsn() >= marker_end,
+        "the checkpoint ({}) passed the record ({record}) of a commit whose marker (ending at \
+         {marker_end}) is not durable (the log is durable to {})",
+        log.checkpoint_lsn(),
+        log.flushed_lsn()
     );
     drop((t, u));
     fs.crash(CrashMode::DropUnsynced);
@@ -322,5 +304,32 @@ fn one_commit_synced_after_its_first_operation() -> bool {
     );
     t.check().unwrap();
     u.check().unwrap();
-    true
+}
+
+/// The other side of the rule above: a finished commit's pin is released
+/// by a sync of the log, and a checkpoint held back by it makes that sync
+/// itself instead of waiting for the next one (about a second at
+/// `flush_log_at_trx_commit = 0` when no page is written).
+#[test]
+fn a_checkpoint_held_by_a_finished_commits_marker_syncs_the_log_and_passes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultyFs::new());
+    let db = open(dir.path(), &fs);
+    let t = db.create_table("t").unwrap();
+    db.flush().unwrap();
+    db.set_option("flush_log_at_trx_commit", "0").unwrap();
+    let log = db.inner.engine.log.clone();
+    let record = log.lsn();
+    t.put(b"k", b"v").unwrap();
+    let end = log.lsn();
+    db.inner.engine.checkpoint().unwrap();
+    assert!(
+        log.flushed_lsn() >= end,
+        "the checkpoint did not sync the finished commit's marker"
+    );
+    assert!(
+        log.checkpoint_lsn() > record,
+        "the checkpoint ({}) stayed at the record ({record}) of a finished commit",
+        log.checkpoint_lsn()
+    );
 }
