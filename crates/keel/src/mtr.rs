@@ -137,6 +137,7 @@ impl<'a> Mtr<'a> {
             put_u32(h, sh::FREE_HEAD, next);
             let count = get_u32(h, sh::FREE_COUNT);
             put_u32(h, sh::FREE_COUNT, count.saturating_sub(1));
+            p.zero();
             init_page(&mut p, id, t);
             p
         } else {
@@ -171,6 +172,7 @@ impl<'a> Mtr<'a> {
         put_u32(h, sh::FREE_HEAD, id.page_no);
         let count = get_u32(h, sh::FREE_COUNT);
         put_u32(h, sh::FREE_COUNT, count + 1);
+        page.zero();
         init_page(&mut page, id, PageType::Free);
         put_u32(&mut page, sh::FREE_NEXT, head);
         self.pages.push(page);
@@ -202,9 +204,16 @@ impl<'a> Mtr<'a> {
         let mut payload = Vec::new();
         let mut changed = Vec::new();
         for (i, p) in self.pages.iter().chain(self.header.iter()).enumerate() {
-            if let Some((zeroed, ranges)) = p.changes() {
+            if let Some((zeroed, changes)) = p.changes() {
                 let id = p.id();
-                format::encode_page_record(&mut payload, id.space, id.page_no, zeroed, p, &ranges);
+                format::encode_page_changes(
+                    &mut payload,
+                    id.space,
+                    id.page_no,
+                    zeroed,
+                    p,
+                    &changes,
+                );
                 changed.push(i);
             }
         }
@@ -256,9 +265,9 @@ mod tests {
     }
 
     fn record_len(before: &[u8], after: &[u8], zeroed: bool) -> u64 {
-        let ranges = format::diff_ranges(before, after);
+        let changes = format::diff_changes(before, after);
         let mut out = Vec::new();
-        format::encode_page_record(&mut out, 0, 1, zeroed, after, &ranges);
+        format::encode_page_changes(&mut out, 0, 1, zeroed, after, &changes);
         out.len() as u64
     }
 
@@ -387,6 +396,49 @@ mod tests {
             assert!(run().is_err());
         }
         created.get().unwrap()
+    }
+
+    /// Freeing a full page zeroes it: logged as a zeroed page and its
+    /// header (it was logged as a diff over every byte the page held), and
+    /// put back whole when the mtr is dropped unlogged.
+    #[test]
+    fn freeing_a_full_page_logs_its_header_not_its_bytes() {
+        let e = engine(4096);
+        let id = allocated(&e);
+        let budget = e.adm.budget(Purpose::New);
+        budget.ensure(mtr_bound(3, 4096)).unwrap();
+        {
+            let mut mtr = Mtr::new(&e, &budget);
+            let mut p = e.pool.write(id).unwrap();
+            for (i, b) in p[100..4000].iter_mut().enumerate() {
+                *b = (i % 251) as u8 + 1;
+            }
+            mtr.keep(p);
+            mtr.commit().unwrap();
+        }
+        let full = e.pool.read(id).unwrap().to_vec();
+        {
+            let mut mtr = Mtr::new(&e, &budget);
+            mtr.free_page(e.pool.write(id).unwrap()).unwrap();
+        }
+        assert!(
+            e.pool.read(id).unwrap()[..] == full[..],
+            "dropped unlogged: as it was"
+        );
+        let start = e.log.lsn();
+        let mut mtr = Mtr::new(&e, &budget);
+        mtr.free_page(e.pool.write(id).unwrap()).unwrap();
+        mtr.commit().unwrap();
+        let logged = e.log.lsn() - start;
+        assert!(logged < 100, "freeing a page logged {logged} bytes");
+        let start = e.log.lsn();
+        let mut mtr = Mtr::new(&e, &budget);
+        let p = mtr.alloc_page(PageType::BtreeLeaf).unwrap();
+        assert_eq!(p.id(), id, "the freed page is reused");
+        mtr.keep(p);
+        mtr.commit().unwrap();
+        let logged = e.log.lsn() - start;
+        assert!(logged < 100, "reusing a free page logged {logged} bytes");
     }
 
     #[test]

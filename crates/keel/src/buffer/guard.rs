@@ -19,6 +19,7 @@ use super::frame::Frame;
 use super::BufferPool;
 use crate::io::AlignedBuf;
 use crate::page::PageId;
+use crate::redo::format::Change;
 
 /// A page under its shared latch.
 pub struct PageRead<'a> {
@@ -37,6 +38,10 @@ pub struct PageWrite<'a> {
     guard: Option<RwLockWriteGuard<'a, AlignedBuf>>,
     before: Option<Box<[u8]>>,
     zeroed: bool,
+    /// The page was zeroed for a new life in this mtr ([`PageWrite::zero`]):
+    /// it is logged as a zeroed page plus its bytes, like a fresh one, but
+    /// put back as it was if the mtr logs nothing.
+    reinit: bool,
 }
 
 impl<'a> PageRead<'a> {
@@ -63,19 +68,41 @@ impl<'a> PageWrite<'a> {
             guard: Some(g),
             before: None,
             zeroed,
+            reinit: false,
         }
     }
 
-    /// The byte ranges changed since the page was latched, and whether it
-    /// started from zeros (a fresh page). None when nothing was changed.
-    pub(crate) fn changes(&self) -> Option<(bool, Vec<(usize, usize)>)> {
+    /// Zero every byte of the page for a new life (freed, or taken off the
+    /// free list). The redo record then starts from a zeroed page and
+    /// carries only the bytes written after this, as for a fresh page,
+    /// instead of a diff over every byte the page held: freeing a full
+    /// page was logging the whole page. Recovery may rebuild a page from
+    /// such a record even where the disk never held it, since the record
+    /// defines every byte.
+    pub(crate) fn zero(&mut self) {
+        let b: &mut [u8] = self;
+        b.fill(0);
+        self.reinit = true;
+    }
+
+    /// The changes since the page was latched ([`diff_changes`]: byte
+    /// ranges, and moves where a range is mostly shifted bytes), and
+    /// whether they start from a zeroed page (a fresh or re-initialised
+    /// one, whose changes are its bytes). None when nothing was changed.
+    ///
+    /// [`diff_changes`]: crate::redo::format::diff_changes
+    pub(crate) fn changes(&self) -> Option<(bool, Vec<Change>)> {
         let now: &[u8] = self;
-        if self.zeroed {
+        if self.zeroed || self.reinit {
             let zeros = vec![0u8; now.len()];
-            return Some((true, crate::redo::format::diff_ranges(&zeros, now)));
+            let r = crate::redo::format::diff_ranges(&zeros, now);
+            return Some((
+                true,
+                r.into_iter().map(|(s, e)| Change::Bytes(s, e)).collect(),
+            ));
         }
         let before = self.before.as_deref()?;
-        let r = crate::redo::format::diff_ranges(before, now);
+        let r = crate::redo::format::diff_changes(before, now);
         (!r.is_empty()).then_some((false, r))
     }
 
@@ -90,6 +117,7 @@ impl<'a> PageWrite<'a> {
     pub(crate) fn keep_changes(&mut self) {
         self.before = None;
         self.zeroed = false;
+        self.reinit = false;
     }
 
     pub(crate) fn frame(&self) -> &'a Frame {

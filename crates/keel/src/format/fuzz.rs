@@ -15,7 +15,7 @@ use crate::page::{
 };
 use crate::redo::format::{
     apply_page_record, decode_group, decode_page_records, Checkpoint, LogFileHeader, PageRecord,
-    CHECKPOINT_LEN, PAGE_ZEROED,
+    CHECKPOINT_LEN,
 };
 use crate::space::header::FileHeader as DataFileHeader;
 use crate::txn::record;
@@ -91,15 +91,7 @@ fn page_records(b: &[u8], ps: usize) {
 fn reencode(recs: &[PageRecord<'_>]) -> Vec<u8> {
     let mut out = Vec::new();
     for r in recs {
-        out.extend_from_slice(&r.space.to_le_bytes());
-        out.extend_from_slice(&r.page_no.to_le_bytes());
-        out.push(if r.zeroed { PAGE_ZEROED } else { 0 });
-        out.extend_from_slice(&(r.ranges.len() as u16).to_le_bytes());
-        for &(off, bytes) in &r.ranges {
-            out.extend_from_slice(&(off as u16).to_le_bytes());
-            out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
-            out.extend_from_slice(bytes);
-        }
+        r.encode(&mut out);
     }
     out
 }

@@ -311,14 +311,41 @@ pub fn decode_group(b: &[u8], lsn: Lsn) -> Option<(GroupHeader, &[u8])> {
     ))
 }
 
-/// Flag of a page record: zero the page before applying its ranges.
+/// Flag of a page record: zero the page before applying its entries.
 pub const PAGE_ZEROED: u8 = 1;
-/// Longest byte range in one page record entry.
+/// Flag of a page record: an entry whose length field is 0 is a move
+/// (`dst u16, 0 u16, src u16, len u16`, see [`Change::Move`]). A record
+/// without it (every record written before moves existed) holds byte
+/// entries only, so older logs read as they always did, and a binary that
+/// predates moves refuses a record that has them (unknown flag) rather
+/// than misreading it.
+pub const PAGE_MOVES: u8 = 2;
+/// Longest byte range in one page record entry, and longest move.
 pub(crate) const MAX_RANGE: usize = 32 * 1024;
 /// Bytes of a page record's header: space, page number, flags, range count.
 const PAGE_RECORD_HDR: usize = 11;
 /// Bytes of a range's header: offset, length.
 const RANGE_HDR: usize = 4;
+/// Bytes of a move entry: destination, 0, source, length.
+const MOVE_ENTRY: usize = 8;
+
+/// One change of a page record, applied in order to the page as it stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Bytes `[start, end)` of the page's new image, logged as they are.
+    Bytes(usize, usize),
+    /// The `len` bytes at `src` are copied to `dst` (a `memmove` within the
+    /// page): a slot array shifted by an insert or a delete, logged in 8
+    /// bytes instead of every shifted byte ([`diff_changes`]).
+    Move {
+        /// Where the bytes go.
+        dst: usize,
+        /// Where they are when the entry is applied.
+        src: usize,
+        /// How many (at most [`MAX_RANGE`]).
+        len: usize,
+    },
+}
 
 /// Append the record of one page's change: `space u32, page_no u32,
 /// flags u8, n_ranges u16, n × (offset u16, len u16, bytes)`.
@@ -326,6 +353,7 @@ const RANGE_HDR: usize = 4;
 /// # Panics
 /// If the ranges need more than 65535 entries (`diff_ranges` merges ranges
 /// closer than 8 bytes, so a 64 KiB page has fewer than 6600).
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn encode_page_record(
     out: &mut Vec<u8>,
     space: u32,
@@ -334,36 +362,225 @@ pub fn encode_page_record(
     after: &[u8],
     ranges: &[(usize, usize)],
 ) {
-    let mut split = Vec::with_capacity(ranges.len());
-    for &(s, e) in ranges {
-        let mut a = s;
-        while a < e {
-            let b = (a + MAX_RANGE).min(e);
-            split.push((a, b));
-            a = b;
+    let changes: Vec<Change> = ranges.iter().map(|&(s, e)| Change::Bytes(s, e)).collect();
+    encode_page_changes(out, space, page_no, zeroed, after, &changes);
+}
+
+/// Append the record of one page's change as [`Change`]s: byte entries
+/// `(offset u16, len u16, bytes)`, cut at [`MAX_RANGE`], and, with the
+/// [`PAGE_MOVES`] flag, move entries `(dst u16, 0 u16, src u16, len u16)`.
+/// Empty byte ranges are left out.
+///
+/// # Panics
+/// If the entries number more than 65535 (see [`encode_page_record`]), or
+/// a move is empty or longer than [`MAX_RANGE`] ([`diff_changes`] makes
+/// neither).
+pub fn encode_page_changes(
+    out: &mut Vec<u8>,
+    space: u32,
+    page_no: u32,
+    zeroed: bool,
+    after: &[u8],
+    changes: &[Change],
+) {
+    let mut n = 0usize;
+    let mut moves = false;
+    for c in changes {
+        match *c {
+            Change::Bytes(s, e) => n += (e.saturating_sub(s)).div_ceil(MAX_RANGE),
+            Change::Move { len, .. } => {
+                assert!((1..=MAX_RANGE).contains(&len), "a move of {len} bytes");
+                n += 1;
+                moves = true;
+            }
         }
     }
-    let Ok(n) = u16::try_from(split.len()) else {
-        panic!("{} ranges do not fit one page record", split.len());
+    let Ok(n) = u16::try_from(n) else {
+        panic!("{n} entries do not fit one page record");
     };
     let mut h = [0u8; PAGE_RECORD_HDR];
     put_u32(&mut h, 0, space);
     put_u32(&mut h, 4, page_no);
-    h[8] = if zeroed { PAGE_ZEROED } else { 0 };
+    h[8] = if zeroed { PAGE_ZEROED } else { 0 } | if moves { PAGE_MOVES } else { 0 };
     put_u16(&mut h, 9, n);
     out.extend_from_slice(&h);
-    for (s, e) in split {
-        let mut r = [0u8; RANGE_HDR];
-        // An offset of 65536 cannot occur: ranges end at most at page_size.
-        put_u16(&mut r, 0, s as u16);
-        put_u16(&mut r, 2, (e - s) as u16);
-        out.extend_from_slice(&r);
-        out.extend_from_slice(&after[s..e]);
+    // An offset or length of 65536 cannot occur: entries end at most at
+    // page_size, and are at most MAX_RANGE long.
+    for c in changes {
+        match *c {
+            Change::Bytes(s, e) => {
+                let mut a = s;
+                while a < e {
+                    let b = (a + MAX_RANGE).min(e);
+                    let mut r = [0u8; RANGE_HDR];
+                    put_u16(&mut r, 0, a as u16);
+                    put_u16(&mut r, 2, (b - a) as u16);
+                    out.extend_from_slice(&r);
+                    out.extend_from_slice(&after[a..b]);
+                    a = b;
+                }
+            }
+            Change::Move { dst, src, len } => {
+                let mut m = [0u8; MOVE_ENTRY];
+                put_u16(&mut m, 0, dst as u16);
+                put_u16(&mut m, 4, src as u16);
+                put_u16(&mut m, 6, len as u16);
+                out.extend_from_slice(&m);
+            }
+        }
+    }
+}
+
+/// Bytes an entry list takes in a record (its header not counted).
+fn encoded_len(changes: &[Change]) -> usize {
+    changes
+        .iter()
+        .map(|c| match *c {
+            Change::Bytes(s, e) => {
+                let len = e.saturating_sub(s);
+                len + RANGE_HDR * len.div_ceil(MAX_RANGE)
+            }
+            Change::Move { .. } => MOVE_ENTRY,
+        })
+        .sum()
+}
+
+/// Shifts [`diff_changes`] looks for, in bytes: one to four 2-byte slots.
+const SHIFTS: [usize; 4] = [2, 4, 6, 8];
+/// Shortest changed range worth testing for a shift.
+const MIN_SHIFTED: usize = 24;
+
+/// The changes that turn `before` into `after`: [`diff_ranges`]' ranges,
+/// where a range is mostly `before`'s bytes shifted by a few bytes (a B+tree
+/// node's slot array after an insert or a delete: about a third of all redo
+/// before moves) as a [`Change::Move`] and the few bytes around it.
+///
+/// Applied in order to `before`, the changes give `after` (but for the
+/// checksum and page-LSN fields, as for ranges). Why a move reads the
+/// bytes `before` had: a range's move reads only inside the range or, for
+/// a shift left by `d ≤ 8`, up to `d` bytes past its end, and the next
+/// range starts more than 8 bytes past it ([`diff_ranges`] merges closer
+/// ones); the entries before it changed only bytes below the range; and
+/// within a range the move is applied first. A move is used only where it
+/// makes the range's entries shorter, so the record is never longer than
+/// the same diff as byte ranges (admission's bound holds). Checked by the
+/// property tests in `redo::format`.
+pub fn diff_changes(before: &[u8], after: &[u8]) -> Vec<Change> {
+    let ranges = diff_ranges(before, after);
+    let mut out = Vec::with_capacity(ranges.len() + 2);
+    for (s, e) in ranges {
+        match shifted(before, after, s, e) {
+            Some(c) => out.extend_from_slice(&c[..]),
+            None => out.push(Change::Bytes(s, e)),
+        }
+    }
+    out
+}
+
+/// The shorter encoding of the changed range `[s, e)` as a move and byte
+/// entries, if one is shorter than the range's bytes.
+fn shifted(before: &[u8], after: &[u8], s: usize, e: usize) -> Option<Vec<Change>> {
+    let n = before.len().min(after.len());
+    // Never near the checksum and LSN fields, which a diff leaves out.
+    if e - s < MIN_SHIFTED || s < crate::page::PAGE_HEADER_SIZE || e > n {
+        return None;
+    }
+    let common = |a: &[u8], b: &[u8]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let mut best: Option<Vec<Change>> = None;
+    let mut best_len = encoded_len(&[Change::Bytes(s, e)]);
+    for d in SHIFTS {
+        // Right by d: after[s+d+i] == before[s+i].
+        if s + d < e {
+            let len = common(&after[s + d..e], &before[s..e - d]).min(MAX_RANGE);
+            if len > 0 {
+                let mut c = vec![
+                    Change::Move {
+                        dst: s + d,
+                        src: s,
+                        len,
+                    },
+                    Change::Bytes(s, s + d),
+                ];
+                if s + d + len < e {
+                    c.push(Change::Bytes(s + d + len, e));
+                }
+                let l = encoded_len(&c);
+                if l < best_len {
+                    best_len = l;
+                    best = Some(c);
+                }
+            }
+        }
+        // Left by d: after[s+i] == before[s+d+i].
+        if e + d <= n {
+            let len = common(&after[s..e], &before[s + d..e + d]).min(MAX_RANGE);
+            if len > 0 {
+                let mut c = vec![Change::Move {
+                    dst: s,
+                    src: s + d,
+                    len,
+                }];
+                if s + len < e {
+                    c.push(Change::Bytes(s + len, e));
+                }
+                let l = encoded_len(&c);
+                if l < best_len {
+                    best_len = l;
+                    best = Some(c);
+                }
+            }
+        }
+    }
+    best
+}
+
+/// One entry of a page record as it lies in the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry<'a> {
+    /// Write these bytes at this offset.
+    Bytes(usize, &'a [u8]),
+    /// Copy `len` bytes from `src` to `dst` within the page.
+    Move {
+        /// Destination offset.
+        dst: usize,
+        /// Source offset.
+        src: usize,
+        /// Bytes moved.
+        len: usize,
+    },
+}
+
+impl Entry<'_> {
+    /// Apply the entry to a page image (every entry a decoder hands out
+    /// lies inside the page size it was decoded for).
+    fn apply(&self, page: &mut [u8]) {
+        match *self {
+            Entry::Bytes(off, bytes) => page[off..off + bytes.len()].copy_from_slice(bytes),
+            Entry::Move { dst, src, len } => page.copy_within(src..src + len, dst),
+        }
+    }
+
+    /// Append the entry as encoded (for re-encoding decoded records).
+    #[cfg(any(test, feature = "fuzzing"))]
+    fn encode(&self, out: &mut Vec<u8>) {
+        match *self {
+            Entry::Bytes(off, bytes) => {
+                out.extend_from_slice(&(off as u16).to_le_bytes());
+                out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+                out.extend_from_slice(bytes);
+            }
+            Entry::Move { dst, src, len } => {
+                out.extend_from_slice(&(dst as u16).to_le_bytes());
+                out.extend_from_slice(&0u16.to_le_bytes());
+                out.extend_from_slice(&(src as u16).to_le_bytes());
+                out.extend_from_slice(&(len as u16).to_le_bytes());
+            }
+        }
     }
 }
 
 /// A page record as it lies in the log: checked when split out of its
-/// group ([`split_page_records`]), its ranges read in place when applied
+/// group ([`split_page_records`]), its entries read in place when applied
 /// ([`apply_page_record_ref`]). Recovery keeps these, one per record, with
 /// no allocation of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -374,24 +591,36 @@ pub struct PageRecordRef<'a> {
     pub page_no: u32,
     /// Zero the page first.
     pub zeroed: bool,
-    /// Number of ranges in `body`.
+    /// The record may hold moves ([`PAGE_MOVES`]).
+    moves: bool,
+    /// Number of entries in `body`.
     n: u16,
-    /// `n × (offset u16, len u16, bytes)`, each range inside the page.
+    /// `n` entries, each inside the page.
     body: &'a [u8],
 }
 
 impl<'a> PageRecordRef<'a> {
-    /// The (offset, bytes) ranges to write, in order.
-    pub fn ranges(&self) -> impl Iterator<Item = (usize, &'a [u8])> {
+    /// The entries to apply, in order.
+    pub fn entries(&self) -> impl Iterator<Item = Entry<'a>> {
         let mut at = 0usize;
         let body = self.body;
+        let moves = self.moves;
         (0..self.n).map_while(move |_| {
             let h = body.get(at..at + RANGE_HDR)?;
             let off = usize::from(u16::from_le_bytes([h[0], h[1]]));
             let len = usize::from(u16::from_le_bytes([h[2], h[3]]));
+            if moves && len == 0 {
+                let m = body.get(at + RANGE_HDR..at + MOVE_ENTRY)?;
+                at += MOVE_ENTRY;
+                return Some(Entry::Move {
+                    dst: off,
+                    src: usize::from(u16::from_le_bytes([m[0], m[1]])),
+                    len: usize::from(u16::from_le_bytes([m[2], m[3]])),
+                });
+            }
             let bytes = body.get(at + RANGE_HDR..at + RANGE_HDR + len)?;
             at += RANGE_HDR + len;
-            Some((off, bytes))
+            Some(Entry::Bytes(off, bytes))
         })
     }
 }
@@ -414,15 +643,27 @@ pub fn split_page_records<'a>(
         let page_no = r.u32("page record header")?;
         let flags = r.u8("page record header")?;
         let n = r.u16("page record header")?;
-        if flags & !PAGE_ZEROED != 0 {
+        if flags & !(PAGE_ZEROED | PAGE_MOVES) != 0 {
             return Err(format!(
                 "page record at byte {at} ({space}:{page_no}) has unknown flags {flags:#04x}"
             ));
         }
+        let moves = flags & PAGE_MOVES != 0;
         let body_at = r.pos();
         for _ in 0..n {
             let off = usize::from(r.u16("range header")?);
             let len = usize::from(r.u16("range header")?);
+            if moves && len == 0 {
+                let src = usize::from(r.u16("move entry")?);
+                let len = usize::from(r.u16("move entry")?);
+                if len > MAX_RANGE || off + len > page_size || src + len > page_size {
+                    return Err(format!(
+                        "move of {len} bytes from {src} to {off} in page {space}:{page_no} \
+                         outside a {page_size}-byte page"
+                    ));
+                }
+                continue;
+            }
             if len > MAX_RANGE || off + len > page_size {
                 return Err(format!(
                     "range {off}+{len} of page {space}:{page_no} outside a {page_size}-byte page"
@@ -434,6 +675,7 @@ pub fn split_page_records<'a>(
             space,
             page_no,
             zeroed: flags & PAGE_ZEROED != 0,
+            moves,
             n,
             body: &p[body_at..r.pos()],
         });
@@ -449,8 +691,8 @@ pub fn apply_page_record_ref(page: &mut [u8], r: &PageRecordRef<'_>) {
     if r.zeroed {
         page.fill(0);
     }
-    for (off, bytes) in r.ranges() {
-        page[off..off + bytes.len()].copy_from_slice(bytes);
+    for e in r.entries() {
+        e.apply(page);
     }
 }
 
@@ -465,8 +707,25 @@ pub struct PageRecord<'a> {
     pub page_no: u32,
     /// Zero the page first.
     pub zeroed: bool,
-    /// (offset, bytes) to write.
-    pub ranges: Vec<(usize, &'a [u8])>,
+    /// The record's flags as stored ([`PAGE_ZEROED`], [`PAGE_MOVES`]).
+    pub flags: u8,
+    /// Its entries, in order.
+    pub entries: Vec<Entry<'a>>,
+}
+
+#[cfg(any(test, feature = "fuzzing"))]
+impl PageRecord<'_> {
+    /// Encode the record again, entry for entry (`encode_page_changes`
+    /// works from a page diff, which cannot reproduce arbitrary entries).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.space.to_le_bytes());
+        out.extend_from_slice(&self.page_no.to_le_bytes());
+        out.push(self.flags);
+        out.extend_from_slice(&(self.entries.len() as u16).to_le_bytes());
+        for e in &self.entries {
+            e.encode(out);
+        }
+    }
 }
 
 /// Decode every page record of an MTR group payload. Every range of a
@@ -483,7 +742,8 @@ pub fn decode_page_records(p: &[u8], page_size: usize) -> Result<Vec<PageRecord<
             space: r.space,
             page_no: r.page_no,
             zeroed: r.zeroed,
-            ranges: r.ranges().collect(),
+            flags: (u8::from(r.zeroed) * PAGE_ZEROED) | (u8::from(r.moves) * PAGE_MOVES),
+            entries: r.entries().collect(),
         })
     })?;
     Ok(out)
@@ -546,8 +806,8 @@ pub fn apply_page_record(page: &mut [u8], r: &PageRecord<'_>) {
     if r.zeroed {
         page.fill(0);
     }
-    for &(off, bytes) in &r.ranges {
-        page[off..off + bytes.len()].copy_from_slice(bytes);
+    for e in &r.entries {
+        e.apply(page);
     }
 }
 

@@ -261,19 +261,101 @@ fn page_records_reject_unknown_flags_long_ranges_and_huge_counts() {
         .contains("outside a 150-byte page"));
 }
 
+/// A node-like page: a slot array of `n` 2-byte slots from byte 44, and
+/// noise around it.
+fn slotted(n: usize, seed: u8) -> Vec<u8> {
+    let mut p: Vec<u8> = (0..4096)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect();
+    for i in 0..n {
+        p[44 + 2 * i..46 + 2 * i].copy_from_slice(&((1000 + 7 * i) as u16).to_le_bytes());
+    }
+    p
+}
+
+/// Replay `changes` of `before → after` through the log encoding.
+fn replay(before: &[u8], after: &[u8], changes: &[Change]) -> Vec<u8> {
+    let mut rec = Vec::new();
+    encode_page_changes(&mut rec, 0, 1, false, after, changes);
+    let recs = decode_page_records(&rec, before.len()).unwrap();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(reencode(&recs), rec, "a record with moves encodes back");
+    let mut page = before.to_vec();
+    apply_page_record(&mut page, &recs[0]);
+    page
+}
+
+#[test]
+fn a_slot_inserted_or_deleted_mid_array_is_logged_as_a_move() {
+    let before = slotted(400, 3);
+    // Insert at slot 10: the 390 slots after it shift right by 2.
+    let mut ins = before.clone();
+    ins.copy_within(44 + 20..44 + 800, 44 + 22);
+    ins[64..66].copy_from_slice(&9999u16.to_le_bytes());
+    let c = diff_changes(&before, &ins);
+    assert!(c.iter().any(|c| matches!(c, Change::Move { .. })), "{c:?}");
+    assert!(encoded_len(&c) < 40, "{c:?}: {} bytes", encoded_len(&c));
+    assert_eq!(replay(&before, &ins, &c), ins);
+    // Delete slot 10: the slots after it shift left by 2, the last one stays.
+    let mut del = before.clone();
+    del.copy_within(44 + 22..44 + 800, 44 + 20);
+    let c = diff_changes(&before, &del);
+    assert!(c.iter().any(|c| matches!(c, Change::Move { .. })), "{c:?}");
+    assert!(encoded_len(&c) < 40, "{c:?}: {} bytes", encoded_len(&c));
+    assert_eq!(replay(&before, &del, &c), del);
+    // A short range, or one in the page header, stays bytes.
+    let mut small = before.clone();
+    small[100..110].fill(0xee);
+    small[20..30].copy_from_slice(&before[22..32]);
+    assert!(diff_changes(&before, &small)
+        .iter()
+        .all(|c| matches!(c, Change::Bytes(..))));
+}
+
+#[test]
+fn moves_are_refused_outside_the_page_and_without_their_flag() {
+    let before = slotted(400, 1);
+    let mut after = before.clone();
+    after.copy_within(44..800, 46);
+    let mut rec = Vec::new();
+    encode_page_changes(
+        &mut rec,
+        0,
+        1,
+        false,
+        &after,
+        &diff_changes(&before, &after),
+    );
+    assert_eq!(rec[8], PAGE_MOVES);
+    // The move is the first entry: dst u16, 0 u16, src u16, len u16.
+    assert_eq!(&rec[13..15], &[0, 0]);
+    let mut far = rec.clone();
+    put_u16(&mut far, 15, 4000);
+    assert!(decode_page_records(&far, 4096)
+        .unwrap_err()
+        .contains("outside a 4096-byte page"));
+    let mut long = rec.clone();
+    put_u16(&mut long, 17, 40000);
+    assert!(decode_page_records(&long, 65536)
+        .unwrap_err()
+        .contains("move of"));
+    // Without the flag the entry is an empty range, and what follows it
+    // is read as ranges: never a move.
+    let mut plain = rec.clone();
+    plain[8] = 0;
+    if let Ok(recs) = decode_page_records(&plain, 4096) {
+        assert!(recs[0]
+            .entries
+            .iter()
+            .all(|e| matches!(e, Entry::Bytes(..))));
+    }
+}
+
 /// Encode decoded page records again, range for range.
 fn reencode(recs: &[PageRecord<'_>]) -> Vec<u8> {
     let mut out = Vec::new();
     for r in recs {
-        out.extend_from_slice(&r.space.to_le_bytes());
-        out.extend_from_slice(&r.page_no.to_le_bytes());
-        out.push(u8::from(r.zeroed));
-        out.extend_from_slice(&(r.ranges.len() as u16).to_le_bytes());
-        for &(off, bytes) in &r.ranges {
-            out.extend_from_slice(&(off as u16).to_le_bytes());
-            out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
-            out.extend_from_slice(bytes);
-        }
+        r.encode(&mut out);
     }
     out
 }
@@ -337,6 +419,46 @@ proptest! {
             // Also pages of different lengths (the shorter one bounds).
             after.truncate(after.len().saturating_sub(after_len_cut * 37));
             prop_assert_eq!(diff_ranges(&before, &after), diff_ranges_bytewise(&before, &after));
+        }
+
+        /// Slot arrays shifted by inserts and deletes (several per page,
+        /// of 1 to 4 slots), with byte edits around them: the changes,
+        /// through the log, rebuild every byte, and never take more than
+        /// the same diff as byte ranges.
+        #[test]
+        fn shifted_pages_replay_exactly_and_never_log_more_than_ranges(
+            seed in any::<u8>(),
+            n in 20usize..1500,
+            shifts in proptest::collection::vec((any::<usize>(), 1usize..5, any::<bool>()), 0..4),
+            edits in proptest::collection::vec((32usize..4096, 1usize..40, any::<u8>()), 0..6),
+        ) {
+            let before = slotted(n, seed);
+            let mut after = before.clone();
+            let end = 44 + 2 * n;
+            for (at, k, right) in shifts {
+                let at = 44 + 2 * (at % n);
+                let d = 2 * k;
+                if right && end + d <= 4096 {
+                    after.copy_within(at..end, at + d);
+                    after[at..at + d].fill(seed ^ 0x5a);
+                } else if !right && at + d < end {
+                    after.copy_within(at + d..end, at);
+                }
+            }
+            for (off, len, v) in edits {
+                let e = (off + len).min(4096);
+                after[off..e].fill(v);
+            }
+            let changes = diff_changes(&before, &after);
+            let ranges: Vec<Change> =
+                diff_ranges(&before, &after).into_iter().map(|(s, e)| Change::Bytes(s, e)).collect();
+            prop_assert!(encoded_len(&changes) <= encoded_len(&ranges));
+            let page = replay(&before, &after, &changes);
+            for i in 0..4096 {
+                if !(0..4).contains(&i) && !(12..20).contains(&i) {
+                    prop_assert_eq!(page[i], after[i], "byte {}", i);
+                }
+            }
         }
 
         #[test]
