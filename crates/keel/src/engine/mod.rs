@@ -666,6 +666,7 @@ impl CleanerHost for Engine {
             max_modified_age_async: self.max_modified_age_async,
             max_modified_age_sync: self.max_modified_age_sync,
             redo_reserved: self.adm.reserved_and_wanted(),
+            redo_reserved_peak: self.adm.take_reserved_peak(),
             free_check_waiters: self.adm.waiters(),
         }
     }

@@ -125,6 +125,11 @@ pub struct LogView {
     pub max_modified_age_sync: u64,
     /// Bytes reserved by admitted writers plus bytes waiting writers need.
     pub redo_reserved: u64,
+    /// The most bytes writers held reserved at once since the last view
+    /// (at least `redo_reserved`), plus what waiting writers need: taking
+    /// it starts the next span, so only the coordinator's snapshot, once a
+    /// tick, reads it.
+    pub redo_reserved_peak: u64,
     /// Writers waiting in the free check.
     pub free_check_waiters: usize,
 }
@@ -292,6 +297,7 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
         max_modified_age_async: log.max_modified_age_async,
         max_modified_age_sync: log.max_modified_age_sync,
         redo_reserved: log.redo_reserved,
+        redo_reserved_peak: log.redo_reserved_peak,
         free_check_waiters: log.free_check_waiters,
         list_pages_flushed: get(&m.buffer_flush_adaptive_total_pages)
             + get(&m.buffer_flush_background_total_pages)

@@ -55,6 +55,10 @@ pub struct Snapshot {
     /// need: the age must drop this far below the free-check limit before
     /// every waiter can go on.
     pub redo_reserved: u64,
+    /// The most redo admitted writers held reserved at once since the last
+    /// snapshot (at least `redo_reserved`), plus what waiting writers need:
+    /// what the reserve under the free-check limit must hold.
+    pub redo_reserved_peak: u64,
     /// Writers waiting in the free check right now.
     pub free_check_waiters: usize,
     /// Pages written by flush-list flushing (any kind) since start.

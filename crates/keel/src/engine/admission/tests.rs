@@ -130,3 +130,37 @@ fn a_paused_writer_looks_again_when_a_new_limit_is_set() {
         assert!(took < MAX_PAUSE, "{took:?}");
     });
 }
+
+/// A reservation granted and given back between two reads of the peak is
+/// seen by the next read, which then starts again from what is held.
+#[test]
+fn the_reserved_peak_sees_a_reservation_that_came_and_went_between_reads() {
+    let e = engine(4096);
+    // Whatever the engine holds reserved on its own, unchanged meanwhile.
+    // (The first read ends the span of the engine's own setup.)
+    let base = e.adm.reserved_and_wanted();
+    e.adm.take_reserved_peak();
+    assert_eq!(e.adm.take_reserved_peak(), base);
+    e.adm.reserve(10_000, Purpose::New).unwrap();
+    e.adm.reserve(5_000, Purpose::New).unwrap();
+    e.adm.release(15_000);
+    e.adm.reserve(300, Purpose::New).unwrap();
+    assert_eq!(
+        e.adm.reserved_and_wanted(),
+        base + 300,
+        "a sample sees what is held now"
+    );
+    assert_eq!(
+        e.adm.take_reserved_peak(),
+        base + 15_000,
+        "the peak since the last read"
+    );
+    assert_eq!(
+        e.adm.take_reserved_peak(),
+        base + 300,
+        "the next span starts from what is held"
+    );
+    e.adm.release(300);
+    assert_eq!(e.adm.take_reserved_peak(), base + 300);
+    assert_eq!(e.adm.take_reserved_peak(), base);
+}

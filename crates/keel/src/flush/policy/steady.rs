@@ -438,7 +438,8 @@ impl Device {
 /// The levels on the age axis for free-check limit `limit`, peak redo
 /// rate `peak` (bytes/s), the flusher's longest recent stall `stall` (s,
 /// see [`band`]) and the recent peak of redo reserved by writers, `held`
-/// (bytes): (F, S, H).
+/// (bytes; the true peak between ticks, `Admission::take_reserved_peak`,
+/// not a sample): (F, S, H).
 ///
 /// The reserve from `H` to `L` is what writers may still log once the
 /// curve has stopped letting new ones go: a quarter tick of the peak rate
@@ -869,8 +870,11 @@ impl Steady {
             self.unretired_for += dt;
         }
         self.stall.update(self.unretired_for, ticks, STALL_DECAY);
-        self.reserved
-            .update(s.redo_reserved as f64, ticks, RESERVED_DECAY);
+        self.reserved.update(
+            s.redo_reserved_peak.max(s.redo_reserved) as f64,
+            ticks,
+            RESERVED_DECAY,
+        );
         if retired > 0.0 && flushed > 0.0 {
             self.rho.update(retired / flushed, 0.2);
         }
