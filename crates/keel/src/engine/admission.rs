@@ -268,9 +268,9 @@ impl Admission {
     /// need now. For the page cleaners' coordinator, which alone calls it,
     /// once a tick: `steady` sizes the reserve under the free-check limit
     /// by it (`flush::policy::steady::levels`). Sampling `reserved` once a
-    /// tick saw about a quarter of the peaks on `disaster-55` at 32 to 48
-    /// threads (each operation reserves a page's worth, about 16 KB, and
-    /// logs well under 1 KB), and writers met the free-check limit.
+    /// tick under-counted the peak by about a third on `disaster-55` at 32
+    /// to 48 threads (each operation reserves a page's worth, about 16 KB,
+    /// and logs well under 1 KB), and writers met the free-check limit.
     pub fn take_reserved_peak(&self) -> u64 {
         let now = self.reserved.load(Ordering::Acquire);
         let peak = self.reserved_peak.swap(now, Ordering::AcqRel).max(now);
