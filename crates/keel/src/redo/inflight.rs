@@ -124,19 +124,25 @@ impl InFlight {
     /// marker is not durable (`durable`: the durable end now): the
     /// checkpoint may not pass it.
     pub fn min_pin(&mut self, durable: Lsn) -> Option<Lsn> {
-        self.prune(durable);
-        let finished = self.unsynced.iter().map(|&(_, pin)| pin);
-        self.map.values().map(|e| e.pin).chain(finished).min()
+        let (in_flight, finished) = self.oldest_pins(durable);
+        in_flight.into_iter().chain(finished).min()
     }
 
     /// Whether the oldest pin is a finished commit's whose marker is not
     /// durable (`durable`: the durable end now), and lies below `below`:
     /// a log sync would release it, where a relocation cannot.
     pub fn finished_pin_below(&mut self, below: Lsn, durable: Lsn) -> bool {
-        self.prune(durable);
-        let finished = self.unsynced.iter().map(|&(_, pin)| pin).min();
-        let in_flight = self.map.values().map(|e| e.pin).min();
+        let (in_flight, finished) = self.oldest_pins(durable);
         finished.is_some_and(|p| p < below && in_flight.is_none_or(|q| p < q))
+    }
+
+    /// The oldest pin of a commit in flight, and the oldest of a finished
+    /// commit whose marker is not durable through `durable`.
+    fn oldest_pins(&mut self, durable: Lsn) -> (Option<Lsn>, Option<Lsn>) {
+        self.prune(durable);
+        let in_flight = self.map.values().map(|e| e.pin).min();
+        let finished = self.unsynced.iter().map(|&(_, pin)| pin).min();
+        (in_flight, finished)
     }
 
     /// Payload bytes of a relocated group holding every in-flight record.
