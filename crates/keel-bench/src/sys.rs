@@ -8,6 +8,23 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// CPU time (user + system, every thread) this process has used so far,
+/// in microseconds, if known.
+pub fn process_cpu_us() -> Option<u64> {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage writes a whole `rusage` into the pointer it is
+    // given and reads nothing from it; it is read only on success.
+    #[allow(unsafe_code)]
+    let ru = unsafe {
+        if libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) != 0 {
+            return None;
+        }
+        ru.assume_init()
+    };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Some(us(ru.ru_utime) + us(ru.ru_stime))
+}
+
 /// Total physical memory in bytes, if known.
 pub fn total_ram_bytes() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/meminfo").ok()?;

@@ -777,9 +777,12 @@ fn print_result(r: &RunResult) {
     }
     println!("{}", bytes_line(s));
     println!(
-        "process ({}): peak RSS {:.1} MiB{}",
+        "process ({}): peak RSS {:.1} MiB{}{}",
         r.engine,
         s.peak_rss_bytes as f64 / f64::from(1u32 << 20),
+        s.cpu_us_per_txn
+            .map(|c| format!(", CPU {c:.0} us per transaction (every thread)"))
+            .unwrap_or_default(),
         if keel {
             String::new()
         } else {

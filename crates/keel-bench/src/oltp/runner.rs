@@ -199,6 +199,7 @@ pub fn run(
     let holder = view.map(Holder::new);
     crate::sys::release_free_memory();
     crate::sys::reset_peak_rss();
+    let cpu_before = crate::sys::process_cpu_us();
     let result = std::thread::scope(|s| {
         let mut hs: Vec<_> = (0..params.threads)
             .map(|w| {
@@ -239,6 +240,12 @@ pub fn run(
     measured.hold_view = holder.map(|h| h.state());
     let summary = &mut measured.summary;
     summary.peak_rss_bytes = crate::sys::peak_rss_bytes().unwrap_or(0);
+    summary.cpu_us_per_txn = match (cpu_before, crate::sys::process_cpu_us()) {
+        (Some(a), Some(b)) if summary.transactions > 0 => {
+            Some(b.saturating_sub(a) as f64 / summary.transactions as f64)
+        }
+        _ => None,
+    };
     summary.not_measured = db.not_measured().iter().map(|f| f.to_string()).collect();
     summary.device = device_label(&shared.device, summary.device_bytes_per_txn.is_some());
     Ok(measured)

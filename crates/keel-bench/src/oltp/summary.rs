@@ -100,6 +100,12 @@ pub struct Summary {
     /// Peak resident set size of the engine's process during the run, in
     /// bytes (0: not known).
     pub peak_rss_bytes: u64,
+    /// CPU time (user + system, every thread of the process: workers,
+    /// cleaners, purge) per transaction during the run, in microseconds;
+    /// `None` (JSON `null`) where not measured (the engine runs in another
+    /// process). Less sensitive to a busy machine than tps: the path length.
+    #[serde(default)]
+    pub cpu_us_per_txn: Option<f64>,
     /// Longest history list length at an interval's end
     /// (`trx_rseg_history_len`).
     pub history_len_max: u64,
@@ -188,6 +194,7 @@ impl Summary {
             device: String::new(),
             process_write_bytes_per_txn: per_txn(delta(a, b, PROCESS_WRITE_BYTES)),
             peak_rss_bytes: 0,
+            cpu_us_per_txn: None,
             history_len_max: intervals.iter().map(|i| i.history_len).max().unwrap_or(0),
             undo_records_purged_total: delta(a, b, "purge_undo_records"),
             undo_pages_written_total: delta(a, b, "buffer_flush_undo_pages_written"),
