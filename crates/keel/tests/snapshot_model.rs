@@ -176,6 +176,20 @@ fn collect(it: impl Iterator<Item = keel::Result<(Vec<u8>, Vec<u8>)>>) -> Rows {
     .collect()
 }
 
+/// Up to `n` rows (all with `None`) through the lending `Scan::next_row`.
+fn collect_lent(it: &mut keel::Scan<'_>, n: Option<usize>) -> Rows {
+    let mut rows = Rows::new();
+    while n.is_none_or(|n| rows.len() < n) {
+        let Some(r) = it.next_row() else { break };
+        let (k, v) = r.unwrap();
+        rows.push((
+            String::from_utf8(k.to_vec()).unwrap(),
+            String::from_utf8(v.to_vec()).unwrap(),
+        ));
+    }
+    rows
+}
+
 fn bounds(lo: u8, hi: u8) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     if lo < hi {
         (Bound::Included(key(lo)), Bound::Excluded(key(hi)))
@@ -268,11 +282,26 @@ fn run(slots: usize, steps: Vec<Step>) {
                 } else {
                     tx.scan(&t, as_ref(&b)).unwrap()
                 };
-                let mut got = collect(it.by_ref().take(mid.map_or(0, |(n, _)| n.into())));
+                // Half the scans lend their rows (`next_row`), half copy
+                // them (the iterator).
+                let lent = (lo ^ hi) & 1 == 1;
+                let first = mid.map_or(0, |(n, _)| usize::from(n));
+                let mut got = if lent {
+                    collect_lent(&mut it, Some(first))
+                } else {
+                    collect(it.by_ref().take(first))
+                };
+                let rest = |it: &mut keel::Scan<'_>| {
+                    if lent {
+                        collect_lent(it, None)
+                    } else {
+                        collect(it.by_ref())
+                    }
+                };
                 if let Some((_, k)) = mid {
                     // The put cannot wait for `tx`: it is this thread's.
                     let r = t.put(&key(k), v.as_bytes());
-                    got.extend(collect(it));
+                    got.extend(rest(&mut it));
                     match m.holder(k, None) {
                         Some(owner) => assert_refused(r, owner, &what),
                         None => {
@@ -281,7 +310,7 @@ fn run(slots: usize, steps: Vec<Step>) {
                         }
                     }
                 } else {
-                    got.extend(collect(it));
+                    got.extend(rest(&mut it));
                 }
                 assert_eq!(got, want, "{what}");
             }

@@ -9,8 +9,13 @@
 //! in either direction and never touch a page that was freed meanwhile.
 //! Entries written concurrently may or may not be seen; every entry returned
 //! was present when its leaf was read, and keys come out strictly ordered.
+//!
+//! A leaf's entries are copied back to back into one buffer the cursor
+//! keeps from leaf to leaf, so a scan allocates per leaf at most, never per
+//! row: [`Cursor::ensure`], [`Cursor::current`] and [`Cursor::advance`]
+//! lend the rows out of that buffer, and the [`Iterator`] copies each into
+//! owned vectors for callers who want them.
 
-use std::collections::VecDeque;
 use std::ops::Bound;
 
 use super::descend::descend_read;
@@ -28,7 +33,13 @@ pub struct Cursor<'a> {
     /// Upper bound of what is still to be returned.
     hi: Bound<Vec<u8>>,
     reverse: bool,
-    batch: VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// The current leaf's entries in scan order, each key then its value.
+    buf: Vec<u8>,
+    /// Per entry in `buf`: where it starts, its key's length and its
+    /// value's length.
+    rows: Vec<(usize, usize, usize)>,
+    /// The entry of `rows` to return next.
+    pos: usize,
     done: bool,
 }
 
@@ -46,9 +57,60 @@ impl<'a> Cursor<'a> {
             lo,
             hi,
             reverse,
-            batch: VecDeque::new(),
+            buf: Vec::new(),
+            rows: Vec::new(),
+            pos: 0,
             done: false,
         }
+    }
+
+    /// Make [`Cursor::current`] an entry: `None` at the end of the range,
+    /// `Some(Err)` if reading the next leaf failed (the cursor then ends).
+    pub fn ensure(&mut self) -> Option<Result<()>> {
+        while self.pos >= self.rows.len() {
+            if self.done {
+                return None;
+            }
+            self.buf.clear();
+            self.rows.clear();
+            self.pos = 0;
+            // A leaf's entries never fill more than its page: one
+            // allocation for the whole scan.
+            self.buf.reserve(self.e.page_size());
+            let filled = if self.reverse {
+                self.fill_backward()
+            } else {
+                self.fill_forward()
+            };
+            if let Err(err) = filled {
+                self.done = true;
+                self.rows.clear();
+                return Some(Err(err));
+            }
+        }
+        Some(Ok(()))
+    }
+
+    /// The entry [`Cursor::ensure`] found: `(key, value)`.
+    ///
+    /// # Panics
+    /// If `ensure` did not return `Some(Ok(()))` since the last
+    /// [`Cursor::advance`].
+    pub fn current(&self) -> (&[u8], &[u8]) {
+        let (at, k, v) = self.rows[self.pos];
+        (&self.buf[at..at + k], &self.buf[at + k..at + k + v])
+    }
+
+    /// Step past the current entry.
+    pub fn advance(&mut self) {
+        self.pos += 1;
+    }
+
+    /// Append one entry to the batch.
+    fn push(&mut self, key: &[u8], value: &[u8]) {
+        self.rows.push((self.buf.len(), key.len(), value.len()));
+        self.buf.extend_from_slice(key);
+        self.buf.extend_from_slice(value);
     }
 
     /// Copy the next leaf's entries (ascending) and move `lo` past it.
@@ -76,8 +138,7 @@ impl<'a> Cursor<'a> {
                 self.done = true;
                 return Ok(());
             }
-            self.batch
-                .push_back((n.key(i).to_vec(), n.value(i).to_vec()));
+            self.push(n.key(i), n.value(i));
         }
         drop(leaf);
         match fence {
@@ -113,8 +174,7 @@ impl<'a> Cursor<'a> {
                 self.done = true;
                 return Ok(());
             }
-            self.batch
-                .push_back((n.key(i).to_vec(), n.value(i).to_vec()));
+            self.push(n.key(i), n.value(i));
         }
         drop(leaf);
         match fence {
@@ -155,22 +215,12 @@ impl Iterator for Cursor<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(kv) = self.batch.pop_front() {
-                return Some(Ok(kv));
-            }
-            if self.done {
-                return None;
-            }
-            let filled = if self.reverse {
-                self.fill_backward()
-            } else {
-                self.fill_forward()
-            };
-            if let Err(err) = filled {
-                self.done = true;
-                return Some(Err(err));
-            }
+        if let Err(e) = self.ensure()? {
+            return Some(Err(e));
         }
+        let (k, v) = self.current();
+        let row = (k.to_vec(), v.to_vec());
+        self.advance();
+        Some(Ok(row))
     }
 }

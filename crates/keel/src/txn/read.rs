@@ -24,6 +24,17 @@ use super::version::Version;
 use super::view::ReadView;
 use super::TrxSys;
 
+/// What a read view sees of one stored row.
+enum Seen {
+    /// The stored version itself: its value is the stored bytes past the
+    /// version header.
+    Stored,
+    /// No row: absent or deleted in the view's snapshot.
+    Absent,
+    /// An older version, rebuilt from the undo chain.
+    Older(Vec<u8>),
+}
+
 /// The value of a stored row as `view` sees it (`None`: absent or deleted
 /// in that snapshot). The common case, a version the view sees, returns
 /// `stored`'s own buffer with the header cut off: no copy of the value.
@@ -34,15 +45,24 @@ pub(crate) fn visible(
     key: &[u8],
     stored: Vec<u8>,
 ) -> Result<Option<Vec<u8>>> {
-    let v = Version::decode(&stored, root)?;
+    Ok(match resolve(sys, view, root, key, &stored)? {
+        Seen::Stored => strip(stored, false),
+        Seen::Absent => None,
+        Seen::Older(v) => Some(v),
+    })
+}
+
+/// Which version of the row `key` stored as `stored` the view sees.
+fn resolve(sys: &TrxSys, view: &ReadView, root: u32, key: &[u8], stored: &[u8]) -> Result<Seen> {
+    let v = Version::decode(stored, root)?;
     let (deleted, mut roll, mut newer) = (v.deleted, v.roll, v.trx_no);
     if view.sees(newer) {
-        return Ok(strip(stored, deleted));
+        return Ok(if deleted { Seen::Absent } else { Seen::Stored });
     }
     loop {
         if roll.is_none() {
             // The row did not exist before the version this view misses.
-            return Ok(None);
+            return Ok(Seen::Absent);
         }
         let u = sys.undo.read(&sys.engine, roll)?;
         if u.root != root || u.key != key || u.commit != newer {
@@ -54,11 +74,11 @@ pub(crate) fn visible(
         }
         Metrics::add(&sys.engine.metrics.trx_versions_rebuilt, 1);
         let Some(old) = u.old else {
-            return Ok(None);
+            return Ok(Seen::Absent);
         };
         let ov = Version::decode(&old, root)?;
         if view.sees(ov.trx_no) {
-            return Ok(ov.row().map(<[u8]>::to_vec));
+            return Ok(ov.row().map_or(Seen::Absent, |r| Seen::Older(r.to_vec())));
         }
         if ov.trx_no >= newer {
             return Err(Error::Corruption(format!(
@@ -109,11 +129,20 @@ pub(crate) fn get(
 
 /// The rows of one table in a key range as one read view sees them
 /// (`Table::range`, and the tree side of a transaction's scan).
+///
+/// Rows are lent out of the cursor's buffer ([`Snapshot::ensure`],
+/// [`Snapshot::current`], [`Snapshot::advance`]); only a version rebuilt
+/// from undo is copied, into a buffer of the snapshot's own.
 pub(crate) struct Snapshot<'t> {
     sys: &'t TrxSys,
     view: Arc<ReadView>,
     root: u32,
     cursor: Cursor<'t>,
+    /// The current row's value when the view sees an older version than
+    /// the stored one; `None` when it sees the stored one.
+    rebuilt: Option<Vec<u8>>,
+    /// The cursor's current row is one the view sees (`rebuilt` set).
+    ready: bool,
     done: bool,
 }
 
@@ -131,7 +160,66 @@ impl<'t> Snapshot<'t> {
             view,
             root: tree.root().page_no,
             cursor: tree.range(&sys.engine, lo, hi, reverse),
+            rebuilt: None,
+            ready: false,
             done: false,
+        }
+    }
+
+    /// Make [`Snapshot::current`] a row the view sees, skipping those it
+    /// does not: `None` at the end, `Some(Err)` on an I/O error or a broken
+    /// undo chain (the snapshot then ends).
+    pub(crate) fn ensure(&mut self) -> Option<Result<()>> {
+        while !self.ready {
+            if self.done {
+                return None;
+            }
+            let seen = match self.cursor.ensure() {
+                None => Ok(None),
+                Some(Ok(())) => {
+                    let (key, stored) = self.cursor.current();
+                    resolve(self.sys, &self.view, self.root, key, stored).map(Some)
+                }
+                Some(Err(e)) => Err(e),
+            };
+            match seen {
+                Ok(None) => self.done = true,
+                Ok(Some(Seen::Absent)) => self.cursor.advance(),
+                Ok(Some(Seen::Stored)) => self.ready = true,
+                Ok(Some(Seen::Older(v))) => {
+                    self.rebuilt = Some(v);
+                    self.ready = true;
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        Some(Ok(()))
+    }
+
+    /// The row [`Snapshot::ensure`] found: `(key, value)` as the view sees
+    /// it.
+    ///
+    /// # Panics
+    /// If `ensure` did not return `Some(Ok(()))` since the last
+    /// [`Snapshot::advance`].
+    pub(crate) fn current(&self) -> (&[u8], &[u8]) {
+        assert!(self.ready, "Snapshot::current without a row");
+        let (key, stored) = self.cursor.current();
+        match &self.rebuilt {
+            Some(v) => (key, v),
+            None => (key, &stored[super::version::HEADER..]),
+        }
+    }
+
+    /// Step past the current row.
+    pub(crate) fn advance(&mut self) {
+        if self.ready {
+            self.cursor.advance();
+            self.rebuilt = None;
+            self.ready = false;
         }
     }
 }
@@ -140,23 +228,12 @@ impl Iterator for Snapshot<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        while !self.done {
-            let (key, stored) = match self.cursor.next()? {
-                Ok(row) => row,
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-            };
-            match visible(self.sys, &self.view, self.root, &key, stored) {
-                Ok(Some(v)) => return Some(Ok((key, v))),
-                Ok(None) => {}
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-            }
+        if let Err(e) = self.ensure()? {
+            return Some(Err(e));
         }
-        None
+        let (k, v) = self.current();
+        let row = (k.to_vec(), v.to_vec());
+        self.advance();
+        Some(Ok(row))
     }
 }

@@ -14,16 +14,35 @@ use super::read::Snapshot;
 /// delete.
 pub(super) type TableWrites = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
-/// An iterator over a transaction's view of a key range: each item is a
-/// (key, value) pair or an I/O or corruption error (after which it ends).
+/// A transaction's view of a key range: each row is a (key, value) pair
+/// or an I/O or corruption error (after which it ends).
+///
+/// [`Scan::next_row`] lends each row without copying it (the tree's rows
+/// live in the scan's buffer until the next call); the [`Iterator`] gives
+/// owned copies.
 pub struct Scan<'t> {
     tree: Snapshot<'t>,
-    /// The tree's next row, read ahead for the merge.
-    tree_next: Option<(Vec<u8>, Vec<u8>)>,
-    tree_done: bool,
     /// The write set's entries in range, in scan order.
     overlay: VecDeque<(&'t [u8], Option<&'t [u8]>)>,
     reverse: bool,
+    /// What the row returned last came from: stepped past at the next call.
+    last: Last,
+    /// An error was returned: the scan has ended.
+    failed: bool,
+}
+
+/// The next row of a scan, as [`Scan::step`] finds it: `None` for the
+/// tree's current row, `Some((key, value))` for one of the write set's.
+type Next<'t> = Option<(&'t [u8], &'t [u8])>;
+
+/// Where the row a scan returned last came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Last {
+    Nothing,
+    Tree,
+    Overlay,
+    /// The write set's own value for a key the tree also holds.
+    Both,
 }
 
 impl<'t> Scan<'t> {
@@ -46,45 +65,83 @@ impl<'t> Scan<'t> {
         }
         Scan {
             tree,
-            tree_next: None,
-            tree_done: false,
             overlay,
             reverse,
+            last: Last::Nothing,
+            failed: false,
         }
     }
 
-    /// Read the tree's next row into `tree_next` if it is empty.
-    fn fill(&mut self) -> Result<()> {
-        if self.tree_next.is_none() && !self.tree_done {
-            match self.tree.next() {
-                None => self.tree_done = true,
-                Some(Ok(row)) => self.tree_next = Some(row),
-                Some(Err(e)) => {
-                    self.tree_done = true;
-                    self.overlay.clear();
-                    return Err(e);
-                }
+    /// The next row, lent until the next call: `(key, value)`, or the
+    /// error that ended the scan. Unlike the iterator, this copies nothing
+    /// out of the pages but a version rebuilt from undo.
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("tempdir");
+    /// # let mut opts = keel::Options::default();
+    /// # opts.set("buffer_pool_size", "16MiB")?;
+    /// # opts.set("log_file_size", "4MiB")?;
+    /// let db = keel::Db::open(dir.path(), opts)?;
+    /// let t = db.create_table("t")?;
+    /// t.put(b"a", b"1")?;
+    /// t.put(b"b", b"22")?;
+    /// let mut tx = db.begin();
+    /// tx.put(&t, b"c", b"333")?; // its own writes are part of its view
+    /// let mut scan = tx.scan(&t, ..)?;
+    /// let mut bytes = 0;
+    /// while let Some(row) = scan.next_row() {
+    ///     let (_key, value) = row?;
+    ///     bytes += value.len();
+    /// }
+    /// assert_eq!(bytes, 6);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[allow(clippy::should_implement_trait)]
+    pub fn next_row(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        match self.step()? {
+            Err(e) => Some(Err(e)),
+            Ok(None) => Some(Ok(self.tree.current())),
+            Ok(Some(row)) => Some(Ok(row)),
+        }
+    }
+
+    /// Step past the row returned last and find the next: `Ok(None)` when
+    /// it is the tree's current row, `Ok(Some(row))` for one of the write
+    /// set's.
+    fn step(&mut self) -> Option<Result<Next<'t>>> {
+        if self.failed {
+            return None;
+        }
+        match std::mem::replace(&mut self.last, Last::Nothing) {
+            Last::Nothing => {}
+            Last::Tree => self.tree.advance(),
+            Last::Overlay => {
+                self.overlay.pop_front();
+            }
+            Last::Both => {
+                self.tree.advance();
+                self.overlay.pop_front();
             }
         }
-        Ok(())
-    }
-}
-
-impl Iterator for Scan<'_> {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Err(e) = self.fill() {
-                return Some(Err(e));
-            }
+            let in_tree = match self.tree.ensure() {
+                None => false,
+                Some(Ok(())) => true,
+                Some(Err(e)) => {
+                    self.failed = true;
+                    self.overlay.clear();
+                    return Some(Err(e));
+                }
+            };
             // Which comes first: the tree's row (Less) or the overlay's.
-            let order = match (&self.tree_next, self.overlay.front()) {
-                (None, None) => return None,
-                (Some(_), None) => Ordering::Less,
-                (None, Some(_)) => Ordering::Greater,
-                (Some((tk, _)), Some((ok, _))) => {
-                    let o = tk.as_slice().cmp(ok);
+            let order = match (in_tree, self.overlay.front()) {
+                (false, None) => return None,
+                (true, None) => Ordering::Less,
+                (false, Some(_)) => Ordering::Greater,
+                (true, Some((ok, _))) => {
+                    let o = self.tree.current().0.cmp(ok);
                     if self.reverse {
                         o.reverse()
                     } else {
@@ -93,15 +150,36 @@ impl Iterator for Scan<'_> {
                 }
             };
             if order == Ordering::Less {
-                return self.tree_next.take().map(Ok);
+                self.last = Last::Tree;
+                return Some(Ok(None));
             }
-            if order == Ordering::Equal {
-                self.tree_next = None;
-            }
-            if let Some((k, Some(v))) = self.overlay.pop_front() {
-                return Some(Ok((k.to_vec(), v.to_vec())));
+            let &(k, v) = self.overlay.front()?;
+            match v {
+                Some(v) => {
+                    self.last = if order == Ordering::Equal {
+                        Last::Both
+                    } else {
+                        Last::Overlay
+                    };
+                    return Some(Ok(Some((k, v))));
+                }
+                // Deleted by this transaction: hidden, with the tree's row.
+                None => {
+                    if order == Ordering::Equal {
+                        self.tree.advance();
+                    }
+                    self.overlay.pop_front();
+                }
             }
         }
+    }
+}
+
+impl Iterator for Scan<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.next_row()?.map(|(k, v)| (k.to_vec(), v.to_vec())))
     }
 }
 

@@ -187,14 +187,16 @@ impl Transaction for KeelTxn<'_> {
     ) -> Result<usize, DbError> {
         let Span { from, to, limit } = span;
         let t = self.table(tree)?;
-        let scan = match to {
+        let mut scan = match to {
             Some(to) => self.tx.scan(t, from..=to)?,
             None => self.tx.scan(t, from..)?,
         };
+        // Lent rows, as the other engines' drivers visit theirs: no copy.
         let mut n = 0;
-        for row in scan.take(limit) {
+        while n < limit {
+            let Some(row) = scan.next_row() else { break };
             let (k, v) = row?;
-            visit(&k, &v);
+            visit(k, v);
             n += 1;
         }
         Ok(n)
