@@ -234,7 +234,24 @@ impl<'a> NodeRef<'a> {
     }
     /// Key of cell `i`.
     pub fn key(&self, i: usize) -> &'a [u8] {
-        cell_key(self.cell(i), self.is_leaf())
+        self.key_after(i, self.cell_header())
+    }
+    /// Bytes before a cell's key: [`LEAF_CELL_HEADER`] or
+    /// [`INTERNAL_CELL_HEADER`].
+    fn cell_header(&self) -> usize {
+        if self.is_leaf() {
+            LEAF_CELL_HEADER
+        } else {
+            INTERNAL_CELL_HEADER
+        }
+    }
+    /// Key of cell `i`, its cells' header being `h` bytes: what
+    /// [`cell_key`] of [`NodeRef::cell`] returns, without reading the value's
+    /// length (a search reads a key at every step).
+    fn key_after(&self, i: usize, h: usize) -> &'a [u8] {
+        let off = self.offset(i);
+        let start = off + h;
+        &self.b[start..start + get_u16(self.b, off) as usize]
     }
     /// Value of leaf cell `i`.
     pub fn value(&self, i: usize) -> &'a [u8] {
@@ -259,9 +276,10 @@ impl<'a> NodeRef<'a> {
     /// Binary search: `Ok(i)` if cell `i` has `key`, else `Err(insertion point)`.
     pub fn search(&self, key: &[u8]) -> std::result::Result<usize, usize> {
         let (mut lo, mut hi) = (0, self.n_cells());
+        let h = self.cell_header();
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.key(mid).cmp(key) {
+            match self.key_after(mid, h).cmp(key) {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
                 Ordering::Equal => return Ok(mid),

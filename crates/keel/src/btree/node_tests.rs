@@ -275,6 +275,11 @@ proptest! {
                 Op::Compact => NodeMut::new(&mut p).compact(),
             }
             check(&p).unwrap();
+            // The search's key reader agrees with the cell's own key.
+            let n = NodeRef::new(&p);
+            for i in 0..n.n_cells() {
+                prop_assert_eq!(n.key(i), cell_key(n.cell(i), true));
+            }
             let used: usize = model.iter().map(|(k, v)| leaf_cell(k, v).len() + SLOT_SIZE).sum();
             prop_assert_eq!(NodeRef::new(&p).used_bytes(), used);
         }

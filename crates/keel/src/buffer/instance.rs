@@ -5,6 +5,7 @@
 //! `try_*` while a mutex is held). The flush-list mutex is a leaf.
 
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
@@ -19,6 +20,32 @@ use crate::page::PageId;
 /// How far from the LRU tail a thread looks for a clean victim.
 const SEARCH_DEPTH: usize = 100;
 
+/// The page hash's hasher: a page id is two `u32`s the engine chooses,
+/// not input an attacker controls, so SipHash's protection (std's default)
+/// buys nothing, while every page access pays for it. One multiply spreads
+/// the id over the high bits the table probes by (Fibonacci hashing).
+#[derive(Default)]
+pub(crate) struct PageIdHasher(u64);
+
+impl Hasher for PageIdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u32(u32::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0.rotate_left(32) ^ u64::from(n)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+/// A map keyed by page id, hashed with [`PageIdHasher`].
+pub(crate) type PageMap<V> = HashMap<PageId, V, BuildHasherDefault<PageIdHasher>>;
+
 pub(crate) struct Lists {
     pub lru: Lru,
     pub free: Vec<u32>,
@@ -27,7 +54,7 @@ pub(crate) struct Lists {
 pub(crate) struct Instance {
     /// The frames; their page buffers lie in `_slab` when it is there.
     pub frames: Box<[Frame]>,
-    pub hash: RwLock<HashMap<PageId, u32>>,
+    pub hash: RwLock<PageMap<u32>>,
     pub lists: Mutex<Lists>,
     /// Dirty frames by (oldest modification, frame id).
     pub flush_list: Mutex<BTreeSet<(Lsn, u32)>>,
@@ -76,7 +103,7 @@ impl Instance {
         Instance {
             _slab: slab,
             frames: frames.into_boxed_slice(),
-            hash: RwLock::new(HashMap::with_capacity(n)),
+            hash: RwLock::new(PageMap::with_capacity_and_hasher(n, Default::default())),
             lists: Mutex::new(Lists {
                 lru: Lru::new(n, old_pct),
                 free: (0..n as u32).rev().collect(),
@@ -230,6 +257,33 @@ impl Instance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The page hash's hasher spreads what a pool holds (runs of page
+    /// numbers in a few spaces) over both the low bits (the bucket) and
+    /// the top 7 bits (hashbrown's control byte): no bucket of a table
+    /// sized for the run gets more than a few ids, and every control byte
+    /// value is used.
+    #[test]
+    fn page_ids_spread_over_buckets_and_control_bytes() {
+        use std::hash::BuildHasher;
+        let b = BuildHasherDefault::<PageIdHasher>::default();
+        for space in [0u32, 1, 7] {
+            let buckets = 1usize << 14;
+            let mut load = vec![0u32; buckets];
+            let mut top = std::collections::BTreeSet::new();
+            for page_no in 0..buckets as u32 {
+                let h = b.hash_one(PageId { space, page_no });
+                load[h as usize & (buckets - 1)] += 1;
+                top.insert(h >> 57);
+            }
+            let worst = load.iter().max().copied().unwrap_or(0);
+            assert!(
+                worst <= 8,
+                "space {space}: a bucket holds {worst} of {buckets} ids"
+            );
+            assert_eq!(top.len(), 128, "space {space}: control bytes used");
+        }
+    }
 
     /// What a frame costs beside its page, in bytes: the frame itself
     /// (latch, atomics, the buffer's pointer), its LRU links, its free-list

@@ -751,6 +751,10 @@ pub fn decode_page_records(p: &[u8], page_size: usize) -> Result<Vec<PageRecord<
 
 /// Bytes [`diff_ranges`] skips at once while they are equal.
 const DIFF_CHUNK: usize = 64;
+/// Bytes [`diff_ranges`] compares at once before it goes by chunks: one
+/// `memcmp` call per 64 bytes was 5 % of a single-threaded `read_write`
+/// transaction's CPU, most of it the calls themselves.
+const DIFF_BLOCK: usize = 1024;
 
 /// Byte ranges where `after` differs from `before`, merging ranges closer
 /// than a record header, ignoring the checksum and page-LSN fields (the LSN
@@ -758,9 +762,10 @@ const DIFF_CHUNK: usize = 64;
 ///
 /// Every mini-transaction commit diffs each page it changed, and most of a
 /// page is unchanged: past the header, equal stretches are skipped
-/// [`DIFF_CHUNK`] bytes at a time (a slice comparison the compiler
-/// vectorizes) before the byte-by-byte scan; the ranges found are the
-/// same as the scan alone would find.
+/// [`DIFF_BLOCK`] bytes at a time, then [`DIFF_CHUNK`] (slice comparisons,
+/// vectorized `memcmp`) before the byte-by-byte scan; skipping only ever
+/// passes equal bytes, so the ranges found are the same as the scan alone
+/// would find.
 pub fn diff_ranges(before: &[u8], after: &[u8]) -> Vec<(usize, usize)> {
     const GAP: usize = 8;
     let mut out: Vec<(usize, usize)> = Vec::new();
@@ -768,6 +773,9 @@ pub fn diff_ranges(before: &[u8], after: &[u8]) -> Vec<(usize, usize)> {
     let mut i = 0;
     while i < n {
         if i >= 20 {
+            while i + DIFF_BLOCK <= n && before[i..i + DIFF_BLOCK] == after[i..i + DIFF_BLOCK] {
+                i += DIFF_BLOCK;
+            }
             while i + DIFF_CHUNK <= n && before[i..i + DIFF_CHUNK] == after[i..i + DIFF_CHUNK] {
                 i += DIFF_CHUNK;
             }
