@@ -1,23 +1,32 @@
-# Shared by compare.sh and compare-embedded.sh (sourced, not run): the flags
-# both take, the output directories and the keel binary.
+# Shared by compare.sh, compare-embedded.sh and scaling.sh (sourced, not
+# run): the flags they all take, the output directories and the keel binary.
 #
 # The sourcing script sets TIME, RUNS, OUT and WORK (defaults), EXTRA_FLAG
-# and EXTRA_VAR (its own flag, e.g. --limits, and the variable it sets) and
-# HELP_LINES (the sed range of its header comment), then calls
-# `parse_args "$@"`. Relative --out, --work and KEEL paths are taken from
-# the caller's directory; afterwards the current directory is the
-# repository's root and KEEL, OUT and WORK are absolute.
+# and EXTRA_VAR (its own flag, e.g. --limits, and the variable it sets), or
+# for several flags of its own the array EXTRA_FLAGS of FLAG=VAR pairs
+# (e.g. `EXTRA_FLAGS=(--engines=ENGINES --tables=TABLES)`), and HELP_LINES
+# (the sed range of its header comment), then calls `parse_args "$@"`.
+# Relative --out, --work and KEEL paths are taken from the caller's
+# directory; afterwards the current directory is the repository's root and
+# KEEL, OUT and WORK are absolute.
 
 parse_args() {
+  local extra=(${EXTRA_FLAGS[@]+"${EXTRA_FLAGS[@]}"}) pair
+  if [ -n "${EXTRA_FLAG:-}" ]; then extra+=("$EXTRA_FLAG=$EXTRA_VAR"); fi
   while [ $# -gt 0 ]; do
     case "$1" in
       --time) TIME=$2; shift 2 ;;
       --runs) RUNS=$2; shift 2 ;;
       --out) OUT=$2; shift 2 ;;
       --work) WORK=$2; shift 2 ;;
-      "$EXTRA_FLAG") printf -v "$EXTRA_VAR" '%s' "$2"; shift 2 ;;
       -h|--help) sed -n "$HELP_LINES" "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-      *) echo "$(basename "$0"): unknown argument $1 (see --help)" >&2; exit 2 ;;
+      *)
+        for pair in ${extra[@]+"${extra[@]}"}; do
+          if [ "$1" = "${pair%%=*}" ]; then
+            printf -v "${pair#*=}" '%s' "$2"; shift 2; continue 2
+          fi
+        done
+        echo "$(basename "$0"): unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
   done
   mkdir -p "$OUT" "$WORK"
