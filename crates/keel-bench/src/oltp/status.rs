@@ -1,5 +1,6 @@
 //! The engine status report, in the spirit of InnoDB's
-//! `SHOW ENGINE INNODB STATUS`: log positions and the checkpoint age
+//! `SHOW ENGINE INNODB STATUS`: waits on latches and mutexes (InnoDB's
+//! SEMAPHORES, counts of the wait events), log positions and the checkpoint age
 //! against each of its marks, the buffer pool, flushing (the policy's mode,
 //! why its last round flushed what it flushed, the figures behind it, and
 //! pages flushed by kind), transactions (InnoDB's TRANSACTIONS section:
@@ -78,6 +79,16 @@ pub fn status_text(s: &StatusInput<'_>) -> String {
         "=====================================\nKEEL ENGINE STATUS ({})\n\
          =====================================\n",
         s.dir.display()
+    );
+    section(&mut out, "SEMAPHORES");
+    let _ = writeln!(
+        out,
+        "Waits (requests that found it held): page latches {}, row-lock table mutexes {}, \
+         rollback segment mutexes {}, log write mutex {}",
+        g("wait_page_latch"),
+        g("wait_lock_sys_mutex"),
+        g("wait_rseg_mutex"),
+        g("wait_log_write_mutex"),
     );
     log_section(&mut out, s.options, &g);
     section(&mut out, "BUFFER POOL AND MEMORY");

@@ -122,7 +122,10 @@ impl BufferPool {
                 }
                 Fetched::Hit(fid) => {
                     let frame = &inst.frames[fid as usize];
-                    let g = frame.latch.read();
+                    let g = frame.latch.try_read().unwrap_or_else(|| {
+                        Metrics::add(&self.metrics.wait_page_latch, 1);
+                        frame.latch.read()
+                    });
                     if frame.page() != Some(id) {
                         frame.unfix();
                         continue;
@@ -162,7 +165,10 @@ impl BufferPool {
                 }
                 Fetched::Hit(fid) => {
                     let frame = &inst.frames[fid as usize];
-                    let mut g = frame.latch.write();
+                    let mut g = frame.latch.try_write().unwrap_or_else(|| {
+                        Metrics::add(&self.metrics.wait_page_latch, 1);
+                        frame.latch.write()
+                    });
                     if frame.page() != Some(id) {
                         frame.unfix();
                         continue;

@@ -10,6 +10,22 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Lock `m`, counting in `waits` when it was held by another thread
+/// (a wait event: `try_lock` first costs what `lock`'s own fast path
+/// costs).
+pub(crate) fn lock_counted<'a, T>(
+    m: &'a parking_lot::Mutex<T>,
+    waits: &AtomicU64,
+) -> parking_lot::MutexGuard<'a, T> {
+    match m.try_lock() {
+        Some(g) => g,
+        None => {
+            waits.fetch_add(1, Ordering::Relaxed);
+            m.lock()
+        }
+    }
+}
+
 macro_rules! registry {
     ($( $(#[doc = $doc:literal])* $name:ident ),* $(,)?) => {
         /// Every counter and gauge of one engine, and the commit latency
@@ -323,6 +339,21 @@ registry! {
     trx_commits,
     /// Transactions rolled back (explicitly, on drop, or as deadlock victims).
     trx_rollbacks,
+    /// Wait event: a page latch (shared or exclusive) that was held
+    /// against the thread asking for it, so that it waited (InnoDB's
+    /// `wait/synch/sxlock/innodb/buf_block_lock`, counted, not timed).
+    wait_page_latch,
+    /// Wait event: a row-lock-table shard's mutex found held (the lock
+    /// manager is sharded by key hash: `txn::lock`), a short wait, not a
+    /// row-lock wait (`lock_row_lock_waits`).
+    wait_lock_sys_mutex,
+    /// Wait event: a rollback segment's append mutex found held (undo
+    /// records of concurrent commits that picked the same segment).
+    wait_rseg_mutex,
+    /// Wait event: the redo log's write mutex found held: a commit waited
+    /// for another thread's write of the log buffer to the OS (most such
+    /// waits end with the other's write covering it: group writing).
+    wait_log_write_mutex,
     /// Row-lock requests that had to wait.
     lock_row_lock_waits,
     /// Milliseconds spent waiting for row locks.
@@ -456,6 +487,27 @@ pub use prometheus::{prometheus_name, PROMETHEUS_CONTENT_TYPE};
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A wait is counted when, and only when, the mutex was held: one
+    /// thread holds it until the other has asked for it.
+    #[test]
+    fn lock_counted_counts_only_the_waits() {
+        let m = parking_lot::Mutex::new(0u32);
+        let waits = AtomicU64::new(0);
+        drop(lock_counted(&m, &waits));
+        assert_eq!(waits.load(Ordering::Relaxed), 0);
+        let held = m.lock();
+        std::thread::scope(|s| {
+            let t = s.spawn(|| *lock_counted(&m, &waits) += 1);
+            while waits.load(Ordering::Relaxed) == 0 {
+                std::thread::yield_now();
+            }
+            drop(held);
+            t.join().unwrap();
+        });
+        assert_eq!(waits.load(Ordering::Relaxed), 1);
+        assert_eq!(*m.lock(), 1);
+    }
 
     #[test]
     fn names_and_values() {

@@ -183,7 +183,8 @@ impl Log {
         if self.written.load(Ordering::Acquire) >= lsn {
             return Ok(());
         }
-        let mut taken = self.write.lock();
+        let mut taken =
+            crate::metrics::lock_counted(&self.write, &self.metrics.wait_log_write_mutex);
         if self.written.load(Ordering::Acquire) >= lsn {
             return Ok(());
         }

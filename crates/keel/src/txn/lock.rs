@@ -51,10 +51,13 @@
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
+use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::metrics::{lock_counted, Metrics};
 
 /// A lock's name: the table's root page number and the key.
 pub(crate) type LockKey = (u32, Vec<u8>);
@@ -98,10 +101,19 @@ pub(crate) struct LockManager {
     /// Transaction → the thread that last used it (only those noted), by
     /// transaction id modulo [`SHARDS`].
     threads: Box<[Mutex<HashMap<u64, ThreadId>>]>,
+    /// Where the shard mutexes' waits are counted (`wait_lock_sys_mutex`).
+    metrics: Arc<Metrics>,
 }
 
 impl Default for LockManager {
     fn default() -> Self {
+        LockManager::new(Arc::default())
+    }
+}
+
+impl LockManager {
+    /// A lock manager counting its mutex waits in `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
         let hasher = RandomState::new();
         LockManager {
             shards: (0..SHARDS)
@@ -113,11 +125,15 @@ impl Default for LockManager {
             hasher,
             graph: Mutex::new(HashMap::new()),
             threads: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            metrics,
         }
     }
-}
 
-impl LockManager {
+    /// The lock table of `shard`, locked.
+    fn table<'a>(&self, shard: &'a Shard) -> MutexGuard<'a, HashMap<LockKey, Entry, RandomState>> {
+        lock_counted(&shard.locks, &self.metrics.wait_lock_sys_mutex)
+    }
+
     fn shard(&self, key: &LockKey) -> &Shard {
         let h = self.hasher.hash_one(key);
         &self.shards[(h >> 32) as usize & (SHARDS - 1)]
@@ -139,7 +155,7 @@ impl LockManager {
         timeout: Duration,
     ) -> Result<Option<Duration>, LockError> {
         let shard = self.shard(key);
-        let mut st = shard.locks.lock();
+        let mut st = self.table(shard);
         let Some(entry) = st.get_mut(key) else {
             st.insert(
                 key.clone(),
@@ -198,7 +214,7 @@ impl LockManager {
             .remove(&txn);
         for key in keys {
             let shard = self.shard(key);
-            let mut st = shard.locks.lock();
+            let mut st = self.table(shard);
             let Some(entry) = st.get_mut(key) else {
                 continue;
             };

@@ -135,9 +135,9 @@ impl TrxSys {
         let undo = UndoSpace::open(&engine)?;
         Ok(TrxSys {
             views: Arc::new(Views::new(engine.log.clone(), engine.metrics.clone())),
+            locks: LockManager::new(Arc::clone(&engine.metrics)),
             engine,
             next_id: AtomicU64::new(0),
-            locks: LockManager::default(),
             undo,
             purge: parking_lot::Mutex::new(None),
         })

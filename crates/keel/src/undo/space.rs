@@ -169,7 +169,7 @@ impl UndoSpace {
         // Old tail, new page, directory, space header.
         budget.ensure(mtr_bound(4, ps))?;
         let space = e.space_id();
-        let mut tail = r.append.lock();
+        let mut tail = crate::metrics::lock_counted(&r.append, &e.metrics.wait_rseg_mutex);
         let mut mtr = Mtr::new(e, budget);
         let mut old = None;
         let mut fits = false;
