@@ -440,7 +440,9 @@ impl Txn {
         Ok(existed)
     }
 
-    /// Rows in `range` as this transaction sees them, ascending.
+    /// Rows in `range` as this transaction sees them, ascending. Iterate
+    /// for owned rows, or call [`Scan::next_row`] for rows lent without a
+    /// copy.
     pub fn scan<'k, R: RangeBounds<&'k [u8]>>(&self, table: &Table, range: R) -> Result<Scan<'_>> {
         self.scan_dir(table, range, false)
     }

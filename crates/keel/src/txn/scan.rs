@@ -98,7 +98,6 @@ impl<'t> Scan<'t> {
     /// # Ok(())
     /// # }
     /// ```
-    #[allow(clippy::should_implement_trait)]
     pub fn next_row(&mut self) -> Option<Result<(&[u8], &[u8])>> {
         match self.step()? {
             Err(e) => Some(Err(e)),

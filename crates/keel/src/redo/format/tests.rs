@@ -404,6 +404,21 @@ fn diff_ranges_bytewise(before: &[u8], after: &[u8]) -> Vec<(usize, usize)> {
 }
 
 proptest! {
+        /// The word-wise common prefix is the byte-wise one, wherever the
+        /// first difference falls (inside a word, at its edge, past the
+        /// shorter slice).
+        #[test]
+        fn common_prefix_is_the_bytewise_count(
+            a in proptest::collection::vec(0u8..3, 0..70),
+            b in proptest::collection::vec(0u8..3, 0..70),
+        ) {
+            let naive = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+            prop_assert_eq!(super::common_prefix(&a, &b), naive);
+            let mut same = a.clone();
+            same.truncate(b.len().min(a.len()));
+            prop_assert_eq!(super::common_prefix(&a, &same), same.len());
+        }
+
         #[test]
         fn chunked_diff_finds_the_same_ranges_as_the_bytewise_scan(
             before in proptest::collection::vec(any::<u8>(), 0..4200),
