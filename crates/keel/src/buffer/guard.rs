@@ -39,11 +39,17 @@ thread_local! {
 /// A copy of `page`, in a spare buffer of this thread's when it has one of
 /// the right size.
 fn page_copy(page: &[u8]) -> Box<[u8]> {
-    let spare = SPARE.with(|s| {
-        let mut s = s.borrow_mut();
-        let i = s.iter().position(|b| b.len() == page.len())?;
-        Some(s.swap_remove(i))
-    });
+    // `try_with`: a guard used while the thread's locals are being torn
+    // down (a page latched in another thread-local's destructor) just
+    // allocates.
+    let spare = SPARE
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            let i = s.iter().position(|b| b.len() == page.len())?;
+            Some(s.swap_remove(i))
+        })
+        .ok()
+        .flatten();
     match spare {
         Some(mut b) => {
             b.copy_from_slice(page);
@@ -55,7 +61,8 @@ fn page_copy(page: &[u8]) -> Box<[u8]> {
 
 /// Give a page copy back to this thread's stash (freed if it is full).
 fn recycle(copy: Box<[u8]>) {
-    SPARE.with(|s| {
+    // Dropped instead when the thread's locals are gone (see `page_copy`).
+    let _ = SPARE.try_with(|s| {
         let mut s = s.borrow_mut();
         if s.len() < SPARE_COPIES {
             s.push(copy);
