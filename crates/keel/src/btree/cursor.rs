@@ -12,9 +12,8 @@
 //!
 //! A leaf's entries are copied back to back into one buffer the cursor
 //! keeps from leaf to leaf, so a scan allocates per leaf at most, never per
-//! row: [`Cursor::ensure`], [`Cursor::current`] and [`Cursor::advance`]
-//! lend the rows out of that buffer, and the [`Iterator`] copies each into
-//! owned vectors for callers who want them.
+//! row: it lends the rows out of that buffer ([`LendRows`]), and the
+//! [`Iterator`] copies each into owned vectors for callers who want them.
 
 use std::ops::Bound;
 
@@ -62,48 +61,6 @@ impl<'a> Cursor<'a> {
             pos: 0,
             done: false,
         }
-    }
-
-    /// Make [`Cursor::current`] an entry: `None` at the end of the range,
-    /// `Some(Err)` if reading the next leaf failed (the cursor then ends).
-    pub fn ensure(&mut self) -> Option<Result<()>> {
-        while self.pos >= self.rows.len() {
-            if self.done {
-                return None;
-            }
-            self.buf.clear();
-            self.rows.clear();
-            self.pos = 0;
-            // A leaf's entries never fill more than its page: one
-            // allocation for the whole scan.
-            self.buf.reserve(self.e.page_size());
-            let filled = if self.reverse {
-                self.fill_backward()
-            } else {
-                self.fill_forward()
-            };
-            if let Err(err) = filled {
-                self.done = true;
-                self.rows.clear();
-                return Some(Err(err));
-            }
-        }
-        Some(Ok(()))
-    }
-
-    /// The entry [`Cursor::ensure`] found: `(key, value)`.
-    ///
-    /// # Panics
-    /// If `ensure` did not return `Some(Ok(()))` since the last
-    /// [`Cursor::advance`].
-    pub fn current(&self) -> (&[u8], &[u8]) {
-        let (at, k, v) = self.rows[self.pos];
-        (&self.buf[at..at + k], &self.buf[at + k..at + k + v])
-    }
-
-    /// Step past the current entry.
-    pub fn advance(&mut self) {
-        self.pos += 1;
     }
 
     /// Append one entry to the batch.
@@ -185,6 +142,79 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Rows lent one at a time out of a buffer of the lender's: a [`Cursor`],
+/// or a read view's rows over one (`txn::read::Snapshot`).
+pub(crate) trait LendRows {
+    /// Make [`LendRows::current`] a row: `None` at the end, `Some(Err)` if
+    /// reading failed (the lender then ends).
+    fn ensure(&mut self) -> Option<Result<()>>;
+
+    /// The row [`LendRows::ensure`] found: `(key, value)`.
+    ///
+    /// # Panics
+    /// If `ensure` did not return `Some(Ok(()))` since the last
+    /// [`LendRows::advance`].
+    fn current(&self) -> (&[u8], &[u8]);
+
+    /// Step past the current row.
+    fn advance(&mut self);
+
+    /// The next row as owned copies: what the lenders' iterators return.
+    fn next_owned(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        if let Err(e) = self.ensure()? {
+            return Some(Err(e));
+        }
+        let (k, v) = self.current();
+        let row = (k.to_vec(), v.to_vec());
+        self.advance();
+        Some(Ok(row))
+    }
+}
+
+impl LendRows for Cursor<'_> {
+    /// Make [`LendRows::current`] an entry: `None` at the end of the range,
+    /// `Some(Err)` if reading the next leaf failed (the cursor then ends).
+    fn ensure(&mut self) -> Option<Result<()>> {
+        while self.pos >= self.rows.len() {
+            if self.done {
+                return None;
+            }
+            self.buf.clear();
+            self.rows.clear();
+            self.pos = 0;
+            // A leaf's entries never fill more than its page: one
+            // allocation for the whole scan.
+            self.buf.reserve(self.e.page_size());
+            let filled = if self.reverse {
+                self.fill_backward()
+            } else {
+                self.fill_forward()
+            };
+            if let Err(err) = filled {
+                self.done = true;
+                self.rows.clear();
+                return Some(Err(err));
+            }
+        }
+        Some(Ok(()))
+    }
+
+    /// The entry [`LendRows::ensure`] found: `(key, value)`.
+    ///
+    /// # Panics
+    /// If `ensure` did not return `Some(Ok(()))` since the last
+    /// [`LendRows::advance`].
+    fn current(&self) -> (&[u8], &[u8]) {
+        let (at, k, v) = self.rows[self.pos];
+        (&self.buf[at..at + k], &self.buf[at + k..at + k + v])
+    }
+
+    /// Step past the current entry.
+    fn advance(&mut self) {
+        self.pos += 1;
+    }
+}
+
 /// `k` is inside the upper bound.
 fn below(k: &[u8], hi: &Bound<Vec<u8>>) -> bool {
     match hi {
@@ -215,12 +245,6 @@ impl Iterator for Cursor<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Err(e) = self.ensure()? {
-            return Some(Err(e));
-        }
-        let (k, v) = self.current();
-        let row = (k.to_vec(), v.to_vec());
-        self.advance();
-        Some(Ok(row))
+        self.next_owned()
     }
 }

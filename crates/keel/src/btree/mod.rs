@@ -68,6 +68,7 @@ use std::ops::Bound;
 pub use check::TreeStats;
 pub(crate) use check::{check_tree, Pages};
 pub use cursor::Cursor;
+pub(crate) use cursor::LendRows;
 pub(crate) use descend::expect_node;
 
 use node::{NodeMut, NodeRef};

@@ -15,7 +15,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::btree::{BTree, Cursor};
+use crate::btree::{BTree, Cursor, LendRows};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
@@ -130,9 +130,9 @@ pub(crate) fn get(
 /// The rows of one table in a key range as one read view sees them
 /// (`Table::range`, and the tree side of a transaction's scan).
 ///
-/// Rows are lent out of the cursor's buffer ([`Snapshot::ensure`],
-/// [`Snapshot::current`], [`Snapshot::advance`]); only a version rebuilt
-/// from undo is copied, into a buffer of the snapshot's own.
+/// Rows are lent out of the cursor's buffer ([`LendRows`]); only a
+/// version rebuilt from undo is copied, into a buffer of the snapshot's
+/// own.
 pub(crate) struct Snapshot<'t> {
     sys: &'t TrxSys,
     view: Arc<ReadView>,
@@ -165,11 +165,13 @@ impl<'t> Snapshot<'t> {
             done: false,
         }
     }
+}
 
-    /// Make [`Snapshot::current`] a row the view sees, skipping those it
+impl LendRows for Snapshot<'_> {
+    /// Make [`LendRows::current`] a row the view sees, skipping those it
     /// does not: `None` at the end, `Some(Err)` on an I/O error or a broken
     /// undo chain (the snapshot then ends).
-    pub(crate) fn ensure(&mut self) -> Option<Result<()>> {
+    fn ensure(&mut self) -> Option<Result<()>> {
         while !self.ready {
             if self.done {
                 return None;
@@ -199,13 +201,13 @@ impl<'t> Snapshot<'t> {
         Some(Ok(()))
     }
 
-    /// The row [`Snapshot::ensure`] found: `(key, value)` as the view sees
+    /// The row [`LendRows::ensure`] found: `(key, value)` as the view sees
     /// it.
     ///
     /// # Panics
     /// If `ensure` did not return `Some(Ok(()))` since the last
-    /// [`Snapshot::advance`].
-    pub(crate) fn current(&self) -> (&[u8], &[u8]) {
+    /// [`LendRows::advance`].
+    fn current(&self) -> (&[u8], &[u8]) {
         assert!(self.ready, "Snapshot::current without a row");
         let (key, stored) = self.cursor.current();
         match &self.rebuilt {
@@ -215,7 +217,7 @@ impl<'t> Snapshot<'t> {
     }
 
     /// Step past the current row.
-    pub(crate) fn advance(&mut self) {
+    fn advance(&mut self) {
         if self.ready {
             self.cursor.advance();
             self.rebuilt = None;
@@ -228,12 +230,6 @@ impl Iterator for Snapshot<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Err(e) = self.ensure()? {
-            return Some(Err(e));
-        }
-        let (k, v) = self.current();
-        let row = (k.to_vec(), v.to_vec());
-        self.advance();
-        Some(Ok(row))
+        self.next_owned()
     }
 }

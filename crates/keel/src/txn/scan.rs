@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 
+use crate::btree::LendRows;
 use crate::error::Result;
 
 use super::read::Snapshot;
