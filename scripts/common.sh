@@ -39,3 +39,15 @@ parse_args() {
     cargo build --release -p keel-cli
   fi
 }
+
+# True if this build's `keel bench oltp` has engine $1; otherwise says how
+# to build it and returns 1. (The engines in the build are read from
+# `--help` once.)
+in_build() {
+  if [ -z "${BUILT+set}" ]; then
+    BUILT=$("$KEEL" bench oltp --help | sed -n 's/.*in this build: \([a-z, ]*\)\..*/\1/p')
+  fi
+  case ", $BUILT," in *", $1,"*) return 0 ;; esac
+  echo "== $1: not in this build (cargo build --release -p keel-cli --features $1)"
+  return 1
+}

@@ -31,17 +31,13 @@ HELP_LINES=2,20p
 # shellcheck source=scripts/common.sh
 . "$(dirname "$0")/common.sh"
 parse_args "$@"
-built=$("$KEEL" bench oltp --help | sed -n 's/.*in this build: \([a-z, ]*\)\..*/\1/p')
 
 COMMON=(--workload read_write --tables 4 --table-size 50000 --threads 8
   --set flush_log_at_trx_commit=1 --time "$TIME")
 files=()
 for i in $(seq 1 "$RUNS"); do
   for engine in $ENGINES; do
-    case ", $built," in *", $engine,"*) ;; *)
-      echo "== $engine: not in this build (cargo build --release -p keel-cli --features $engine)"
-      continue ;;
-    esac
+    in_build "$engine" || continue
     for size in in-memory out-of-memory; do
       cache=()
       case $size in

@@ -72,7 +72,6 @@ for n in "$TABLES" "$TABLE_SIZE" "$RUNS"; do
   fi
 done
 ENGINES=${ENGINES//,/ }
-built=$("$KEEL" bench oltp --help | sed -n 's/.*in this build: \([a-z, ]*\)\..*/\1/p')
 
 COMMON=(--workload read_write --tables "$TABLES" --table-size "$TABLE_SIZE"
   --set flush_log_at_trx_commit=2 --time "$TIME" --vary "threads=$THREADS_LIST")
@@ -81,10 +80,7 @@ echo "== $TABLES tables x $TABLE_SIZE rows, threads $THREADS_LIST, $TIME s a run
 files=()
 for i in $(seq 1 "$RUNS"); do
   for engine in $ENGINES; do
-    case ", $built," in *", $engine,"*) ;; *)
-      echo "== $engine: not in this build (cargo build --release -p keel-cli --features $engine)"
-      continue ;;
-    esac
+    in_build "$engine" || continue
     # LMDB has no cache of its own (it reads through the OS page cache)
     # and refuses a cache size.
     cache=(--set "buffer_pool_size=$POOL")
