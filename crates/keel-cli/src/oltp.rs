@@ -190,8 +190,8 @@ fn after_help() -> String {
          takes about 16 minutes). They run the same transactions on the same rows (same \
          --seed) with the same threads, in --datadir, and write the same JSON, CSV and report; \
          the fields from Keel's own metrics (checkpoint age, flushing, ...) read 0 and the JSON \
-         lists them in not_measured; bytes written per transaction and peak RSS are measured \
-         for every engine. Workload flags (--tables, --table-size, --threads, --time, \
+         lists them in not_measured; bytes written per transaction, peak RSS and CPU per \
+         transaction (every thread of the process) are measured for every engine. Workload flags (--tables, --table-size, --threads, --time, \
          --workload, --rate, ...) and --vary over them apply to every engine, and so does \
          --reuse-data. Of the engine options, the others read flush_log_at_trx_commit (1: every \
          commit durable when it returns; 0 or 2: no sync at commit, durable within about a \
