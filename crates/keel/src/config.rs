@@ -111,6 +111,14 @@ pub struct Options {
     /// Pages per doublewrite area (one area per page cleaner, plus one for
     /// single-page flushes).
     pub doublewrite_pages: usize,
+    /// Open for reading only (InnoDB's `innodb_read_only`): nothing is
+    /// written to any file, no page cleaner or purge thread runs, and every
+    /// call that would write fails with [`Error::ReadOnly`]. The database
+    /// must exist and have been closed cleanly: an open that finds redo
+    /// after the last checkpoint (a crash) is refused, since recovering it
+    /// would write. Several read-only opens, in one process or in many,
+    /// may share a database that nobody has open for writing.
+    pub read_only: bool,
 }
 
 impl Default for Options {
@@ -147,6 +155,7 @@ impl Default for Options {
             doublewrite: DoublewriteMode::On,
             doublewrite_files: 2,
             doublewrite_pages: 128,
+            read_only: false,
         }
     }
 }

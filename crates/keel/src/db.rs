@@ -47,18 +47,42 @@ impl Db {
     /// Open the database in `dir`, creating it (and the directory) if it
     /// does not exist. Options are validated first; an error names the key.
     ///
+    /// With [`Options::read_only`] the database must exist and nothing is
+    /// written: see [`Db::open_read_only`].
+    ///
     /// One process per database: the open locks the directory (its file
     /// `keel.lock`, with `flock`) before it touches any other file, and
     /// holds the lock until [`Db::close`] has written its last page, the
     /// last handle is dropped, or the process ends. A directory that is
     /// open already, in another process or in this one, fails at once with
-    /// [`Error::Locked`], naming the holder's pid where known; a lock file
+    /// [`Error::Locked`], naming the holder's pid where known (read-only
+    /// opens share the lock: [`Db::open_read_only`]); a lock file
     /// left behind by a process that died does not block. To look at a
     /// database another process has open, read its files without the
     /// engine ([`format`](mod@crate::format): `keel inspect`, `keel check
     /// --read-only`).
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Db> {
         Self::open_with_fs(dir, opts, None)
+    }
+
+    /// Open the database in `dir` for reading only (InnoDB's
+    /// `innodb_read_only`): [`Db::open`] with [`Options::read_only`] set.
+    ///
+    /// Nothing is written to any file: no recovery, no page cleaner, no
+    /// purge, no checkpoint at close. Every call that would write (a put,
+    /// a delete, a new table, a bulk load, a checkpoint) fails with
+    /// [`Error::ReadOnly`]; reads, scans and snapshots work as usual. The
+    /// directory is locked shared, so any number of read-only opens (in
+    /// this process or others) may share it, and none beside a writer:
+    /// either side is refused with [`Error::Locked`].
+    ///
+    /// The database must have been closed cleanly. If its log holds redo
+    /// after the last checkpoint (the last run crashed), the open is
+    /// refused with [`Error::ReadOnly`] naming the LSNs: recovering it
+    /// would write. Open it once without `read_only` to recover it.
+    pub fn open_read_only(dir: impl AsRef<Path>, mut opts: Options) -> Result<Db> {
+        opts.read_only = true;
+        Self::open(dir, opts)
     }
 
     /// Like [`Db::open`] but on a caller-supplied file system (tests use
@@ -73,6 +97,9 @@ impl Db {
         let (engine, created) = Engine::open(&dir, opts, fs, crate::btree::node::validate)?;
         let engine = Arc::new(engine);
         let catalog = Catalog::open(&engine);
+        if engine.opts.read_only {
+            return Self::finish_read_only_open(engine, dir, catalog);
+        }
         let unfinished = if created {
             open::format_space(&engine)?;
             Vec::new()
@@ -136,6 +163,37 @@ impl Db {
                 crashed: std::sync::atomic::AtomicBool::new(false),
             }),
         })
+    }
+
+    /// The rest of a read-only open (see [`Db::open_read_only`]): refused
+    /// if the log holds redo to apply; no recovery, no cleaners, no purge.
+    fn finish_read_only_open(engine: Arc<Engine>, dir: PathBuf, catalog: Catalog) -> Result<Db> {
+        if let Some((from, to)) = crate::redo::recovery::pending_redo(&engine.log)? {
+            return Err(Error::ReadOnly(format!(
+                "cannot open {} read-only: its redo log holds {} bytes after the last \
+                 checkpoint (LSN {from} to {to}): the last run did not close cleanly, and \
+                 recovering it would write. Open it once without read_only to recover it",
+                dir.display(),
+                to - from
+            )));
+        }
+        let trx = Arc::new(TrxSys::open(engine.clone())?);
+        log::info!("opened database in {} read-only", dir.display());
+        Ok(Db {
+            inner: Arc::new(Inner {
+                trx,
+                engine,
+                dir,
+                catalog,
+                cleaners: Mutex::new(None),
+                crashed: std::sync::atomic::AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Whether this handle's database was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.engine.opts.read_only
     }
 
     /// The flushing policy's last decision: its mode, the figures behind it
@@ -381,6 +439,7 @@ impl Db {
     /// protocol, not for applications.
     #[doc(hidden)]
     pub fn checkpoint(&self) -> Result<bool> {
+        self.inner.engine.adm.check_read_only()?;
         self.inner.engine.checkpoint()
     }
 
@@ -475,6 +534,13 @@ impl Inner {
         // Writers waiting for log space on other handles get `Closed` now
         // instead of waiting out their timeout.
         e.adm.close();
+        if e.opts.read_only {
+            // Nothing to drain, flush or checkpoint: a read-only open wrote
+            // nothing. Unlocked now, as a writer's close unlocks after its
+            // last write, whatever handles remain.
+            e.release_dir_lock();
+            return Ok(());
+        }
         let Some(mut c) = self.cleaners.lock().take() else {
             return Ok(());
         };

@@ -244,6 +244,11 @@ pub enum Error {
     /// The database is closing (or closed): no new writes are taken.
     #[error("the database is closing: no new writes are accepted")]
     Closed,
+    /// The database was opened with `read_only` and the call would write,
+    /// or a read-only open found a database it cannot open without
+    /// writing (redo to apply after a crash).
+    #[error("{0}")]
+    ReadOnly(String),
     /// A thread would wait for a row lock held by a transaction it is
     /// itself using, and so would wait for itself.
     #[error(

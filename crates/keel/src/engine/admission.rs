@@ -200,6 +200,9 @@ pub(crate) struct Admission {
     pub(crate) pacer: Pacer,
     /// [`LOG_WAIT_TIMEOUT`], in µs (unit tests shorten it).
     wait_timeout_us: AtomicU64,
+    /// Set for a read-only open (the database's directory, for the
+    /// error): every reservation is refused, so no mini-transaction starts.
+    read_only: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 impl Admission {
@@ -234,6 +237,26 @@ impl Admission {
             poison: Poison::default(),
             pacer: Pacer::default(),
             wait_timeout_us: AtomicU64::new(LOG_WAIT_TIMEOUT.as_micros() as u64),
+            read_only: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Refuse every write from now on: the database in `dir` is open
+    /// read-only. Every mini-transaction reserves its redo before it
+    /// changes a page, so a refusal here leaves nothing changed.
+    pub fn refuse_writes(&self, dir: &std::path::Path) {
+        let _ = self.read_only.set(dir.to_path_buf());
+    }
+
+    /// The error of a write to a read-only database, if it is one.
+    pub fn check_read_only(&self) -> Result<()> {
+        match self.read_only.get() {
+            Some(dir) => Err(Error::ReadOnly(format!(
+                "the database in {} is open read-only (option `read_only`): nothing may be \
+                 written",
+                dir.display()
+            ))),
+            None => Ok(()),
         }
     }
 
@@ -317,6 +340,7 @@ impl Admission {
 
     /// An error if writes are refused: closing (for new work), or poisoned.
     pub fn check_writable(&self, purpose: Purpose) -> Result<()> {
+        self.check_read_only()?;
         if purpose == Purpose::New && self.closing.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
@@ -327,6 +351,9 @@ impl Admission {
 
     /// Grant `need` bytes if `age + reserved + need ≤ limit`.
     fn try_reserve(&self, need: u64, limit: u64) -> bool {
+        if self.read_only.get().is_some() {
+            return false;
+        }
         let r = self
             .reserved
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {

@@ -15,7 +15,11 @@
 //! once with `Error::Locked` if someone holds the lock. The engine keeps
 //! the lock until [`Engine::release_dir_lock`] (after the last write of a
 //! close, or when a simulated crash has stopped every writer) or until it
-//! is dropped; a failed open drops it on the way out.
+//! is dropped; a failed open drops it on the way out. A read-only open
+//! (`Options::read_only`) takes the lock shared instead, creates nothing,
+//! opens every file read-only, skips the doublewrite files, and sets
+//! [`Admission::refuse_writes`](admission::Admission::refuse_writes) before
+//! anything can start a mini-transaction.
 
 pub(crate) mod admission;
 pub(crate) mod commit;
@@ -35,8 +39,8 @@ use crate::flush::doublewrite::{Doublewrite, Geometry};
 use crate::flush::policy::WriterLimit;
 use crate::flush::{Wal, WriteBack, WriteConfig};
 use crate::io::{
-    DirLock, FileSystem, FlushMethod, LockError, OsFileSystem, SetSpecError, ThrottleSpec,
-    ThrottledFileSystem, LOCK_FILE,
+    DirLock, FileSystem, FlushMethod, LockError, OpenMode, OsFileSystem, SetSpecError,
+    ThrottleSpec, ThrottledFileSystem, LOCK_FILE,
 };
 use crate::metrics::Metrics;
 use crate::page::Lsn;
@@ -188,10 +192,15 @@ impl Engine {
             },
             None => default_fs(&opts)?,
         };
-        create_dirs(&*data_fs, dir)?;
-        let dir_lock = lock_dir(&*data_fs, dir)?;
+        let read_only = opts.read_only;
+        let (dir_lock, created) = if read_only {
+            (lock_read_only(&*data_fs, &*log_fs, dir)?, false)
+        } else {
+            create_dirs(&*data_fs, dir)?;
+            let dir_lock = lock_dir(&*data_fs, dir)?;
+            (dir_lock, create::prepare(&*data_fs, &*log_fs, dir)?)
+        };
         let metrics = Arc::new(Metrics::default());
-        let created = create::prepare(&*data_fs, &*log_fs, dir)?;
         let (space, log) = if created {
             // Refused before any file exists.
             let area = opts
@@ -215,14 +224,20 @@ impl Engine {
             )?;
             (space, log)
         } else {
-            let space = Tablespace::open(
+            let mode = if read_only {
+                OpenMode::ReadOnly
+            } else {
+                OpenMode::Existing
+            };
+            let space = Tablespace::open_in(
                 &*data_fs,
                 dir,
                 opts.page_size,
                 opts.data_files,
+                mode,
                 metrics.clone(),
             )?;
-            let (log, _) = Log::open(&*log_fs, dir, space.creation_id(), metrics.clone())?;
+            let (log, _) = Log::open(&*log_fs, dir, space.creation_id(), mode, metrics.clone())?;
             // The log keeps the size it was created with: say so rather
             // than let the options claim another, and report the real one.
             let (size, n) = log.geometry();
@@ -243,8 +258,16 @@ impl Engine {
             (space, log)
         };
         let log = Arc::new(log);
-        let (dblwr, torn_pages_repaired, doublewrite) =
-            open_doublewrite(&*data_fs, dir, &opts, &space, created, &metrics)?;
+        // A read-only open writes no page, and a database it may open (no
+        // redo after the checkpoint: `Db::open`) had no page write under
+        // way when it stopped, so its doublewrite files hold nothing to
+        // repair.
+        let (dblwr, torn_pages_repaired, doublewrite) = if read_only {
+            let why = "read-only open: no page is written".to_string();
+            (None, 0, DoublewriteStatus::new(opts.doublewrite, why))
+        } else {
+            open_doublewrite(&*data_fs, dir, &opts, &space, created, &metrics)?
+        };
         let space = Arc::new(space);
         let wal: Arc<dyn Wal> = Arc::new(LogWal(log.clone()));
         let wb = Arc::new(WriteBack::new(
@@ -269,6 +292,9 @@ impl Engine {
             free_limit,
             cap - 4096,
         );
+        if read_only {
+            adm.refuse_writes(dir);
+        }
         let engine = Engine {
             live: live::Live::new(&opts),
             opts,
@@ -508,6 +534,36 @@ fn create_dirs(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// For a read-only open: `dir` must hold a database, whose lock it takes
+/// shared ([`FileSystem::lock_dir_shared`]); nothing is created.
+fn lock_read_only(
+    data_fs: &dyn FileSystem,
+    log_fs: &dyn FileSystem,
+    dir: &Path,
+) -> Result<DirLock> {
+    let refuse =
+        |why: String| Error::ReadOnly(format!("cannot open {} read-only: {why}", dir.display()));
+    if !data_fs.exists(&dir.join(crate::space::data_file_name(0))) {
+        return Err(refuse(
+            "there is no database there, and a read-only open does not create one".into(),
+        ));
+    }
+    let lock = data_fs.lock_dir_shared(dir).map_err(|e| match e {
+        LockError::Held { pid } => Error::Locked {
+            dir: dir.to_path_buf(),
+            pid,
+        },
+        LockError::Io(e) => Error::io(dir.join(LOCK_FILE), "lock (shared)", e),
+    })?;
+    match create::inspect(data_fs, log_fs, dir)? {
+        create::Found::Database => Ok(lock),
+        create::Found::Nothing => Err(refuse("its first data file is gone".into())),
+        create::Found::Unfinished(why) => Err(refuse(format!(
+            "its creation did not finish ({why}); an open without read_only creates it again"
+        ))),
+    }
 }
 
 /// Lock `dir` for this process (see the module doc).

@@ -84,6 +84,10 @@ impl FileSystem for CountingFs {
         self.inner.lock_dir(dir)
     }
 
+    fn lock_dir_shared(&self, dir: &Path) -> Result<DirLock, LockError> {
+        self.inner.lock_dir_shared(dir)
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.inner.sync_dir(dir)
     }

@@ -607,6 +607,10 @@ impl FileSystem for FaultyFs {
         self.shared.locks.lock(dir)
     }
 
+    fn lock_dir_shared(&self, dir: &Path) -> Result<DirLock, LockError> {
+        self.shared.locks.lock_shared(dir)
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.enter(Op::SyncDir, dir)?;
         self.shared

@@ -202,6 +202,10 @@ impl FileSystem for OsFileSystem {
         super::lock::lock_os(dir)
     }
 
+    fn lock_dir_shared(&self, dir: &Path) -> Result<DirLock, LockError> {
+        super::lock::lock_os_shared(dir)
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         // `nosync` promises nothing durable, names included.
         if self.method == FlushMethod::NoSync {

@@ -21,6 +21,16 @@
 //! the message may name the previous holder). `flock` is advisory and
 //! local: network file systems may not honour it.
 //!
+//! A read-only open (`Options::read_only`) takes the lock shared instead
+//! (`flock(LOCK_SH | LOCK_NB)`): any number of read-only opens at once, in
+//! one process or many, and none beside a writer. A shared holder writes
+//! [`SHARED_MARK`] over the pid when it can (every shared holder writes
+//! the same bytes, so their writes cannot conflict), so that a refused
+//! writer is not shown the pid of the last writer, which may be long gone.
+//! On a read-only file system the lock file cannot be created, and nobody
+//! can write the database: the read-only open then goes on without a lock
+//! if the file is missing.
+//!
 //! In-memory file systems (the faulty one of the tests) keep a table of
 //! locked directories with [`MemLocks`]; a simulated power loss empties it,
 //! as a machine that loses power loses its processes.
@@ -37,6 +47,9 @@ use parking_lot::Mutex;
 
 /// The lock file in every database directory.
 pub const LOCK_FILE: &str = "keel.lock";
+
+/// What shared holders write into the lock file in place of a pid.
+pub const SHARED_MARK: &str = "read-only\n";
 
 /// The exclusive lock on one database directory, held until dropped.
 #[must_use = "the directory is unlocked as soon as the lock is dropped"]
@@ -125,6 +138,61 @@ pub(crate) fn lock_os(dir: &Path) -> Result<DirLock, LockError> {
     Ok(DirLock::new(dir, file))
 }
 
+/// Take the shared lock on `dir` on the real file system (module doc).
+pub(crate) fn lock_os_shared(dir: &Path) -> Result<DirLock, LockError> {
+    let path = dir.join(LOCK_FILE);
+    let (file, writable) = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+    {
+        Ok(f) => (f, true),
+        // No write permission, or a read-only file system: a lock file
+        // that exists can still be locked through a read-only descriptor.
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            match File::open(&path) {
+                Ok(f) => (f, false),
+                Err(e2)
+                    if e2.kind() == io::ErrorKind::NotFound
+                        && e.kind() == io::ErrorKind::ReadOnlyFilesystem =>
+                {
+                    log::info!(
+                        "{}: the file system is read-only and has no lock file: nobody can \
+                         write this database, so the read-only open goes on without a lock",
+                        dir.display()
+                    );
+                    return Ok(DirLock::new(dir, ()));
+                }
+                Err(_) => return Err(LockError::Io(e)),
+            }
+        }
+        Err(e) => return Err(LockError::Io(e)),
+    };
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared) {
+        Ok(()) => {}
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+            return Err(LockError::Held {
+                pid: read_pid(&file),
+            })
+        }
+        Err(e) => return Err(LockError::Io(e.into())),
+    }
+    if writable {
+        // Best effort, as the writer's pid (module doc).
+        let _ = file
+            .set_len(0)
+            .and_then(|()| file.write_all_at(SHARED_MARK.as_bytes(), 0));
+    }
+    Ok(DirLock::new(dir, file))
+}
+
 /// The pid a lock file names, if it names one.
 fn read_pid(file: &File) -> Option<u32> {
     let mut b = [0u8; 32];
@@ -141,13 +209,15 @@ pub struct MemLocks {
 
 #[derive(Default)]
 struct MemTable {
-    /// Locked directories and the token of their holder.
-    held: HashMap<PathBuf, u64>,
+    /// Locked directories: the token of their holding, and how many shared
+    /// holders it has (0: one exclusive holder).
+    held: HashMap<PathBuf, (u64, usize)>,
     next_token: u64,
 }
 
-/// Unlocks its directory when dropped, unless the table forgot it since
-/// ([`MemLocks::release_all`]) and someone else took it.
+/// Unlocks its directory when dropped (the last shared holder does),
+/// unless the table forgot it since ([`MemLocks::release_all`]) and
+/// someone else took it.
 struct MemGuard {
     table: Arc<Mutex<MemTable>>,
     dir: PathBuf,
@@ -157,8 +227,12 @@ struct MemGuard {
 impl Drop for MemGuard {
     fn drop(&mut self) {
         let mut t = self.table.lock();
-        if t.held.get(&self.dir) == Some(&self.token) {
-            t.held.remove(&self.dir);
+        match t.held.get_mut(&self.dir) {
+            Some((token, shared)) if *token == self.token && *shared > 1 => *shared -= 1,
+            Some((token, _)) if *token == self.token => {
+                t.held.remove(&self.dir);
+            }
+            _ => {}
         }
     }
 }
@@ -174,13 +248,41 @@ impl MemLocks {
         }
         t.next_token += 1;
         let token = t.next_token;
-        t.held.insert(dir.to_path_buf(), token);
+        t.held.insert(dir.to_path_buf(), (token, 0));
+        Ok(self.guard(dir, token))
+    }
+
+    /// Lock `dir` shared: beside other shared holders, never beside an
+    /// exclusive one.
+    pub fn lock_shared(&self, dir: &Path) -> Result<DirLock, LockError> {
+        let mut t = self.table.lock();
+        let token = match t.held.get_mut(dir) {
+            Some((_, 0)) => {
+                return Err(LockError::Held {
+                    pid: Some(std::process::id()),
+                })
+            }
+            Some((token, shared)) => {
+                *shared += 1;
+                *token
+            }
+            None => {
+                t.next_token += 1;
+                let token = t.next_token;
+                t.held.insert(dir.to_path_buf(), (token, 1));
+                token
+            }
+        };
+        Ok(self.guard(dir, token))
+    }
+
+    fn guard(&self, dir: &Path, token: u64) -> DirLock {
         let guard = MemGuard {
             table: Arc::clone(&self.table),
             dir: dir.to_path_buf(),
             token,
         };
-        Ok(DirLock::new(dir, guard))
+        DirLock::new(dir, guard)
     }
 
     /// Forget every lock, as a power loss ends every process that held one.
@@ -217,6 +319,55 @@ mod tests {
         let _held = lock_os(dir.path()).unwrap();
         let pid = std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
         assert_eq!(pid.trim(), std::process::id().to_string());
+    }
+
+    #[test]
+    fn shared_flocks_coexist_and_exclude_the_exclusive_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = lock_os_shared(dir.path()).unwrap();
+        let b = lock_os_shared(dir.path()).unwrap();
+        match lock_os(dir.path()) {
+            // The mark, not a stale pid: the holders are unnamed.
+            Err(LockError::Held { pid }) => assert_eq!(pid, None),
+            other => panic!("expected Held, got {other:?}"),
+        }
+        drop(a);
+        assert!(matches!(lock_os(dir.path()), Err(LockError::Held { .. })));
+        drop(b);
+        let writer = lock_os(dir.path()).unwrap();
+        match lock_os_shared(dir.path()) {
+            Err(LockError::Held { pid }) => assert_eq!(pid, Some(std::process::id())),
+            other => panic!("expected Held, got {other:?}"),
+        }
+        drop(writer);
+    }
+
+    #[test]
+    fn memory_shared_locks_count_their_holders() {
+        let locks = MemLocks::default();
+        let dir = Path::new("/db");
+        let a = locks.lock_shared(dir).unwrap();
+        let b = locks.lock_shared(dir).unwrap();
+        assert!(matches!(locks.lock(dir), Err(LockError::Held { .. })));
+        drop(a);
+        assert!(matches!(locks.lock(dir), Err(LockError::Held { .. })));
+        drop(b);
+        let w = locks.lock(dir).unwrap();
+        assert!(matches!(
+            locks.lock_shared(dir),
+            Err(LockError::Held { .. })
+        ));
+        drop(w);
+        let c = locks.lock_shared(dir).unwrap();
+        locks.release_all();
+        let w = locks.lock(dir).unwrap();
+        // The forgotten shared holder must not unlock the new writer.
+        drop(c);
+        assert!(matches!(
+            locks.lock_shared(dir),
+            Err(LockError::Held { .. })
+        ));
+        drop(w);
     }
 
     #[test]

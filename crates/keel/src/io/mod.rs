@@ -179,6 +179,14 @@ pub trait FileSystem: Send + Sync {
     /// [`DirLock`] is dropped, or the process ends. See [`lock`] for the
     /// protocol.
     fn lock_dir(&self, dir: &Path) -> Result<DirLock, LockError>;
+    /// Take a shared lock on `dir`, for a read-only open: any number of
+    /// shared holders at once, none while someone holds the exclusive lock
+    /// (and the exclusive lock is refused while shared holders remain).
+    /// Without waiting, like [`FileSystem::lock_dir`]. The default takes
+    /// the exclusive lock: correct, but one reader at a time.
+    fn lock_dir_shared(&self, dir: &Path) -> Result<DirLock, LockError> {
+        self.lock_dir(dir)
+    }
     /// Make the entries of directory `dir` durable: a file created in it
     /// (or removed from it) since the last call is there (or gone) after
     /// a power loss. Syncing a file makes its contents durable, not its

@@ -183,6 +183,10 @@ impl FileSystem for ThrottledFileSystem {
         self.inner.lock_dir(dir)
     }
 
+    fn lock_dir_shared(&self, dir: &Path) -> Result<super::DirLock, super::LockError> {
+        self.inner.lock_dir_shared(dir)
+    }
+
     fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
         self.inner.sync_dir(dir)
     }

@@ -228,12 +228,14 @@ impl Log {
         Ok(Self::new(files, file_size, FIRST_CHECKPOINT, metrics))
     }
 
-    /// Open the log files of an existing database; returns the log and the
-    /// newest valid checkpoint. Nothing is written.
+    /// Open the log files of an existing database in `mode` (`Existing`,
+    /// or `ReadOnly` for a read-only open, where every write fails);
+    /// returns the log and the newest valid checkpoint. Nothing is written.
     pub fn open(
         fs: &dyn FileSystem,
         dir: &Path,
         creation_id: u64,
+        mode: OpenMode,
         metrics: Arc<Metrics>,
     ) -> Result<(Log, Checkpoint)> {
         let mut files = Vec::new();
@@ -246,7 +248,7 @@ impl Log {
                 break;
             }
             let dev = fs
-                .open(&path, OpenMode::Existing)
+                .open(&path, mode)
                 .map_err(|e| Error::io(&path, "open", e))?;
             let mut hdr = AlignedBuf::new(LOG_FILE_HDR as usize);
             dev.read_at(&mut hdr, 0)

@@ -458,6 +458,22 @@ struct State {
     commits: BTreeMap<Lsn, Arc<[u8]>>,
 }
 
+/// For a read-only open: where the redo after the checkpoint of `log`
+/// (just opened) starts and ends, if there is any: a database whose last
+/// run did not close cleanly, which only a recovery (which writes) can
+/// bring to its last commit. Reads the log; writes nothing.
+pub(crate) fn pending_redo(log: &Log) -> Result<Option<(Lsn, Lsn)>> {
+    let start = log.checkpoint_lsn();
+    let mut reader = LogReader::new(log, start, 1 << 20);
+    let mut end = start;
+    while let Some(chunk) = reader.next_chunk()? {
+        if let Some(g) = chunk.groups.last() {
+            end = g.end;
+        }
+    }
+    Ok((end > start).then_some((start, end)))
+}
+
 /// Replay `log` (just opened) into the pages of `pool` and return what it
 /// did and the commits left to finish. `torn_pages_repaired` is what the
 /// doublewrite repair did before, for the report.

@@ -174,6 +174,7 @@ impl Tablespace {
 
     /// Open the files of an existing space, checking every header against
     /// the first file's and against the options. Nothing is written.
+    #[cfg(test)]
     pub fn open(
         fs: &dyn FileSystem,
         dir: &Path,
@@ -208,7 +209,10 @@ impl Tablespace {
         Self::open_in(fs, dir, page_size, n_files, OpenMode::ReadOnly, metrics)
     }
 
-    fn open_in(
+    /// Open the files of an existing space in `mode` (`Existing`, or
+    /// `ReadOnly` for a read-only open of the engine), checking their
+    /// headers against the options as [`Tablespace::open`] does.
+    pub(crate) fn open_in(
         fs: &dyn FileSystem,
         dir: &Path,
         page_size: usize,

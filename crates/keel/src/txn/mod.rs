@@ -421,6 +421,7 @@ impl Txn {
     /// locking the row. Sizes are checked here, not at commit.
     pub fn put(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
         self.check(table)?;
+        self.sys.engine.adm.check_read_only()?;
         check_user_entry(self.sys.engine.page_size(), key, value)?;
         self.lock(table, key)?;
         self.set(table, key, Some(value.to_vec()));
@@ -431,6 +432,7 @@ impl Txn {
     /// version (or this transaction's own write) exists.
     pub fn delete(&mut self, table: &Table, key: &[u8]) -> Result<bool> {
         self.check(table)?;
+        self.sys.engine.adm.check_read_only()?;
         if key.len() > max_key_len(self.sys.engine.page_size()) {
             return Ok(false);
         }

@@ -98,6 +98,13 @@ impl UndoSpace {
         let space = e.space_id();
         let mut dir_no = get_u32(&e.pool.read(PageId::new(space, 0))?, sh::UNDO_DIR);
         if dir_no == 0 {
+            if e.opts.read_only {
+                return Err(Error::ReadOnly(
+                    "cannot open the database read-only: its space was laid out before undo \
+                     existed and needs an undo directory, which an open without read_only adds"
+                        .into(),
+                ));
+            }
             let budget = e.adm.budget(Purpose::New);
             budget.ensure(mtr_bound(2, e.page_size()))?;
             let mut mtr = Mtr::new(e, &budget);
