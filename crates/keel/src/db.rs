@@ -17,14 +17,13 @@ use crate::flush::{Cleaners, Decision};
 use crate::io::throttle::ThrottleStats;
 use crate::io::{FileSystem, ThrottleSpec, ThrottledFileSystem};
 use crate::metrics::Metrics;
-use crate::page::PageId;
 use crate::table::Table;
 use crate::txn::{TrxSys, Txn};
 
 pub(crate) struct Inner {
     pub(crate) engine: Arc<Engine>,
     pub(crate) dir: PathBuf,
-    pub(crate) catalog: Catalog,
+    pub(crate) catalog: Arc<Catalog>,
     pub(crate) cleaners: Mutex<Option<Cleaners>>,
     /// The transaction system: row locks, read views, undo, purge.
     pub(crate) trx: Arc<TrxSys>,
@@ -96,7 +95,7 @@ impl Db {
         let dir = dir.as_ref().to_path_buf();
         let (engine, created) = Engine::open(&dir, opts, fs, crate::btree::node::validate)?;
         let engine = Arc::new(engine);
-        let catalog = Catalog::open(&engine);
+        let catalog = Arc::new(Catalog::open(&engine));
         if engine.opts.read_only {
             return Self::finish_read_only_open(engine, dir, catalog);
         }
@@ -125,10 +124,12 @@ impl Db {
         // the cleaners running (they may need log space), then a sharp
         // checkpoint leaves nothing for the next open to redo. Purge starts
         // last: it resumes the history the last run left.
-        let trx = TrxSys::open(engine.clone()).map(Arc::new);
+        let trx = TrxSys::open(engine.clone(), catalog.clone()).map(Arc::new);
         let finished = trx.and_then(|trx| {
             open::finish_recovery(&trx, unfinished)?;
             open::finish_bulk_loads(&engine, catalog.tree, created)?;
+            catalog.load(&engine)?;
+            catalog.reclaim_dropped(&engine)?;
             trx.start_purge()?;
             Ok(trx)
         });
@@ -167,7 +168,11 @@ impl Db {
 
     /// The rest of a read-only open (see [`Db::open_read_only`]): refused
     /// if the log holds redo to apply; no recovery, no cleaners, no purge.
-    fn finish_read_only_open(engine: Arc<Engine>, dir: PathBuf, catalog: Catalog) -> Result<Db> {
+    fn finish_read_only_open(
+        engine: Arc<Engine>,
+        dir: PathBuf,
+        catalog: Arc<Catalog>,
+    ) -> Result<Db> {
         if let Some((from, to)) = crate::redo::recovery::pending_redo(&engine.log)? {
             return Err(Error::ReadOnly(format!(
                 "cannot open {} read-only: its redo log holds {} bytes after the last \
@@ -177,7 +182,8 @@ impl Db {
                 to - from
             )));
         }
-        let trx = Arc::new(TrxSys::open(engine.clone())?);
+        catalog.load(&engine)?;
+        let trx = Arc::new(TrxSys::open(engine.clone(), catalog.clone())?);
         log::info!("opened database in {} read-only", dir.display());
         Ok(Db {
             inner: Arc::new(Inner {
@@ -353,14 +359,37 @@ impl Db {
     /// the log refuses every write, as after any failed sync, until a
     /// restart.
     pub fn create_table(&self, name: &str) -> Result<Table> {
-        let root = self.inner.catalog.create(&self.inner.engine, name)?;
-        Ok(self.handle(name, root))
+        let t = self.inner.catalog.create(&self.inner.engine, name)?;
+        Ok(self.handle(name, t))
     }
 
     /// Open an existing table.
     pub fn table(&self, name: &str) -> Result<Table> {
-        let root = self.inner.catalog.lookup(&self.inner.engine, name)?;
-        Ok(self.handle(name, root))
+        let t = self.inner.catalog.lookup(&self.inner.engine, name)?;
+        Ok(self.handle(name, t))
+    }
+
+    /// Drop table `name` (InnoDB's `DROP TABLE`): its name goes at once
+    /// and its pages return to the free list in bounded steps, each one
+    /// mini-transaction that fits the log (as a failed bulk load's).
+    ///
+    /// Crash-safe at every step: once the first step is durable the drop
+    /// has happened, and an open after a crash finishes it. The call
+    /// returns when every page but the root is free; the root page is
+    /// freed by the next open. Every handle of the table (and every
+    /// transaction that wrote to it) fails its later calls with
+    /// [`Error::TableDropped`]. Commits on the table that are under way
+    /// finish first: the drop waits for them up to `lock_wait_timeout`
+    /// ([`Error::LockWaitTimeout`] then, and nothing changed).
+    ///
+    /// Errors: [`Error::TableNotFound`]; [`Error::BulkLoad`] while a bulk
+    /// load fills the table; [`Error::SpaceFull`] after about a thousand
+    /// drops in one open (their roots wait for the next open); the errors
+    /// of any write.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        let e = &self.inner.engine;
+        let timeout = lock_wait(e);
+        self.inner.catalog.drop_table(e, name, timeout)
     }
 
     /// Open a table, creating it if needed.
@@ -515,14 +544,20 @@ impl Db {
             .store(true, std::sync::atomic::Ordering::Release);
     }
 
-    fn handle(&self, name: &str, root: PageId) -> Table {
+    fn handle(&self, name: &str, t: crate::catalog::Entry) -> Table {
         Table {
             sys: self.inner.trx.clone(),
             _db: self.inner.clone(),
             name: name.into(),
-            tree: BTree::open(root),
+            tree: BTree::open(t.root),
+            meta: t.meta,
         }
     }
+}
+
+/// How long DDL waits for commits inside the table: `lock_wait_timeout`.
+pub(crate) fn lock_wait(e: &Engine) -> std::time::Duration {
+    e.live.lock_wait_timeout()
 }
 
 /// How long closing lets commits already logged finish.

@@ -241,6 +241,18 @@ pub enum Error {
         /// The process holding it, where the lock file names it.
         pid: Option<u32>,
     },
+    /// The table was dropped (`Db::drop_table`): every call through a
+    /// handle of it fails.
+    #[error("table `{0}` was dropped")]
+    TableDropped(String),
+    /// The table was truncated after this transaction began (or this scan
+    /// started), or is being truncated: its snapshot of the table is gone.
+    /// Retry the transaction (InnoDB: "Table definition has changed").
+    #[error(
+        "table `{0}` was truncated after this transaction or scan began (or is being \
+         truncated): retry it"
+    )]
+    TableChanged(String),
     /// The database is closing (or closed): no new writes are taken.
     #[error("the database is closing: no new writes are accepted")]
     Closed,

@@ -108,6 +108,11 @@ impl<'a> Mtr<'a> {
         Ok(())
     }
 
+    /// The u32 field at `off` of the space header (latching it if needed).
+    pub(crate) fn header_u32(&mut self, off: usize) -> Result<u32> {
+        Ok(crate::page::get_u32(self.header()?, off))
+    }
+
     /// Set the u32 field at `off` of the space header (latching it if
     /// needed).
     pub(crate) fn set_header_u32(&mut self, off: usize, v: u32) -> Result<()> {

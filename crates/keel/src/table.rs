@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::btree::bulk::BulkLoad;
 use crate::btree::{BTree, TreeStats};
+use crate::catalog::TableMeta;
 use crate::engine::admission::Purpose;
 use crate::error::Result;
 use crate::txn::{Snapshot, TrxSys};
@@ -24,6 +25,9 @@ pub struct Table {
     pub(crate) _db: Arc<dyn Any + Send + Sync>,
     pub(crate) name: Arc<str>,
     pub(crate) tree: BTree,
+    /// Shared by every handle of the table: dropped, being truncated
+    /// (`catalog`'s module doc).
+    pub(crate) meta: Arc<TableMeta>,
 }
 
 impl Table {
@@ -35,19 +39,50 @@ impl Table {
     /// The value stored under `key`, in a snapshot taken now: the latest
     /// committed value (never part of a commit still being applied).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_exists()?;
         self.sys.get_now(self.tree, key)
+    }
+
+    /// [`crate::Error::TableDropped`] once the table was dropped.
+    fn check_exists(&self) -> Result<()> {
+        self.meta.check(&self.name, u64::MAX).or_else(|e| match e {
+            crate::Error::TableChanged(_) => Ok(()),
+            e => Err(e),
+        })
+    }
+
+    /// Truncate the table (InnoDB's `TRUNCATE TABLE`): every row goes, and
+    /// its pages return to the free list in bounded steps, each one
+    /// mini-transaction that fits the log. Crash-safe at every step: a
+    /// crash leaves the table as it was or empty, never half of it... once
+    /// the first step is durable, the open after a crash finishes it.
+    ///
+    /// DDL, not a transaction: a transaction begun before the truncate,
+    /// or a scan started before it, that reads or writes the table
+    /// afterwards fails with [`crate::Error::TableChanged`] (retry it), as
+    /// InnoDB's "Table definition has changed". Commits on the table under
+    /// way finish first (the truncate waits for them up to
+    /// `lock_wait_timeout`). Errors: [`crate::Error::TableDropped`],
+    /// [`crate::Error::BulkLoad`] while a bulk load fills the table, and
+    /// the errors of any write.
+    pub fn truncate(&self) -> Result<()> {
+        let e = &self.sys.engine;
+        self.check_exists()?;
+        self.sys
+            .catalog
+            .truncate(e, &self.name, crate::db::lock_wait(e))
     }
 
     /// Insert or replace; returns true if a value was replaced. Runs as a
     /// one-row transaction: waits for the row lock if a transaction holds it.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        crate::txn::autocommit(&self.sys, self.tree, &self.name, key, Some(value))
+        crate::txn::autocommit(&self.sys, self, key, Some(value))
     }
 
     /// Remove `key`; returns true if it existed. Runs as a one-row
     /// transaction: waits for the row lock if a transaction holds it.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        crate::txn::autocommit(&self.sys, self.tree, &self.name, key, None)
+        crate::txn::autocommit(&self.sys, self, key, None)
     }
 
     /// Rows with keys in `range`, in ascending key order, as one snapshot
@@ -74,8 +109,17 @@ impl Table {
         };
         let lo = own(range.start_bound());
         let hi = own(range.end_bound());
+        self.check_exists()?;
+        let since = self
+            .sys
+            .engine
+            .ddl_epoch
+            .load(std::sync::atomic::Ordering::SeqCst);
         Ok(Range {
-            rows: self.sys.range_now(self.tree, lo, hi, reverse),
+            rows: self
+                .sys
+                .range_now(self.tree, lo, hi, reverse)
+                .checking_ddl(self, since),
         })
     }
 
@@ -117,6 +161,7 @@ impl Table {
     {
         let e = &*self.sys.engine;
         e.adm.check_writable(Purpose::New)?;
+        self.check_exists()?;
         let fill = e.live.current().fill_factor;
         // A table emptied by deletes still holds their delete marks until
         // purge removes them: those no read view can see go now.

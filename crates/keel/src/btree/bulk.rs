@@ -91,9 +91,9 @@
 
 mod discard;
 
-pub(crate) use discard::drop_hidden;
 #[cfg(test)]
 pub(crate) use discard::drop_step_pages;
+pub(crate) use discard::{drop_hidden, empty_tree};
 
 use super::node::{
     self, internal_cell, shortest_separator, NodeMut, NodeRef, LEAF_CELL_HEADER, SLOT_SIZE,
@@ -496,7 +496,7 @@ impl Drop for BulkLoad<'_> {
 
 /// Copy a node image's content (everything after the common page header)
 /// into `dst`, setting its page type from the level.
-fn copy_node(dst: &mut [u8], src: &[u8]) {
+pub(super) fn copy_node(dst: &mut [u8], src: &[u8]) {
     let t = if NodeRef::new(src).is_leaf() {
         PageType::BtreeLeaf
     } else {
@@ -506,7 +506,7 @@ fn copy_node(dst: &mut [u8], src: &[u8]) {
     dst[PAGE_HEADER_SIZE..].copy_from_slice(&src[PAGE_HEADER_SIZE..]);
 }
 
-fn refused(table: &str, reason: &str) -> Error {
+pub(super) fn refused(table: &str, reason: &str) -> Error {
     Error::BulkLoad {
         table: table.to_string(),
         reason: reason.to_string(),

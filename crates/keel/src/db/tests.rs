@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::catalog::{decode_root, CATALOG_ROOT};
+use crate::page::PageId;
 use proptest::prelude::*;
 
 #[test]

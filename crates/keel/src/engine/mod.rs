@@ -61,6 +61,12 @@ pub(crate) mod space_header {
     /// The undo directory page (`undo`; 0 = none, a space laid out before
     /// undo existed).
     pub const UNDO_DIR: usize = 48;
+    /// Roots of dropped tables not yet freed (`catalog`'s module doc):
+    /// how many, then their page numbers (u32 each) from `DROPPED_LIST`.
+    pub const DROPPED_COUNT: usize = 52;
+    pub const DROPPED_LIST: usize = 64;
+    /// Most roots the list holds: what fits in the smallest page.
+    pub const DROPPED_MAX: usize = (4096 - DROPPED_LIST) / 4;
     /// On a free page: the next free page.
     pub const FREE_NEXT: usize = 32;
 }
@@ -81,6 +87,9 @@ pub(crate) struct Engine {
     pub max_modified_age_sync: u64,
     /// Torn pages the doublewrite area repaired at open.
     pub torn_pages_repaired: u64,
+    /// Truncates so far in this run (`catalog`'s module doc): what a
+    /// transaction or a scan notes when it begins.
+    pub ddl_epoch: AtomicU64,
     /// The doublewrite mode in effect, and why.
     pub doublewrite: DoublewriteStatus,
     last_log_flush_ms: AtomicU64,
@@ -306,6 +315,7 @@ impl Engine {
             max_modified_age_sync: free_limit / 16 * 15,
             metrics,
             torn_pages_repaired,
+            ddl_epoch: AtomicU64::new(0),
             doublewrite,
             last_log_flush_ms: AtomicU64::new(0),
             checkpointing: parking_lot::Mutex::new(()),

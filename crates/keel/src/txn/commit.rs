@@ -221,11 +221,11 @@ pub(crate) fn finish_unapplied(sys: &TrxSys, lsn: Lsn, rec: Arc<[u8]>) -> Result
 /// was present before.
 pub(crate) fn autocommit(
     sys: &TrxSys,
-    tree: BTree,
-    table: &str,
+    t: &crate::Table,
     key: &[u8],
     value: Option<&[u8]>,
 ) -> Result<bool> {
+    let (tree, table) = (t.tree, &*t.name);
     let e = &*sys.engine;
     match value {
         Some(v) => super::check_user_entry(e.page_size(), key, v)?,
@@ -246,7 +246,13 @@ pub(crate) fn autocommit(
         key,
         value,
     }];
-    let r = log_and_apply(sys, id, &ops);
+    // Inside the table from before the record is logged until the op is
+    // applied (`catalog`'s module doc).
+    let r = t.meta.enter(table, u64::MAX).and_then(|()| {
+        let r = log_and_apply(sys, id, &ops);
+        t.meta.leave();
+        r
+    });
     sys.locks.release(id, [&lk]);
     let found = r?;
     Metrics::add(&e.metrics.trx_commits, 1);

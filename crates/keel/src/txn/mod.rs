@@ -118,6 +118,9 @@ use view::{ReadView, Views};
 /// row-lock manager (InnoDB's `trx_sys` and `lock_sys`).
 pub(crate) struct TrxSys {
     pub(crate) engine: Arc<Engine>,
+    /// The tables: which roots purge may still follow
+    /// ([`Catalog::created`](crate::catalog::Catalog::created)).
+    pub(crate) catalog: Arc<crate::catalog::Catalog>,
     next_id: AtomicU64,
     pub(crate) locks: LockManager,
     /// The undo pages: the versions rows had before their latest commits.
@@ -131,9 +134,13 @@ pub(crate) struct TrxSys {
 impl TrxSys {
     /// The transaction system of the engine `engine`, whose recovery has
     /// run (the undo pages are read from the recovered space).
-    pub(crate) fn open(engine: Arc<Engine>) -> Result<TrxSys> {
+    pub(crate) fn open(
+        engine: Arc<Engine>,
+        catalog: Arc<crate::catalog::Catalog>,
+    ) -> Result<TrxSys> {
         let undo = UndoSpace::open(&engine)?;
         Ok(TrxSys {
+            catalog,
             views: Arc::new(Views::new(engine.log.clone(), engine.metrics.clone())),
             locks: LockManager::new(Arc::clone(&engine.metrics)),
             engine,
@@ -325,6 +332,11 @@ pub struct Txn {
     id: u64,
     /// Table root page number → pending changes.
     writes: BTreeMap<u32, TableWrites>,
+    /// The tables of `writes`, which the commit enters (`catalog`).
+    written: Vec<(Arc<str>, Arc<crate::catalog::TableMeta>)>,
+    /// The DDL epoch when the transaction began: a table truncated since
+    /// fails its calls (`catalog`'s module doc).
+    ddl_epoch: u64,
     /// Row locks held.
     locks: HashSet<LockKey>,
     state: State,
@@ -343,6 +355,8 @@ impl Txn {
     ) -> Txn {
         Txn {
             id: sys.next_id(),
+            ddl_epoch: sys.engine.ddl_epoch.load(Ordering::SeqCst),
+            written: Vec::new(),
             sys,
             _db: db,
             isolation,
@@ -476,7 +490,8 @@ impl Txn {
             lo.clone(),
             hi.clone(),
             reverse,
-        );
+        )
+        .checking_ddl(table, self.ddl_epoch);
         Ok(Scan::new(rows, writes, &lo, &hi, reverse))
     }
 
@@ -502,7 +517,24 @@ impl Txn {
         let r = if ops.is_empty() {
             Ok(())
         } else {
-            commit::log_and_apply(&self.sys, self.id, &ops).map(drop)
+            // Inside every table written, from before the record is logged
+            // until it is applied (`catalog`'s module doc).
+            let mut entered = 0;
+            let mut r = Ok(());
+            for (name, meta) in &self.written {
+                r = meta.enter(name, self.ddl_epoch);
+                if r.is_err() {
+                    break;
+                }
+                entered += 1;
+            }
+            if r.is_ok() {
+                r = commit::log_and_apply(&self.sys, self.id, &ops).map(drop);
+            }
+            for (_, meta) in &self.written[..entered] {
+                meta.leave();
+            }
+            r
         };
         self.view.take();
         self.release();
@@ -530,7 +562,7 @@ impl Txn {
             self.id
         );
         match self.state {
-            State::Active => Ok(()),
+            State::Active => table.meta.check(&table.name, self.ddl_epoch),
             State::Aborted | State::Done => Err(Error::TxnAborted),
         }
     }
@@ -541,6 +573,13 @@ impl Txn {
     }
 
     fn set(&mut self, table: &Table, key: &[u8], value: Option<Vec<u8>>) {
+        if !self
+            .written
+            .iter()
+            .any(|(_, m)| Arc::ptr_eq(m, &table.meta))
+        {
+            self.written.push((table.name.clone(), table.meta.clone()));
+        }
         self.writes
             .entry(table.tree.root().page_no)
             .or_default()

@@ -268,6 +268,12 @@ fn purge_record(sys: &TrxSys, rec: &OwnedUndo) -> Result<()> {
     if !rec.del_mark {
         return Ok(());
     }
+    // A table dropped since, or a new table on a reused root page: the
+    // row is gone with the tree it was in (`catalog`'s module doc).
+    match sys.catalog.created(rec.root) {
+        Some(created) if created < rec.commit => {}
+        _ => return Ok(()),
+    }
     let e = &*sys.engine;
     let tree = BTree::open(PageId::new(e.space_id(), rec.root));
     let budget = e.adm.budget(Purpose::New);

@@ -144,6 +144,9 @@ pub(crate) struct Snapshot<'t> {
     /// The cursor's current row is one the view sees (`rebuilt` set).
     ready: bool,
     done: bool,
+    /// The table's DDL state, checked after every step of the cursor,
+    /// and the DDL epoch the scan began at (`catalog`'s module doc).
+    ddl: Option<(Arc<crate::catalog::TableMeta>, Arc<str>, u64)>,
 }
 
 impl<'t> Snapshot<'t> {
@@ -163,7 +166,15 @@ impl<'t> Snapshot<'t> {
             rebuilt: None,
             ready: false,
             done: false,
+            ddl: None,
         }
+    }
+
+    /// Fail with `TableDropped` or `TableChanged` at the first step after
+    /// `table` was dropped, or truncated after DDL epoch `since`.
+    pub(crate) fn checking_ddl(mut self, table: &crate::Table, since: u64) -> Self {
+        self.ddl = Some((table.meta.clone(), table.name.clone(), since));
+        self
     }
 }
 
@@ -176,7 +187,14 @@ impl LendRows for Snapshot<'_> {
             if self.done {
                 return None;
             }
-            let seen = match self.cursor.ensure() {
+            let step = self.cursor.ensure();
+            if let Some((meta, name, since)) = &self.ddl {
+                if let Err(e) = meta.check(name, *since) {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+            let seen = match step {
                 None => Ok(None),
                 Some(Ok(())) => {
                     let (key, stored) = self.cursor.current();

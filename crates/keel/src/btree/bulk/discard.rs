@@ -4,6 +4,13 @@
 //! unlinks a batch of pages from the right edge and frees them, so the
 //! hidden tree stays a valid tree between steps and a drop cut short by a
 //! crash resumes where it stopped.
+//!
+//! Truncating and dropping a table use the same steps ([`empty_tree`]):
+//! one mtr moves the table's tree under a new hidden root, marked pending
+//! on the table's root as a load's would be, and the drop above frees it.
+//! A crash in between leaves a mark that the next open follows as it
+//! follows an unfinished load's, so an emptying cut short is finished
+//! there.
 
 use super::super::descend::expect_node;
 use super::super::node::{NodeMut, NodeRef};
@@ -42,6 +49,55 @@ pub(crate) fn drop_step_pages(
     let by_pool = (frames / 4).saturating_sub(fixed).max(1);
     let batch = drop_batch_pages(page_size).min(by_log).min(by_pool);
     (batch > 0).then_some((fixed + batch, batch))
+}
+
+/// Empty the tree rooted at `root` (a table's truncate or drop): one mtr
+/// copies the root's node into a new page, the *hidden root*, and turns
+/// the root into an empty leaf marked pending with it; from that mtr on,
+/// every descent from the root finds an empty tree. Then [`drop_hidden`]
+/// frees the hidden tree step by step. Returns the LSN of the first mtr
+/// (0 if the tree was empty already).
+///
+/// Readers and writers of the table need nothing more: every operation
+/// starts at the root, latching page by page downwards (scans re-descend
+/// for each leaf), so one that reached a page of the hidden tree before
+/// the first mtr holds that page's latch until it is done with it, and a
+/// drop step, which latches every page it frees, waits for it. A pending
+/// mark already there (a bulk load under way) refuses the call with
+/// [`Error::BulkLoad`].
+pub(crate) fn empty_tree(e: &Engine, root: PageId, table: &str) -> Result<crate::page::Lsn> {
+    let ps = e.page_size();
+    let budget = e.adm.budget(Purpose::New);
+    budget.ensure(mtr_bound(3, ps))?;
+    let mut mtr = Mtr::new(e, &budget);
+    let mut r = e.pool.write(root)?;
+    expect_node(&r, root, None)?;
+    let n = NodeRef::new(&r);
+    if n.pending_bulk().is_some() {
+        return Err(super::refused(
+            table,
+            "a bulk load into it is under way; retry once it ends",
+        ));
+    }
+    if n.is_leaf() && n.n_cells() == 0 {
+        return Ok(0);
+    }
+    let t = if n.is_leaf() {
+        crate::page::PageType::BtreeLeaf
+    } else {
+        crate::page::PageType::BtreeInternal
+    };
+    let mut hidden = mtr.alloc_page(t)?;
+    super::copy_node(&mut hidden, &r);
+    let hidden_id = hidden.id();
+    NodeMut::init(&mut r, 0, 0);
+    NodeMut::new(&mut r).set_pending_bulk(Some(hidden_id.page_no));
+    mtr.keep(hidden);
+    mtr.keep(r);
+    let lsn = mtr.commit()?;
+    e.failpoints.hit("ddl.detached");
+    drop_hidden(e, root, hidden_id)?;
+    Ok(lsn)
 }
 
 /// Free the hidden tree rooted at `hidden` and clear the pending mark of
