@@ -93,7 +93,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use scan::Scan;
 
@@ -331,6 +331,9 @@ pub struct Txn {
     /// The thread that used this transaction last, as the lock manager
     /// knows it (to refuse a thread waiting for itself).
     thread: std::cell::Cell<Option<std::thread::ThreadId>>,
+    /// Time spent in the flushing policy's writer pause (taken at the
+    /// first row lock, not at commit), charged to the commit's latency.
+    paused: Duration,
 }
 
 impl Txn {
@@ -351,6 +354,7 @@ impl Txn {
             locks: HashSet::new(),
             state: State::Active,
             thread: std::cell::Cell::new(None),
+            paused: Duration::ZERO,
         }
     }
 
@@ -483,6 +487,7 @@ impl Txn {
     /// synced; then the row locks are released. A transaction without
     /// writes only releases its locks.
     pub fn commit(mut self) -> Result<()> {
+        let started = Instant::now();
         if self.state == State::Aborted {
             return Err(Error::TxnAborted);
         }
@@ -497,15 +502,19 @@ impl Txn {
                 })
             })
             .collect();
-        let r = if ops.is_empty() {
-            Ok(())
-        } else {
+        let wrote = !ops.is_empty();
+        let r = if wrote {
             commit::log_and_apply(&self.sys, self.id, &ops).map(drop)
+        } else {
+            Ok(())
         };
         self.view.take();
         self.release();
         if r.is_ok() {
             Metrics::add(&self.sys.engine.metrics.trx_commits, 1);
+            if wrote {
+                commit::record_latency(&self.sys, self.paused + started.elapsed());
+            }
         }
         r
     }
@@ -553,9 +562,12 @@ impl Txn {
             return Ok(());
         }
         // Paced before the first lock, holding none (see
-        // `Engine::pace_writer`).
+        // `Engine::pace_writer`); the pause is the commit's to report.
         if self.locks.is_empty() {
-            self.sys.engine.pace_writer()?;
+            let pacing = Instant::now();
+            let paced = self.sys.engine.pace_writer();
+            self.paused += pacing.elapsed();
+            paced?;
         }
         let sys = &self.sys;
         let me = std::thread::current().id();
