@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 
-use common::{keel_cmd, signal_after, tiny_oltp_flags};
+use common::{keel_cmd, promtool, signal_after, tiny_oltp_flags};
 
 /// `GET /metrics` from `url` (`http://HOST:PORT/metrics`): the body.
 fn scrape(url: &str) -> String {
@@ -32,13 +32,6 @@ fn scrape(url: &str) -> String {
 fn value(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-}
-
-/// Where `promtool` is, if installed.
-fn promtool() -> Option<&'static str> {
-    ["/usr/bin/promtool", "/usr/local/bin/promtool"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
 }
 
 /// What `promtool check metrics` says of `text`: `None` if it is not

@@ -36,6 +36,10 @@
 //!   stop.
 //! - `commit.admitted`: in `Engine::begin_commit`, after the commit was
 //!   admitted and its log space reserved, before its record is logged.
+//! - `writer.pace`: in `Engine::pace_writer`, where a transaction is
+//!   paused by the flushing policy (before its first row lock, or a
+//!   `Table::put`'s), holding no latch and no row lock: held there, the
+//!   writer is paused for as long as the test chooses.
 //! - `log.round.lead`: in the redo log's sync round (`redo::writer`), after
 //!   its leader took the round and gathered its followers, before it writes
 //!   out everything appended and reads the round's target. The leader holds

@@ -25,6 +25,15 @@ pub fn keel_cmd() -> Command {
     Command::new(env!("CARGO_BIN_EXE_keel"))
 }
 
+/// Where Prometheus's `promtool` is, if installed (Debian: `apt-get
+/// install prometheus`); the tests that use it say plainly when they
+/// skipped it.
+pub fn promtool() -> Option<&'static str> {
+    ["/usr/bin/promtool", "/usr/local/bin/promtool"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+}
+
 /// What one run of `keel` printed, and how it ended.
 pub struct Run {
     /// The exit code; `None` if a signal ended it.

@@ -48,6 +48,7 @@ impl Engine {
     /// and on a hot row every transaction queued behind it waited as long.
     pub fn pace_writer(&self) -> Result<()> {
         self.adm.check_writable(Purpose::New)?;
+        self.failpoints.hit("writer.pace");
         self.adm.pace()
     }
 

@@ -4,6 +4,20 @@
 //! Counters only grow; gauges are levels kept up to date by the code that
 //! changes them. Both are plain `AtomicU64`s so updating one costs one
 //! relaxed atomic add on the hot path.
+//!
+//! # Commit latency and a benchmark's latency
+//!
+//! [`Metrics::trx_commit_latency`] is the engine's side of a commit: every
+//! wait a committing caller sees, the `steady` writer pause and the
+//! `classic` free-check stop alike, so the two policies' percentiles
+//! compare fairly. `keel bench oltp` measures the caller's side: wall
+//! time around each whole transaction, from its start (or, with
+//! `--rate`, from the moment it was due, so a backlog counts) to the
+//! return of its commit, retries included. For the same transaction the
+//! benchmark's figure is the larger: it adds the reads, the row-lock
+//! waits of a `Txn`'s statements, the client's own work and any queueing
+//! before the start. A benchmark's latency well above the commit
+//! latency points there, not at flushing.
 
 #![allow(non_snake_case)]
 
@@ -33,9 +47,23 @@ macro_rules! registry {
         #[derive(Default, Debug)]
         pub struct Metrics {
             $( $(#[doc = $doc])* pub $name: AtomicU64, )*
-            /// Commit latency: from logging a transaction's record to its
-            /// being applied and as durable as `flush_log_at_trx_commit`
-            /// asks (row-lock waits before it are not included).
+            /// Commit latency: for each transaction that committed
+            /// writes, every wait its caller saw on the way to the
+            /// commit, whichever flushing policy imposed it. That is
+            /// the call that commits, from entry to return — for a
+            /// `Txn`, `Txn::commit`; for `Table::put`/`Table::delete`,
+            /// the whole call, its row-lock wait included — with the
+            /// free-check wait for log space (where `classic` stops
+            /// writers), the log-space waits of its operations, applying
+            /// and the wait until the log is as durable as
+            /// `flush_log_at_trx_commit` asks; plus, for a `Txn`, the
+            /// writer pause (`steady`) it took at its first write
+            /// statement, which is where a transaction is paced (before
+            /// its first row lock, holding none) and not at commit. Not
+            /// in it: a `Txn`'s row-lock waits and reads, the caller's
+            /// own time between statements, and commits that failed.
+            /// See the module doc for how it relates to a benchmark's
+            /// transaction latency.
             pub trx_commit_latency: Histogram,
         }
 

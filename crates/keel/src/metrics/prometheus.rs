@@ -144,8 +144,13 @@ impl Metrics {
         histogram(
             &mut out,
             "keel_trx_commit_latency_seconds",
-            "Commit latency: from logging a transaction's record to its being applied and \
-             durable as flush_log_at_trx_commit asks.",
+            "Commit latency of each transaction that committed writes: every wait its caller \
+             saw on the way to the commit. The call that commits, from entry to return \
+             (Txn::commit; a whole Table::put or Table::delete, its row-lock wait included), \
+             with the free-check wait for log space (classic), applying and the wait for \
+             durability as flush_log_at_trx_commit asks, plus the writer pause (steady) the \
+             transaction took at its first write statement. Not included: a Txn's row-lock \
+             waits and reads, the caller's time between statements, failed commits.",
             &buckets,
             sum,
             count,

@@ -59,18 +59,24 @@ pub(crate) const APPLY_RETRY_LIMIT: Duration = Duration::from_secs(600);
 /// Log `ops` (sorted by table and key) as the commit record of `txn_id`,
 /// apply them in that order and wait until the record is as durable as
 /// `flush_log_at_trx_commit` asks. The caller holds the row lock of every
-/// op. Returns, per op, whether its key was present before.
+/// op, and records the commit's latency (`Metrics::trx_commit_latency`
+/// says which interval). Returns, per op, whether its key was present
+/// before.
 pub(super) fn log_and_apply(sys: &TrxSys, txn_id: u64, ops: &[Op<'_>]) -> Result<Vec<bool>> {
     let e = &*sys.engine;
-    let started = Instant::now();
     let rec: Arc<[u8]> = record::encode(txn_id, ops).into();
     let ticket = e.begin_commit(rec)?;
     let found = apply_all(sys, &ticket, txn_id, ops)?;
     let lsn = ticket.finish()?;
     e.wait_durable(lsn)?;
-    let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    e.metrics.trx_commit_latency.record(us);
     Ok(found)
+}
+
+/// Count one committed transaction's latency: `waited`, every wait its
+/// caller saw on the way to the commit (`Metrics::trx_commit_latency`).
+pub(super) fn record_latency(sys: &TrxSys, waited: Duration) {
+    let us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+    sys.engine.metrics.trx_commit_latency.record(us);
 }
 
 fn apply_all(
@@ -218,13 +224,15 @@ pub(crate) fn finish_unapplied(sys: &TrxSys, lsn: Lsn, rec: Arc<[u8]>) -> Result
 /// `Table::put` (`value` given) and `Table::delete` as a one-operation
 /// transaction: take the row lock (waiting behind a transaction that holds
 /// it), log, apply, wait for durability, release. Returns whether the key
-/// was present before.
+/// was present before. The whole call is its commit latency: the caller
+/// waits in it for the writer pause, the row lock and the commit alike.
 pub(crate) fn autocommit(
     sys: &TrxSys,
     t: &crate::Table,
     key: &[u8],
     value: Option<&[u8]>,
 ) -> Result<bool> {
+    let started = Instant::now();
     let (tree, table) = (t.tree, &*t.name);
     let e = &*sys.engine;
     match value {
@@ -256,5 +264,6 @@ pub(crate) fn autocommit(
     sys.locks.release(id, [&lk]);
     let found = r?;
     Metrics::add(&e.metrics.trx_commits, 1);
+    record_latency(sys, started.elapsed());
     Ok(found.first().copied().unwrap_or(false))
 }

@@ -93,7 +93,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use scan::Scan;
 
@@ -343,6 +343,9 @@ pub struct Txn {
     /// The thread that used this transaction last, as the lock manager
     /// knows it (to refuse a thread waiting for itself).
     thread: std::cell::Cell<Option<std::thread::ThreadId>>,
+    /// Time spent in the flushing policy's writer pause (taken at the
+    /// first row lock, not at commit), charged to the commit's latency.
+    paused: Duration,
 }
 
 impl Txn {
@@ -365,6 +368,7 @@ impl Txn {
             locks: HashSet::new(),
             state: State::Active,
             thread: std::cell::Cell::new(None),
+            paused: Duration::ZERO,
         }
     }
 
@@ -500,6 +504,7 @@ impl Txn {
     /// synced; then the row locks are released. A transaction without
     /// writes only releases its locks.
     pub fn commit(mut self) -> Result<()> {
+        let started = Instant::now();
         if self.state == State::Aborted {
             return Err(Error::TxnAborted);
         }
@@ -514,7 +519,8 @@ impl Txn {
                 })
             })
             .collect();
-        let r = if ops.is_empty() {
+        let wrote = !ops.is_empty();
+        let r = if !wrote {
             Ok(())
         } else {
             // Inside every table written, from before the record is logged
@@ -540,6 +546,9 @@ impl Txn {
         self.release();
         if r.is_ok() {
             Metrics::add(&self.sys.engine.metrics.trx_commits, 1);
+            if wrote {
+                commit::record_latency(&self.sys, self.paused + started.elapsed());
+            }
         }
         r
     }
@@ -594,9 +603,12 @@ impl Txn {
             return Ok(());
         }
         // Paced before the first lock, holding none (see
-        // `Engine::pace_writer`).
+        // `Engine::pace_writer`); the pause is the commit's to report.
         if self.locks.is_empty() {
-            self.sys.engine.pace_writer()?;
+            let pacing = Instant::now();
+            let paced = self.sys.engine.pace_writer();
+            self.paused += pacing.elapsed();
+            paced?;
         }
         let sys = &self.sys;
         let me = std::thread::current().id();
