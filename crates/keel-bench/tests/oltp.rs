@@ -343,7 +343,7 @@ fn a_preset_plan_prepares_with_its_own_options_and_the_report_names_the_preset()
             && page.contains("<th>disk</th>"),
         "{page}"
     );
-    assert!(page.contains("Disaster: MySQL 5.5 flushing"));
+    assert!(page.contains("Disaster: MySQL 5.5 Flushing"));
     // The plan's options are the run's (the CLI merges the preset's into
     // them): the default policy here.
     let policy = report.runs[0].options["flush_policy"].as_str().unwrap();

@@ -1,4 +1,5 @@
-//! `keel iobench`: the seeds' device characterization (IObench, fio-style)
+//! `keel iobench`: the device characterization of Dimitri Kravtchuk's
+//! IObench runs ("MySQL Performance: Linux I/O and Fusion-io", 2012), fio-style,
 //! through the engine's own device layer. The work is in
 //! `keel_bench::iobench`; this file parses the flags and prints progress.
 
@@ -16,8 +17,9 @@ use keel_bench::iobench::{self, Event, IobenchConfig, IobenchReport, Method, Mod
 #[derive(Args, Debug, Clone)]
 #[command(
     after_help = "Every comma list is swept: the cases are the cartesian product, run one after \
-                  another, each for --time seconds after a short warm-up. Example, the seeds' \
-                  characterization: keel iobench --mode rrnd,wrnd,rwrnd --bs 4k,16k \
+                  another, each for --time seconds after a short warm-up. Example, the sweep of \
+                  \"MySQL Performance: Linux I/O and Fusion-io\" (Dimitri Kravtchuk, 23 October \
+                  2012): keel iobench --mode rrnd,wrnd,rwrnd --bs 4k,16k \
                   --threads 1,4,16,64,128,256 --files 1,2,4,8 --method direct,fsync --dir /data. \
                   The engine's flusher against the device it runs on: keel iobench --mode \
                   wrnd,flush --bs 16k --threads 1,4,16,32 --device sata-ssd --file-size 256MiB"
@@ -57,8 +59,9 @@ pub struct IobenchArgs {
     )]
     pub threads: Vec<usize>,
     /// Numbers of data files the requests are spread over, comma-separated
-    /// (one hot file can serialize writers in the file system, as the field report
-    /// "Linux I/O and Fusion-io" measured).
+    /// (one hot file can serialize writers in the file system, as "MySQL
+    /// Performance: Linux I/O and Fusion-io" by Dimitri Kravtchuk, 23 October
+    /// 2012, measured).
     #[arg(
         long,
         value_name = "COUNTS",

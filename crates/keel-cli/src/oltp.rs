@@ -472,10 +472,10 @@ fn execute(
 ) -> Result<OltpReport> {
     if let Some((p, given)) = &plan.preset {
         println!(
-            "preset {}: seed {} \"{}\": {}{}",
+            "preset {}: seed {} {}: {}{}",
             p.name,
             p.seed,
-            p.seed_title,
+            oltp::seed(p.seed).map_or_else(|| format!("\"{}\"", p.seed_title), |s| s.citation()),
             p.about,
             if given.is_empty() {
                 String::new()

@@ -369,6 +369,15 @@ fn preset_list_and_help_describe_every_preset() {
             .any(|l| l.trim_start().starts_with("- showdown:")),
         "`showdown` not in --help:\n{help}"
     );
+    // The field reports are cited by title, author and date, not by a file.
+    for cite in [
+        "1. \"Disaster: MySQL 5.5 Flushing\", Vadim Tkachenko",
+        "2. \"Benchmarks of new innodb_flush_neighbor_pages\", Vadim Tkachenko",
+        "4. \"More on Checkpoints in InnoDB MySQL 8\", Vadim Tkachenko",
+        "5. \"MySQL LRU Flushing and I/O Capacity\", Daniel Nichter",
+    ] {
+        assert!(list.contains(cite), "{cite:?} not in:\n{list}");
+    }
     assert!(!list.contains("prepare"), "work started: {list}");
     let (ok, out) = keel_in(dir.path(), &["bench", "oltp", "--preset", "nope"]).ok_and_text();
     assert!(
@@ -423,7 +432,13 @@ fn a_preset_runs_end_to_end_and_flags_and_sets_win_over_it() {
         "{:?}",
         started.elapsed()
     );
-    assert!(out.contains("preset disaster-55: seed 1"), "{out}");
+    assert!(
+        out.contains(
+            "preset disaster-55: seed 1 \"Disaster: MySQL 5.5 Flushing\", Vadim Tkachenko, \
+             MySQL Performance Blog (Percona), 18 September 2011: "
+        ),
+        "{out}"
+    );
     assert!(
         out.contains("flush policy classic (io_capacity 100, io_capacity_max 200"),
         "{out}"
@@ -467,7 +482,8 @@ fn a_preset_runs_end_to_end_and_flags_and_sets_win_over_it() {
         .contains("flush_mode,free_check_waits,free_check_wait_ms,history_len,"));
     let page = std::fs::read_to_string(dir.path().join("rep/index.html")).unwrap();
     assert!(page.contains("preset disaster-55</h1>"), "{page}");
-    assert!(page.contains("Disaster: MySQL 5.5 flushing"));
+    assert!(page.contains("Disaster: MySQL 5.5 Flushing"));
+    assert!(page.contains("(Vadim Tkachenko, MySQL Performance Blog (Percona), 18 September 2011)"));
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! `keel iobench`: the seeds' device characterization (IObench, fio-style).
+//! `keel iobench`: the device characterization of seed 3 (IObench, fio-style;
+//! `docs/field-reports.md` cites it).
 //!
 //! Random read, random write and mixed random I/O (and sequential streams)
 //! at any block size, from 1 to hundreds of concurrent workers, with

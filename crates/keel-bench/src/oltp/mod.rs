@@ -28,6 +28,7 @@ mod report;
 mod rows;
 mod runner;
 mod sample;
+mod seeds;
 mod showdown;
 mod status;
 mod summary;
@@ -62,6 +63,7 @@ pub(crate) use sample::{
     Counts, Snapshot, DEVICE_WRITE_BYTES, PROCESS_WRITE_BYTES, UNDO_PAGES_IN_POOL,
 };
 pub use sample::{Interval, PagesFlushed, KEEL_METRIC_FIELDS};
+pub use seeds::{seed, seeds_text, Seed, SEEDS};
 pub use showdown::{
     criteria, judge, preset_file, render_showdown_html, showdown_text, write_showdown, Check,
     PresetVerdict, RunRow, RunVerdict, ShowdownReport, DISASTER_MIN_TPS_RATIO, MAX_LATENCY_MS,

@@ -13,8 +13,10 @@ fn pct(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// The sysbench-style line of one interval, with the engine's flushing
-/// state appended: checkpoint age and its marks as % of the log capacity,
+/// The line of one interval: most of sysbench's interval line (`thds`,
+/// `tps`, `qps`, `lat(ms,95%)`, `err/s`, with one decimal, without
+/// sysbench's r/w/o split and `reconn/s`), then the engine's flushing
+/// state: checkpoint age and its marks as % of the log capacity,
 /// the flushing mode at the interval's end, dirty and free pages as % of
 /// the pool, pages flushed per second by kind (adaptive, background, LRU,
 /// sync, single page, neighbors), and the throttle's mean delay per
@@ -257,7 +259,7 @@ mod tests {
         // steady: its setpoint and hard level, and the writers' pauses.
         let iv = Interval {
             setpoint: 77,
-            hard: 95,
+            hard: 87,
             writer_pauses: 120,
             throttle_delay_ms: 406.0,
             transactions: 812,
@@ -272,10 +274,67 @@ mod tests {
         };
         let line = interval_line(8, &iv, false);
         assert!(
-            line.contains("| ckpt age 71% (S 77%, H 95%) mode adaptive")
+            line.contains("| ckpt age 71% (S 77%, H 87%) mode adaptive")
                 && line.contains("| throttle 0.5 ms | pauses 120 p99 20 max 50 ms | history 4321")
                 && line.ends_with("| B/txn redo 600 dw 4096 data 4096 disk 9000"),
             "{line}"
+        );
+    }
+
+    /// The README's example line is one this code prints, and its hard
+    /// level is one `steady` can have: `H` is at most 0.99 of the
+    /// free-check limit, which is 0.92 of the log capacity, so at most
+    /// 91 % of the capacity (docs/for-innodb-users.md, "steady").
+    #[test]
+    fn the_readme_example_line_is_one_this_code_prints() {
+        let readme = include_str!("../../../../README.md");
+        let example = readme
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("[ 12s ] thds: 8 "))
+            .unwrap_or_else(|| panic!("the README has no example interval line"));
+        let iv = Interval {
+            t_s: 12.0,
+            interval_s: 1.0,
+            transactions: 812,
+            tps: 812.0,
+            qps: 16240.3,
+            lat_p95_ms: 14.2,
+            checkpoint_age: 71,
+            log_capacity: 100,
+            setpoint: 77,
+            hard: 87,
+            dirty_pages: 230,
+            free_pages: 12,
+            total_pages: 1000,
+            pages_flushed: PagesFlushed {
+                adaptive: 600,
+                background: 10,
+                lru: 40,
+                ..PagesFlushed::default()
+            },
+            flush_mode: "adaptive".into(),
+            throttle_delay_ms: 406.0,
+            writer_pauses: 120,
+            pause_p99_ms: 20.0,
+            pause_max_ms: 50.0,
+            history_len: 4321,
+            log_bytes: 812 * 2650,
+            dblwr_bytes: 812 * 29500,
+            data_bytes: 812 * 29500,
+            device_bytes: Some(812 * 62000),
+            ..Interval::default()
+        };
+        assert_eq!(example, interval_line(8, &iv, false));
+        let hard: u32 = example
+            .split("H ")
+            .nth(1)
+            .and_then(|r| r.split('%').next())
+            .and_then(|h| h.parse().ok())
+            .unwrap_or_else(|| panic!("no hard level in {example}"));
+        assert!(
+            hard <= 91,
+            "H {hard}% is more than steady allows: {example}"
         );
     }
 

@@ -38,7 +38,7 @@ pub struct Preset {
     pub base: Option<&'static Preset>,
     /// Number of the seed (the field report) it reproduces.
     pub seed: u32,
-    /// Title of the seed.
+    /// Title of the seed, as published (`seeds::SEEDS` cites it whole).
     pub seed_title: &'static str,
     /// One line for `--preset list` and `--help`.
     pub about: &'static str,
@@ -69,7 +69,7 @@ const FAST_PREPARE: &[(&str, &str)] = &[
     ("io_capacity_max", "0"),
 ];
 
-/// Seed 1, "Disaster: MySQL 5.5 flushing": the periods of **zero
+/// Seed 1, "Disaster: MySQL 5.5 Flushing": the periods of **zero
 /// transactions** while the checkpoint age sits at the sync mark.
 ///
 /// Scaled down from 58 GB of data, a 52 GB pool, 2 × 1.9 GB of redo, 32
@@ -91,7 +91,7 @@ pub const DISASTER_55: Preset = Preset {
     name: "disaster-55",
     base: None,
     seed: 1,
-    seed_title: "Disaster: MySQL 5.5 flushing",
+    seed_title: "Disaster: MySQL 5.5 Flushing",
     about:
         "5.5-style flushing on RAID10 HDDs, redo 1/8 of the pool: zero-tps stalls at the sync mark",
     figure: "alternating normal throughput and 4-minute periods with zero transactions while \
@@ -129,7 +129,7 @@ pub const DISASTER_55: Preset = Preset {
     prepare: FAST_PREPARE,
 };
 
-/// Seed 2, "Benchmarks of innodb_flush_neighbor_pages": the same
+/// Seed 2, "Benchmarks of new innodb_flush_neighbor_pages": the same
 /// scenario as `disaster-55` run three times on identical data with
 /// neighbor flushing "area" (2), "cont" (1) and "none" (0) on `hdd-raid10`,
 /// 60 s each — the seed's comparison of the modes' throughput lines
@@ -139,7 +139,7 @@ pub const NEIGHBORS: Preset = Preset {
     name: "neighbors",
     base: Some(&DISASTER_55),
     seed: 2,
-    seed_title: "Benchmarks of innodb_flush_neighbor_pages",
+    seed_title: "Benchmarks of new innodb_flush_neighbor_pages",
     about:
         "disaster-55 with flush_neighbors = 2 (area), 1 (cont), 0 (none): one run each, overlaid",
     figure: "throughput per neighbor-flushing mode: \"area\" stalls deepest, \"cont\" gives \
@@ -153,7 +153,7 @@ pub const NEIGHBORS: Preset = Preset {
     prepare: &[],
 };
 
-/// Seed 4, "More on checkpoints in InnoDB MySQL 8": the **waves** —
+/// Seed 4, "More on Checkpoints in InnoDB MySQL 8": the **waves** —
 /// throughput dropping each time the checkpoint age crosses the
 /// max checkpoint age, because a small doublewrite buffer caps flushing
 /// below what the log needs.
@@ -172,7 +172,7 @@ pub const WAVES_80: Preset = Preset {
     name: "waves-80",
     base: None,
     seed: 4,
-    seed_title: "More on checkpoints in InnoDB MySQL 8",
+    seed_title: "More on Checkpoints in InnoDB MySQL 8",
     about: "8.0 on a SATA SSD, data in the pool, small doublewrite: throughput waves as the age hits the limit",
     figure: "\"wave\" throughput: drops each time the checkpoint age reaches the max checkpoint \
              age, flushing capped below io_capacity_max by the doublewrite buffer",
@@ -214,7 +214,7 @@ pub const WAVES_80_FIX: Preset = Preset {
     name: "waves-80-fix",
     base: Some(&WAVES_80),
     seed: 4,
-    seed_title: "More on checkpoints in InnoDB MySQL 8",
+    seed_title: "More on Checkpoints in InnoDB MySQL 8",
     about:
         "waves-80 with doublewrite_pages = 128 and doublewrite_files = 2: the seed's fix, no waves",
     figure: "with 2 doublewrite files of 128 pages per segment the waves disappear",
@@ -236,7 +236,7 @@ pub const WAVES_80_SWEEP: Preset = Preset {
     name: "waves-80-sweep",
     base: Some(&WAVES_80_FIX),
     seed: 4,
-    seed_title: "More on checkpoints in InnoDB MySQL 8",
+    seed_title: "More on Checkpoints in InnoDB MySQL 8",
     about: "waves-80-fix once per io_capacity_max = 2000, 3000, 4000, 8000: lower max, higher tps while the age stays under the limit",
     figure: "lower io_capacity_max gives higher throughput as long as the checkpoint age stays \
              under the limit (6,500 → 8,234 tps; 7,000 → 7,936; 8,000 → 7,693)",
@@ -260,7 +260,7 @@ pub const WAVES_80_X4: Preset = Preset {
     name: "waves-80-x4",
     base: Some(&WAVES_80_SWEEP),
     seed: 4,
-    seed_title: "More on checkpoints in InnoDB MySQL 8",
+    seed_title: "More on Checkpoints in InnoDB MySQL 8",
     about:
         "waves-80-sweep at 4x the scale (8 x 150,000 rows, 1 GiB pool, 2 x 64 MiB log, 32 threads)",
     figure: "lower io_capacity_max gives higher throughput as long as the checkpoint age stays \
@@ -274,7 +274,7 @@ pub const WAVES_80_X4: Preset = Preset {
     prepare: &[("buffer_pool_size", "1GiB")],
 };
 
-/// Seed 5, "MySQL LRU flushing and I/O capacity": **LRU flushing is not
+/// Seed 5, "MySQL LRU Flushing and I/O Capacity": **LRU flushing is not
 /// bounded by io_capacity** — with data ≫ the pool and a mostly dirty LRU
 /// tail, each cleaner pass writes up to `lru_scan_depth` (1024) pages per
 /// instance while `io_capacity_max` is 400 (the seed saw one pass write
@@ -289,7 +289,7 @@ pub const LRU_SCAN_DEPTH: Preset = Preset {
     name: "lru-scan-depth",
     base: None,
     seed: 5,
-    seed_title: "MySQL LRU flushing and I/O capacity",
+    seed_title: "MySQL LRU Flushing and I/O Capacity",
     about: "data 5x the pool, dirty LRU tail: LRU flushing writes far more than io_capacity_max (400) pages/s",
     figure: "one cleaner pass wrote 1,178 LRU pages + 122 flush-list pages while io_capacity_max \
              was 400: LRU flushing is bounded by lru_scan_depth, not by I/O capacity",
@@ -352,7 +352,7 @@ pub fn find_preset(name: &str) -> Result<&'static Preset, OltpError> {
 }
 
 /// The text of `--preset list`: one line per preset with its seed and
-/// description, then how presets combine with flags.
+/// description, how presets combine with flags, then the seeds cited.
 pub fn presets_text() -> String {
     let width = PRESETS
         .iter()
@@ -374,6 +374,7 @@ pub fn presets_text() -> String {
         "A preset fills only what is not given on the command line: flags, --config, --set, \
          --device and --vary win over it (--set is applied after the preset's options).\n",
     );
+    out.push_str(&super::seeds::seeds_text());
     out
 }
 

@@ -861,12 +861,16 @@ fn pairs_text(m: &serde_json::Map<String, serde_json::Value>) -> String {
 /// The preset paragraph: which seed, what it sets, what to look at.
 fn preset_html(p: &PresetSettings) -> String {
     let mut out = format!(
-        "<div class=\"preset\"><p><b>Preset <code>{}</code></b>: seed {}, &ldquo;{}&rdquo;. {}.</p>\
+        "<div class=\"preset\"><p><b>Preset <code>{}</code></b>: seed {}, &ldquo;{}&rdquo;{}. {}.</p>\
          <p><b>The seed's figure:</b> {}.</p><p><b>Look at:</b> {}.</p><ul>\
          <li>workload: <code>{}</code></li><li>engine options: <code>{}</code></li>",
         escape(&p.name),
         p.seed,
         escape(&p.seed_title),
+        super::seed(p.seed).map_or_else(String::new, |s| escape(&format!(
+            " ({}, {}, {})",
+            s.author, s.venue, s.date
+        ))),
         escape(&p.about),
         escape(&p.figure),
         escape(&p.look_at),
