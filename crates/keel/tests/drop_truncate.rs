@@ -44,7 +44,10 @@ fn fill(t: &Table, n: u32) {
 }
 
 fn count(t: &Table) -> usize {
-    t.range(..).unwrap().filter(|r| r.is_ok() || panic!("{r:?}")).count()
+    t.range(..)
+        .unwrap()
+        .filter(|r| r.is_ok() || panic!("{r:?}"))
+        .count()
 }
 
 /// Reopen (which frees dropped roots), then check every page is in a
