@@ -64,7 +64,7 @@ pub struct CheckArgs {
 /// number of data files come from the header of `data-0.keel`, over a
 /// config file's; `--set` and `--device` are applied after, so an explicit
 /// value wins.
-fn options(engine: &EngineArgs, header: Option<&FileHeader>) -> Result<Options> {
+pub(crate) fn options(engine: &EngineArgs, header: Option<&FileHeader>) -> Result<Options> {
     engine.options_with(|o| {
         if let Some(h) = header {
             o.set("page_size", &h.page_size.to_string())?;
@@ -317,7 +317,7 @@ impl Trees for OnDisk {
 }
 
 /// The header of `data-0.keel`, or the problem with it.
-fn read_header(dir: &Path) -> std::result::Result<FileHeader, String> {
+pub(crate) fn read_header(dir: &Path) -> std::result::Result<FileHeader, String> {
     let path = dir.join(data::file_name(0));
     let mut b = [0u8; HEADER_LEN];
     std::fs::File::open(&path)

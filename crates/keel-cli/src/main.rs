@@ -10,6 +10,7 @@ use keel_bench::basic::{self, BasicConfig};
 
 use engine_args::EngineArgs;
 
+mod backup;
 mod check;
 mod crashtest;
 mod engine_args;
@@ -57,6 +58,11 @@ enum Command {
     /// exit status 2: --read-only then checks the files as they stand,
     /// replaying no log.
     Check(check::CheckArgs),
+    /// Copy a closed database into a new directory, consistently: the
+    /// database is opened read-only (nothing in it is written) and copied
+    /// as `Db::backup` copies a running one. For a database a process has
+    /// open, call `Db::backup` in that process.
+    Backup(backup::BackupArgs),
     /// Merge the JSON files of several benchmark invocations (Keel's runs and other
     /// engines') into one HTML report, one JSON file and one summary table.
     Report(report::ReportArgs),
@@ -172,6 +178,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::CrashtestChild(a) => crashtest::child(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Check(a) => check::run(a),
+        Command::Backup(a) => backup::run(a),
         Command::Report(a) => report::run(a),
     }
 }

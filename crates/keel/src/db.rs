@@ -369,6 +369,24 @@ impl Db {
         Ok(self.handle(name, t))
     }
 
+    /// Copy the database into `dest` while it keeps running, as Percona
+    /// XtraBackup copies InnoDB: the data files page by page, and the redo
+    /// from the checkpoint in effect at the start to the end of the log
+    /// when the last page was copied. Opening the copy (`Db::open`, or
+    /// `keel check`) recovers it to that end: every transaction committed
+    /// by then, and no part of any other. `dest` must not exist or be an
+    /// empty directory; it gets no doublewrite files (the open creates
+    /// them) and a redo log at least as large as this one's, larger if
+    /// the backup outlasted a lap of the log.
+    ///
+    /// Writers go on meanwhile; the backup holds the checkpoint back only
+    /// to what it has not copied of the redo yet. Works on a read-only
+    /// open too. One backup at a time; see `backup`'s module doc for the
+    /// protocol and what an error leaves behind.
+    pub fn backup(&self, dest: impl AsRef<Path>) -> Result<crate::BackupReport> {
+        crate::backup::backup(&self.inner.engine, dest.as_ref())
+    }
+
     /// Drop table `name` (InnoDB's `DROP TABLE`): its name goes at once
     /// and its pages return to the free list in bounded steps, each one
     /// mini-transaction that fits the log (as a failed bulk load's).

@@ -253,6 +253,10 @@ pub enum Error {
          truncated): retry it"
     )]
     TableChanged(String),
+    /// A hot backup could not be made (`Db::backup`); I/O and page errors
+    /// have their own variants.
+    #[error("backup: {0}")]
+    Backup(String),
     /// The database is closing (or closed): no new writes are taken.
     #[error("the database is closing: no new writes are accepted")]
     Closed,

@@ -34,6 +34,12 @@
 //! - `close.cleaners_stopping`: in `Db::close`, after the commits admitted
 //!   before it finished (or were given up on), before the page cleaners
 //!   stop.
+//! - `backup.copying`: in `Db::backup`, once the checkpoint is pinned and
+//!   the redo copier runs, before the first page is copied. Held there,
+//!   the writers go on and the copier must keep moving the pin.
+//! - `backup.redo`: in `Db::backup`'s redo copier, before each read of the
+//!   log. Held there, the backup's pin stops the checkpoint, and writers
+//!   wait for log space rather than overwrite redo it has not copied.
 //! - `commit.admitted`: in `Engine::begin_commit`, after the commit was
 //!   admitted and its log space reserved, before its record is logged.
 //! - `writer.pace`: in `Engine::pace_writer`, where a transaction is

@@ -88,6 +88,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod backup;
 mod btree;
 mod buffer;
 mod catalog;
@@ -111,6 +112,7 @@ mod table;
 mod txn;
 pub(crate) mod undo;
 
+pub use backup::BackupReport;
 pub use btree::TreeStats;
 pub use config::{
     DoublewriteMode, FlushPolicyName, Isolation, Options, CLASSIC_ONLY, RUNTIME_OPTIONS,

@@ -178,6 +178,10 @@ pub struct Log {
     /// into every checkpoint slot (under `checkpoint_mutex`).
     epoch: Mutex<(u32, Lsn)>,
     checkpoint_mutex: Mutex<()>,
+    /// No checkpoint may pass this LSN: the redo a hot backup has still to
+    /// copy starts there (`u64::MAX`: no backup runs). Changed under
+    /// `checkpoint_mutex`, so a checkpoint and a pin never cross.
+    backup_pin: AtomicU64,
     metrics: Arc<Metrics>,
     /// Set after a failed write or sync: nothing is durable any more.
     poisoned: Poison,
@@ -353,6 +357,7 @@ impl Log {
             checkpoint_no: AtomicU64::new(cp.no),
             epoch: Mutex::new((cp.epoch, cp.epoch_lsn)),
             checkpoint_mutex: Mutex::new(()),
+            backup_pin: AtomicU64::new(u64::MAX),
             metrics,
             poisoned: Poison::default(),
             failpoints: Default::default(),
@@ -583,6 +588,9 @@ impl Log {
     /// below `lsn` is in the data files and they are synced.
     pub(crate) fn write_checkpoint(&self, lsn: Lsn) -> Result<bool> {
         let _c = self.checkpoint_mutex.lock();
+        // A backup copying the redo holds the checkpoint at what it has
+        // not copied yet: the log's space there is not reused meanwhile.
+        let lsn = lsn.min(self.backup_pin.load(Ordering::Acquire));
         if lsn <= self.checkpoint_lsn() {
             return Ok(false);
         }
@@ -599,6 +607,33 @@ impl Log {
         );
         Metrics::add(&self.metrics.log_checkpoints, 1);
         Ok(true)
+    }
+
+    /// Start a hot backup's copy of the redo: from now on no checkpoint
+    /// passes the current one, until [`Log::move_backup_pin`] lets it.
+    /// Returns the checkpoint the copy starts from (what a recovery of the
+    /// log now would start from), or `None` if a backup runs already.
+    pub(crate) fn pin_for_backup(&self) -> Option<Checkpoint> {
+        let _c = self.checkpoint_mutex.lock();
+        if self.backup_pin.load(Ordering::Acquire) != u64::MAX {
+            return None;
+        }
+        let lsn = self.checkpoint_lsn();
+        self.backup_pin.store(lsn, Ordering::Release);
+        let (epoch, epoch_lsn) = *self.epoch.lock();
+        Some(Checkpoint {
+            no: self.checkpoint_no.load(Ordering::Acquire),
+            lsn,
+            epoch,
+            epoch_lsn,
+        })
+    }
+
+    /// The backup has copied the redo below `lsn`: checkpoints may go that
+    /// far. `u64::MAX` ends the backup's hold.
+    pub(crate) fn move_backup_pin(&self, lsn: Lsn) {
+        let _c = self.checkpoint_mutex.lock();
+        self.backup_pin.store(lsn, Ordering::Release);
     }
 
     /// Write checkpoint slot number `checkpoint_no + 1` (into the slot the
