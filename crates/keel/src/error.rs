@@ -13,15 +13,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// An operating-system I/O call failed on the named file.
-    #[error("{op} failed on {}: {source}", path.display())]
+    #[error("{op} failed on {}: {os_error}", path.display())]
     Io {
         /// The file the call was made on.
         path: PathBuf,
         /// What was attempted ("read", "write", "sync", "open", ...).
         op: &'static str,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error. The message above already says it, so it is not
+        /// also this error's `source()`: a printer of the whole chain
+        /// (anyhow's `{:#}`) would say it twice.
+        os_error: std::io::Error,
     },
     /// A page failed its checksum or identity check after a read.
     #[error("corrupt page {page} in {}: {reason}", path.display())]
@@ -273,8 +274,8 @@ impl Error {
     /// that freeing space elsewhere can mend.
     pub fn is_full_disk(&self) -> bool {
         match self {
-            Error::Io { source, .. } => matches!(
-                source.raw_os_error(),
+            Error::Io { os_error, .. } => matches!(
+                os_error.raw_os_error(),
                 Some(libc::ENOSPC) | Some(libc::EDQUOT)
             ),
             _ => false,
@@ -285,7 +286,7 @@ impl Error {
     /// powered off: [`crate::io::is_device_gone`]): no retry can outlive it.
     pub fn is_device_gone(&self) -> bool {
         match self {
-            Error::Io { source, .. } => crate::io::is_device_gone(source),
+            Error::Io { os_error, .. } => crate::io::is_device_gone(os_error),
             _ => false,
         }
     }
@@ -298,11 +299,11 @@ impl Error {
     }
 
     /// Wrap an OS error with the file and operation it came from.
-    pub fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Self {
+    pub fn io(path: impl Into<PathBuf>, op: &'static str, os_error: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
             op,
-            source,
+            os_error,
         }
     }
 
