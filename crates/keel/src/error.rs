@@ -64,6 +64,24 @@ pub enum Error {
         /// Why it was rejected.
         reason: String,
     },
+    /// Options written in TOML ([`Options::from_toml_file`],
+    /// [`Options::from_toml_str`]) are not valid TOML, or a line sets an
+    /// unknown option or gives one a value it does not take. No option was
+    /// applied.
+    ///
+    /// [`Options::from_toml_file`]: crate::Options::from_toml_file
+    /// [`Options::from_toml_str`]: crate::Options::from_toml_str
+    #[error("{}{reason}", toml_place(path.as_deref(), *line, key.as_deref()))]
+    ConfigToml {
+        /// The file, when the text was read from one.
+        path: Option<PathBuf>,
+        /// The line the error is on, counted from 1.
+        line: usize,
+        /// The option the line sets; `None` when the line is not valid TOML.
+        key: Option<String>,
+        /// What is wrong, with the value (or the line) as written.
+        reason: String,
+    },
     /// [`Db::set_option`](crate::Db::set_option) was asked to change an
     /// option that only takes effect when the database is opened. Nothing
     /// changed.
@@ -314,6 +332,15 @@ impl Error {
             reason: reason.into(),
         }
     }
+}
+
+/// Where a [`Error::ConfigToml`] is: `FILE, line N: option `KEY`: `.
+fn toml_place(path: Option<&std::path::Path>, line: usize, key: Option<&str>) -> String {
+    let file = path
+        .map(|p| format!("{}, ", p.display()))
+        .unwrap_or_default();
+    let option = key.map(|k| format!("option `{k}`: ")).unwrap_or_default();
+    format!("{file}line {line}: {option}")
 }
 
 /// A one-way "refuse writes" switch with the reason, for a layer that can no
