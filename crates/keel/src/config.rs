@@ -1,10 +1,13 @@
 //! Engine options: one struct, loadable from TOML, overridable key by key
-//! (`--set key=value`), validated at open with errors that name the key
+//! (`--set key=value`), set from Rust with types and units
+//! ([`Options::builder`]), validated at open with errors that name the key
 //! and the value.
 //!
 //! Names follow InnoDB's (without the `innodb_` prefix) where the meaning is
 //! the same; Keel's own options are `data_files`, `device`, `write_io_threads`.
 
+mod builder;
+mod commit;
 mod size;
 mod toml_text;
 
@@ -14,7 +17,11 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use size::{parse_size, size_serde};
+pub use builder::OptionsBuilder;
+pub use commit::FlushLogAtTrxCommit;
+use size::parse_size;
+use size::size_serde;
+pub use size::ByteSize;
 
 use crate::error::{Error, Result};
 use crate::io::{FlushMethod, ThrottleSpec};
@@ -395,7 +402,7 @@ impl Options {
             let rule = format_args!("between 1 and {MAX_LOG_FILES}");
             return Err(refuse("log_files_in_group", rule, files));
         }
-        if self.flush_log_at_trx_commit > 2 {
+        if FlushLogAtTrxCommit::try_from(self.flush_log_at_trx_commit).is_err() {
             let rule = "0, 1 or 2";
             return Err(refuse(
                 "flush_log_at_trx_commit",
