@@ -40,9 +40,9 @@ impl EngineArgs {
         between: impl FnOnce(&mut Options) -> Result<()>,
     ) -> Result<Options> {
         let mut o = match &self.config {
-            Some(p) => {
-                Options::from_toml_file(p).with_context(|| format!("--config {}", p.display()))?
-            }
+            // The library's error names the file, the line, the option
+            // and the value: the flag is all there is to add.
+            Some(p) => Options::from_toml_file(p).context("--config")?,
             None => Options::default(),
         };
         between(&mut o)?;
@@ -143,6 +143,22 @@ mod tests {
     }
 
     #[test]
+    fn a_config_file_error_names_the_file_line_option_and_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let toml = dir.path().join("k.toml");
+        std::fs::write(&toml, "io_capacity = 400\nflush_policy = \"adaptive\"\n").unwrap();
+        let e = parse(&["--config", toml.to_str().unwrap()])
+            .options()
+            .unwrap_err();
+        let want = format!(
+            "--config: {}, line 2: option `flush_policy`: `\"adaptive\"` is not accepted; \
+             expected `classic` or `steady`",
+            toml.display()
+        );
+        assert_eq!(format!("{e:#}"), want);
+    }
+
+    #[test]
     fn errors_name_the_flag_and_the_option() {
         let e = parse(&["--set", "io_capacity=lots"]).options().unwrap_err();
         let text = format!("{e:#}");
@@ -161,6 +177,10 @@ mod tests {
             .options()
             .unwrap_err();
         assert!(format!("{e:#}").contains("/nonexistent/k.toml"), "{e:#}");
+        // The OS error once, however the chain is printed.
+        for text in [format!("{e:#}"), format!("{e:?}")] {
+            assert_eq!(text.matches("(os error 2)").count(), 1, "{text}");
+        }
         // Each option alone is fine; together they are not: validation
         // names the option.
         let e = parse(&["--set", "io_capacity=300", "--set", "io_capacity_max=200"])

@@ -1,13 +1,27 @@
 //! Engine options: one struct, loadable from TOML, overridable key by key
-//! (`--set key=value`), validated at open with errors that name the key.
+//! (`--set key=value`), set from Rust with types and units
+//! ([`Options::builder`]), validated at open with errors that name the key
+//! and the value.
 //!
 //! Names follow InnoDB's (without the `innodb_` prefix) where the meaning is
 //! the same; Keel's own options are `data_files`, `device`, `write_io_threads`.
 
+mod builder;
+mod commit;
+mod size;
+mod toml_text;
+
+use std::fmt::Display;
 use std::path::Path;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+pub use builder::OptionsBuilder;
+pub use commit::FlushLogAtTrxCommit;
+use size::parse_size;
+use size::size_serde;
+pub use size::ByteSize;
 
 use crate::error::{Error, Result};
 use crate::io::{FlushMethod, ThrottleSpec};
@@ -168,48 +182,81 @@ impl Options {
     }
 
     /// Read options from a TOML file; keys not given keep their defaults.
+    /// A file that cannot be read is an [`Error::Io`] naming it; one that
+    /// is not TOML, or sets an unknown option or a bad value, is an
+    /// [`Error::ConfigToml`] naming the file, the line, the option and the
+    /// value as written.
     pub fn from_toml_file(path: &Path) -> Result<Options> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, "read", e))?;
-        Self::from_toml_str(&text).map_err(|e| match e {
-            Error::Config { key, reason } => {
-                Error::config(key, format!("{reason} (in {})", path.display()))
-            }
-            other => other,
-        })
+        toml_text::parse(&text).map_err(|e| e.into_error(Some(path)))
     }
 
-    /// Parse options from TOML text.
+    /// Parse options from TOML text; errors as
+    /// [`from_toml_file`](Self::from_toml_file)'s, without a file.
     pub fn from_toml_str(text: &str) -> Result<Options> {
-        toml::from_str(text).map_err(|e| Error::config(key_of(&e), e.message().to_string()))
+        toml_text::parse(text).map_err(|e| e.into_error(None))
     }
 
     /// Set one option from its textual value, e.g. `("buffer_pool_size", "64MiB")`.
+    /// An error is an [`Error::Config`] naming the option and the value.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
-        let mut table = toml::Table::try_from(&*self)
-            .map_err(|e| Error::config(key, format!("cannot serialise options: {e}")))?;
-        let Some(old) = table.get(key) else {
-            return Err(Error::config(
-                key,
-                format!("unknown option; known options: {}", known_keys().join(", ")),
-            ));
-        };
-        let new = coerce(old, value).ok_or_else(|| {
-            Error::config(key, format!("`{value}` is not a valid {}", old.type_str()))
+        let shown = format!("`{value}`");
+        let old = self.current(key, &shown)?;
+        let new = coerce(&old, value).ok_or_else(|| {
+            Error::config(key, format!("{shown} is not a valid {}", old.type_str()))
         })?;
-        table.insert(key.to_string(), new);
-        let opts: Options = toml::Value::Table(table)
+        self.assign(key, new, &shown)
+            .map_err(|reason| Error::config(key, reason))
+    }
+
+    /// The value of `key` as TOML; an unknown key is an error that shows
+    /// the value it was given (`shown`).
+    fn current(&self, key: &str, shown: &str) -> Result<toml::Value> {
+        let table = self
+            .to_table()
+            .map_err(|reason| Error::config(key, reason))?;
+        table
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::config(key, unknown_option(shown)))
+    }
+
+    fn to_table(&self) -> std::result::Result<toml::Table, String> {
+        toml::Table::try_from(self).map_err(|e| format!("cannot serialise options: {e}"))
+    }
+
+    /// Give `key` the TOML `value`, written `shown` in messages. The error
+    /// says what is wrong with the value, naming it.
+    fn assign(
+        &mut self,
+        key: &str,
+        value: toml::Value,
+        shown: &str,
+    ) -> std::result::Result<(), String> {
+        let mut table = self.to_table()?;
+        if !table.contains_key(key) {
+            return Err(unknown_option(shown));
+        }
+        let raw = match &value {
+            toml::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        table.insert(key.to_string(), value);
+        *self = toml::Value::Table(table)
             .try_into()
-            .map_err(|e: toml::de::Error| Error::config(key, e.message().to_string()))?;
-        *self = opts;
+            .map_err(|e: toml::de::Error| toml_text::explain(e.message(), shown, &raw))?;
         Ok(())
     }
 
     /// Apply `key=value` assignments in order.
     pub fn apply_sets<'a>(&mut self, sets: impl IntoIterator<Item = &'a str>) -> Result<()> {
         for s in sets {
-            let (k, v) = s
-                .split_once('=')
-                .ok_or_else(|| Error::config(s, "expected key=value".to_string()))?;
+            let (k, v) = s.split_once('=').ok_or_else(|| {
+                Error::config(
+                    s.trim(),
+                    format!("no value given; expected `{}=VALUE`", s.trim()),
+                )
+            })?;
             self.set(k.trim(), v.trim())?;
         }
         Ok(())
@@ -230,22 +277,29 @@ impl Options {
             .collect()
     }
 
-    /// Check every option; the error names the first bad key.
+    /// Check every option; the error names the first bad key and its value.
     pub fn validate(&self) -> Result<()> {
+        self.validate_pool()?;
+        self.validate_flushing()?;
+        self.validate_log_and_transactions()?;
+        self.device_spec()?;
+        Ok(())
+    }
+
+    /// The page size, the buffer pool and the data files.
+    fn validate_pool(&self) -> Result<()> {
         let ps = self.page_size;
         if !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&ps) || !ps.is_power_of_two() {
-            return Err(Error::config(
+            return Err(refuse(
                 "page_size",
-                format!("{ps} is not a power of two between {MIN_PAGE_SIZE} and {MAX_PAGE_SIZE}"),
+                format_args!("a power of two between {MIN_PAGE_SIZE} and {MAX_PAGE_SIZE}"),
+                ps,
             ));
         }
         let frames = self.buffer_pool_size / ps as u64;
         let inst = self.effective_instances();
         if inst == 0 || inst > 64 {
-            return Err(Error::config(
-                "buffer_pool_instances",
-                "must be between 1 and 64",
-            ));
+            return Err(refuse("buffer_pool_instances", "between 1 and 64", inst));
         }
         if frames < 16 * inst as u64 {
             return Err(Error::config(
@@ -257,38 +311,50 @@ impl Options {
             ));
         }
         if !(5..=95).contains(&self.old_blocks_pct) {
-            return Err(Error::config("old_blocks_pct", "must be between 5 and 95"));
+            return Err(refuse(
+                "old_blocks_pct",
+                "between 5 and 95",
+                self.old_blocks_pct,
+            ));
         }
         if !(1..=MAX_DATA_FILES as usize).contains(&self.data_files) {
-            return Err(Error::config(
-                "data_files",
-                format!("must be between 1 and {MAX_DATA_FILES}"),
-            ));
+            let rule = format_args!("between 1 and {MAX_DATA_FILES}");
+            return Err(refuse("data_files", rule, self.data_files));
         }
+        Ok(())
+    }
+
+    /// The page cleaners, the policy's knobs and the doublewrite.
+    fn validate_flushing(&self) -> Result<()> {
         if self.page_cleaners == 0 || self.page_cleaners > 64 {
-            return Err(Error::config("page_cleaners", "must be between 1 and 64"));
+            return Err(refuse(
+                "page_cleaners",
+                "between 1 and 64",
+                self.page_cleaners,
+            ));
         }
         if self.lru_scan_depth == 0 {
-            return Err(Error::config("lru_scan_depth", "must be at least 1"));
+            return Err(refuse("lru_scan_depth", "at least 1", self.lru_scan_depth));
         }
-        if !(0.0..=99.99).contains(&self.max_dirty_pages_pct) {
-            return Err(Error::config(
-                "max_dirty_pages_pct",
-                "must be between 0 and 99.99",
-            ));
+        let pct = self.max_dirty_pages_pct;
+        if !(0.0..=99.99).contains(&pct) {
+            return Err(refuse("max_dirty_pages_pct", "between 0 and 99.99", pct));
         }
-        if !(0.0..=99.99).contains(&self.max_dirty_pages_pct_lwm)
-            || self.max_dirty_pages_pct_lwm > self.max_dirty_pages_pct
-        {
-            return Err(Error::config(
-                "max_dirty_pages_pct_lwm",
-                "must be between 0 and max_dirty_pages_pct",
-            ));
+        let lwm = self.max_dirty_pages_pct_lwm;
+        if !(0.0..=99.99).contains(&lwm) || lwm > pct {
+            let rule = format_args!("between 0 and max_dirty_pages_pct ({pct})");
+            return Err(refuse("max_dirty_pages_pct_lwm", rule, lwm));
         }
-        if !(100..=u32::MAX as u64).contains(&self.io_capacity) {
-            return Err(Error::config(
+        let io = self.io_capacity;
+        if io < 100 {
+            let reason = format!("{io} is below InnoDB's minimum of 100");
+            return Err(Error::config("io_capacity", reason));
+        }
+        if io > u64::from(u32::MAX) {
+            return Err(refuse(
                 "io_capacity",
-                format!("{} is below InnoDB's minimum of 100", self.io_capacity),
+                format_args!("at most {}", u32::MAX),
+                io,
             ));
         }
         if self.io_capacity_max != 0 && self.io_capacity_max < self.io_capacity {
@@ -300,76 +366,78 @@ impl Options {
                 ),
             ));
         }
-        if !(0.0..=70.0).contains(&self.adaptive_flushing_lwm) {
-            return Err(Error::config(
-                "adaptive_flushing_lwm",
-                "must be between 0 and 70 (percent of the log capacity)",
-            ));
+        let lwm = self.adaptive_flushing_lwm;
+        if !(0.0..=70.0).contains(&lwm) {
+            let rule = "between 0 and 70 (percent of the log capacity)";
+            return Err(refuse("adaptive_flushing_lwm", rule, lwm));
         }
-        if !(1..=1000).contains(&self.flushing_avg_loops) {
-            return Err(Error::config(
+        let loops = self.flushing_avg_loops;
+        if !(1..=1000).contains(&loops) {
+            return Err(refuse(
                 "flushing_avg_loops",
-                "must be between 1 and 1000 seconds",
+                "between 1 and 1000 seconds",
+                loops,
             ));
         }
         if self.flush_neighbors > 2 {
-            return Err(Error::config(
-                "flush_neighbors",
-                "must be 0 (none), 1 (contiguous run) or 2 (whole area)",
-            ));
+            let rule = "0 (none), 1 (contiguous run) or 2 (whole area)";
+            return Err(refuse("flush_neighbors", rule, self.flush_neighbors));
         }
-        if self.write_io_threads == 0 || self.write_io_threads > 64 {
-            return Err(Error::config(
-                "write_io_threads",
-                "must be between 1 and 64",
-            ));
+        let threads = self.write_io_threads;
+        if threads == 0 || threads > 64 {
+            return Err(refuse("write_io_threads", "between 1 and 64", threads));
         }
+        let files = self.doublewrite_files;
+        if !(1..=64).contains(&files) {
+            return Err(refuse("doublewrite_files", "between 1 and 64", files));
+        }
+        let pages = self.doublewrite_pages;
+        if !(1..=4096).contains(&pages) {
+            return Err(refuse("doublewrite_pages", "between 1 and 4096", pages));
+        }
+        Ok(())
+    }
+
+    /// The redo log, commits, locks, purge and bulk loads.
+    fn validate_log_and_transactions(&self) -> Result<()> {
         // The log's file header check holds existing logs to the same rule.
-        if self.log_file_size < MIN_LOG_FILE_SIZE
-            || !self.log_file_size.is_multiple_of(LOG_FILE_ALIGN)
-        {
-            return Err(Error::config(
-                "log_file_size",
-                "must be at least 1MiB and a multiple of 4KiB",
-            ));
+        let size = self.log_file_size;
+        if size < MIN_LOG_FILE_SIZE || !size.is_multiple_of(LOG_FILE_ALIGN) {
+            let rule = "at least 1MiB and a multiple of 4KiB";
+            return Err(refuse("log_file_size", rule, format_args!("{size} bytes")));
         }
-        if !(1..=MAX_LOG_FILES as usize).contains(&self.log_files_in_group) {
-            return Err(Error::config(
-                "log_files_in_group",
-                format!("must be between 1 and {MAX_LOG_FILES}"),
-            ));
+        let files = self.log_files_in_group;
+        if !(1..=MAX_LOG_FILES as usize).contains(&files) {
+            let rule = format_args!("between 1 and {MAX_LOG_FILES}");
+            return Err(refuse("log_files_in_group", rule, files));
         }
-        if self.flush_log_at_trx_commit > 2 {
-            return Err(Error::config(
+        if FlushLogAtTrxCommit::try_from(self.flush_log_at_trx_commit).is_err() {
+            let rule = "0, 1 or 2";
+            return Err(refuse(
                 "flush_log_at_trx_commit",
-                "must be 0, 1 or 2",
+                rule,
+                self.flush_log_at_trx_commit,
             ));
         }
         if !(1..=32).contains(&self.purge_threads) {
-            return Err(Error::config("purge_threads", "must be between 1 and 32"));
-        }
-        if !(self.lock_wait_timeout > 0.0 && self.lock_wait_timeout <= 1e6) {
-            return Err(Error::config(
-                "lock_wait_timeout",
-                "must be a positive number of seconds",
+            return Err(refuse(
+                "purge_threads",
+                "between 1 and 32",
+                self.purge_threads,
             ));
+        }
+        let wait = self.lock_wait_timeout;
+        if !(wait > 0.0 && wait <= 1e6) {
+            let rule = "a positive number of seconds, at most 1000000";
+            return Err(refuse("lock_wait_timeout", rule, wait));
         }
         if !(10..=100).contains(&self.fill_factor) {
-            return Err(Error::config("fill_factor", "must be between 10 and 100"));
-        }
-        if !(1..=64).contains(&self.doublewrite_files) {
-            return Err(Error::config(
-                "doublewrite_files",
-                "must be between 1 and 64",
+            return Err(refuse(
+                "fill_factor",
+                "between 10 and 100",
+                self.fill_factor,
             ));
         }
-        if !(1..=4096).contains(&self.doublewrite_pages) {
-            return Err(Error::config(
-                "doublewrite_pages",
-                "must be between 1 and 4096",
-            ));
-        }
-        self.device_spec()?;
         Ok(())
     }
 
@@ -613,24 +681,51 @@ impl Serialize for DoublewriteMode {
 impl<'de> Deserialize<'de> for DoublewriteMode {
     /// A string, or (as the option was a boolean) `true`/`false`, `1`/`0`.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            B(bool),
-            I(i64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::B(b) => Ok(Self::from_bool(b)),
-            Raw::I(1) => Ok(Self::On),
-            Raw::I(0) => Ok(Self::Off),
-            Raw::I(n) => Err(serde::de::Error::custom(format!(
-                "`{n}` is not a doublewrite mode; expected one of {}",
-                Self::SPELLINGS
-            ))),
-            Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
+        d.deserialize_any(DoublewriteVisitor)
+    }
+}
+
+/// A visitor rather than an untagged enum, so that a value of the wrong
+/// type is named in the error.
+struct DoublewriteVisitor;
+
+impl serde::de::Visitor<'_> for DoublewriteVisitor {
+    type Value = DoublewriteMode;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a doublewrite mode: {}", DoublewriteMode::SPELLINGS)
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, b: bool) -> std::result::Result<Self::Value, E> {
+        Ok(DoublewriteMode::from_bool(b))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, n: i64) -> std::result::Result<Self::Value, E> {
+        match n {
+            1 => Ok(DoublewriteMode::On),
+            0 => Ok(DoublewriteMode::Off),
+            n => Err(not_a_doublewrite_mode(n)),
         }
     }
+
+    fn visit_u64<E: serde::de::Error>(self, n: u64) -> std::result::Result<Self::Value, E> {
+        match n {
+            1 => Ok(DoublewriteMode::On),
+            0 => Ok(DoublewriteMode::Off),
+            n => Err(not_a_doublewrite_mode(n)),
+        }
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<Self::Value, E> {
+        s.parse().map_err(E::custom)
+    }
+}
+
+fn not_a_doublewrite_mode<E: serde::de::Error>(n: impl std::fmt::Display) -> E {
+    E::custom(format!(
+        "`{n}` is not a doublewrite mode; expected one of {}",
+        DoublewriteMode::SPELLINGS
+    ))
 }
 
 /// The flushing policies (`flush_policy`).
@@ -672,10 +767,16 @@ fn known_keys() -> Vec<String> {
         .collect()
 }
 
-fn key_of(e: &toml::de::Error) -> String {
-    // toml's messages carry the key in backquotes ("unknown field `x`").
-    let m = e.message();
-    m.split('`').nth(1).unwrap_or("<toml>").to_string()
+fn unknown_option(shown: &str) -> String {
+    format!(
+        "unknown option (given {shown}); known options: {}",
+        known_keys().join(", ")
+    )
+}
+
+/// A validation error: `key` must be `rule`, and is `value`.
+fn refuse(key: &str, rule: impl Display, value: impl Display) -> Error {
+    Error::config(key, format!("must be {rule}, not {value}"))
 }
 
 /// Parse a value given on the command line into the type the option has.
@@ -694,47 +795,6 @@ fn coerce(old: &toml::Value, v: &str) -> Option<toml::Value> {
         }),
         _ => Value::String(v.to_string()),
     })
-}
-
-/// Parse a byte size: a plain number or a number with a unit
-/// (K/KB/KiB, M/MB/MiB, G/GB/GiB, T; all binary multiples, as in InnoDB).
-pub(crate) fn parse_size(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a size"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        u => return Err(format!("unknown size unit `{u}` in `{s}`")),
-    };
-    Ok((n * mult as f64).round() as u64)
-}
-
-mod size_serde {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(*v)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) => Ok(n),
-            Raw::S(s) => super::parse_size(&s).map_err(serde::de::Error::custom),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -853,6 +913,78 @@ mod tests {
         let e = Options::from_toml_str("doublewrite = 2").unwrap_err();
         assert!(e.to_string().contains("doublewrite"), "{e}");
         assert!(e.to_string().contains("detect_only"), "{e}");
+    }
+
+    #[test]
+    fn set_errors_name_the_option_and_the_value() {
+        let mut o = Options::default();
+        for (key, value, want) in [
+            (
+                "io_capacity",
+                "abc",
+                "option `io_capacity`: `abc` is not accepted; expected a whole number",
+            ),
+            (
+                "flush_policy",
+                "adaptive",
+                "option `flush_policy`: `adaptive` is not accepted; expected `classic` or `steady`",
+            ),
+            (
+                "flush_sync",
+                "maybe",
+                "option `flush_sync`: `maybe` is not a valid boolean",
+            ),
+            (
+                "max_dirty_pages_pct",
+                "most",
+                "option `max_dirty_pages_pct`: `most` is not a valid float",
+            ),
+            (
+                "buffer_pool_size",
+                "12 parsecs",
+                "option `buffer_pool_size`: unknown size unit `parsecs` in `12 parsecs`",
+            ),
+        ] {
+            let e = o.set(key, value).unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { key: k, .. } if k == key),
+                "{e}"
+            );
+            assert_eq!(e.to_string(), want);
+        }
+        let e = o.set("bufer_pool_size", "1GiB").unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "option `bufer_pool_size`: unknown option (given `1GiB`); known options: "
+            ),
+            "{e}"
+        );
+        let e = o.apply_sets(["io_capacity"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "option `io_capacity`: no value given; expected `io_capacity=VALUE`"
+        );
+        // Nothing was changed by the refused values.
+        assert_eq!(o, Options::default());
+    }
+
+    #[test]
+    fn validation_names_the_option_and_the_value() {
+        let o = Options {
+            old_blocks_pct: 3,
+            ..Default::default()
+        };
+        let e = o.validate().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "option `old_blocks_pct`: must be between 5 and 95, not 3"
+        );
+        let o = Options {
+            log_file_size: 5000,
+            ..Default::default()
+        };
+        let e = o.validate().unwrap_err();
+        assert!(e.to_string().ends_with("not 5000 bytes"), "{e}");
     }
 
     #[test]

@@ -13,15 +13,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// An operating-system I/O call failed on the named file.
-    #[error("{op} failed on {}: {source}", path.display())]
+    #[error("{op} failed on {}: {os_error}", path.display())]
     Io {
         /// The file the call was made on.
         path: PathBuf,
         /// What was attempted ("read", "write", "sync", "open", ...).
         op: &'static str,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error. The message above already says it, so it is not
+        /// also this error's `source()`: a printer of the whole chain
+        /// (anyhow's `{:#}`) would say it twice.
+        os_error: std::io::Error,
     },
     /// A page failed its checksum or identity check after a read.
     #[error("corrupt page {page} in {}: {reason}", path.display())]
@@ -61,6 +62,24 @@ pub enum Error {
         /// The option's name.
         key: String,
         /// Why it was rejected.
+        reason: String,
+    },
+    /// Options written in TOML ([`Options::from_toml_file`],
+    /// [`Options::from_toml_str`]) are not valid TOML, or a line sets an
+    /// unknown option or gives one a value it does not take. No option was
+    /// applied.
+    ///
+    /// [`Options::from_toml_file`]: crate::Options::from_toml_file
+    /// [`Options::from_toml_str`]: crate::Options::from_toml_str
+    #[error("{}{reason}", toml_place(path.as_deref(), *line, key.as_deref()))]
+    ConfigToml {
+        /// The file, when the text was read from one.
+        path: Option<PathBuf>,
+        /// The line the error is on, counted from 1.
+        line: usize,
+        /// The option the line sets; `None` when the line is not valid TOML.
+        key: Option<String>,
+        /// What is wrong, with the value (or the line) as written.
         reason: String,
     },
     /// [`Db::set_option`](crate::Db::set_option) was asked to change an
@@ -294,8 +313,8 @@ impl Error {
     /// that freeing space elsewhere can mend.
     pub fn is_full_disk(&self) -> bool {
         match self {
-            Error::Io { source, .. } => matches!(
-                source.raw_os_error(),
+            Error::Io { os_error, .. } => matches!(
+                os_error.raw_os_error(),
                 Some(libc::ENOSPC) | Some(libc::EDQUOT)
             ),
             _ => false,
@@ -306,7 +325,7 @@ impl Error {
     /// powered off: [`crate::io::is_device_gone`]): no retry can outlive it.
     pub fn is_device_gone(&self) -> bool {
         match self {
-            Error::Io { source, .. } => crate::io::is_device_gone(source),
+            Error::Io { os_error, .. } => crate::io::is_device_gone(os_error),
             _ => false,
         }
     }
@@ -319,11 +338,11 @@ impl Error {
     }
 
     /// Wrap an OS error with the file and operation it came from.
-    pub fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Self {
+    pub fn io(path: impl Into<PathBuf>, op: &'static str, os_error: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
             op,
-            source,
+            os_error,
         }
     }
 
@@ -334,6 +353,15 @@ impl Error {
             reason: reason.into(),
         }
     }
+}
+
+/// Where a [`Error::ConfigToml`] is: `FILE, line N: option `KEY`: `.
+fn toml_place(path: Option<&std::path::Path>, line: usize, key: Option<&str>) -> String {
+    let file = path
+        .map(|p| format!("{}, ", p.display()))
+        .unwrap_or_default();
+    let option = key.map(|k| format!("option `{k}`: ")).unwrap_or_default();
+    format!("{file}line {line}: {option}")
 }
 
 /// A one-way "refuse writes" switch with the reason, for a layer that can no

@@ -21,6 +21,12 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Options are set from Rust with [`Options::builder`], one typed method
+//! per option ([`ByteSize`] for sizes, `Duration` for times, an enum for a
+//! choice), or as text with [`Options::set`] and
+//! [`Options::from_toml_file`], whose errors name the option, the value
+//! and, in a file, the line.
+//!
 //! # Loading data
 //!
 //! [`Table::bulk_load`] fills an empty table from rows in strictly
@@ -115,13 +121,15 @@ pub(crate) mod undo;
 pub use backup::BackupReport;
 pub use btree::TreeStats;
 pub use config::{
-    DoublewriteMode, FlushPolicyName, Isolation, Options, CLASSIC_ONLY, RUNTIME_OPTIONS,
+    ByteSize, DoublewriteMode, FlushLogAtTrxCommit, FlushPolicyName, Isolation, Options,
+    OptionsBuilder, CLASSIC_ONLY, RUNTIME_OPTIONS,
 };
 pub use db::Db;
 pub use engine::DoublewriteStatus;
 pub use error::{Error, Result};
 #[cfg(feature = "prometheus")]
 pub use exporter::MetricsServer;
+pub use flush::neighbors::NeighborMode;
 pub use flush::{Decision, FlushMode};
 pub use metrics::{
     is_gauge, prometheus_name, Histogram, Metrics, COMMIT_BUCKETS_US, PAUSE_BUCKETS_US,

@@ -51,8 +51,7 @@ fn engine_options(a: &OltpArgs, preset: Option<&Preset>) -> Result<Options> {
         p.apply_options(&mut o)?;
     }
     if let Some(path) = &a.engine.config {
-        let file = Options::from_toml_file(path)
-            .with_context(|| format!("--config {}", path.display()))?;
+        let file = Options::from_toml_file(path).context("--config")?;
         let given = config_keys(path)?;
         for (k, v) in file.entries() {
             if given.contains(&k) {

@@ -39,6 +39,15 @@ impl NeighborMode {
             _ => NeighborMode::Off,
         }
     }
+
+    /// The option's value for this mode.
+    pub fn as_option(self) -> u8 {
+        match self {
+            NeighborMode::Off => 0,
+            NeighborMode::Contiguous => 1,
+            NeighborMode::Area => 2,
+        }
+    }
 }
 
 /// Pages per area for a pool of `pool_frames` frames (over all instances):
