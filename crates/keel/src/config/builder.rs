@@ -160,6 +160,7 @@ impl OptionsBuilder {
         doublewrite: DoublewriteMode,
         doublewrite_files: usize,
         doublewrite_pages: usize,
+        read_only: bool,
     );
 }
 
@@ -203,6 +204,7 @@ mod tests {
             .doublewrite(DoublewriteMode::DetectOnly)
             .doublewrite_files(3)
             .doublewrite_pages(64)
+            .read_only(true)
     }
 
     #[test]
@@ -254,6 +256,7 @@ mod tests {
             "doublewrite=detect_only",
             "doublewrite_files=3",
             "doublewrite_pages=64",
+            "read_only=true",
         ])
         .unwrap();
         assert_eq!(built, text);
