@@ -99,6 +99,12 @@ pub const MAPPINGS: &[(&str, Mapping)] = &[
         "doublewrite_pages",
         Mapping::Absent("InnoDB's doublewrite buffer has a fixed size"),
     ),
+    (
+        "read_only",
+        Mapping::Absent(
+            "the benchmark writes; innodb_read_only would refuse it, as Keel's read_only does",
+        ),
+    ),
 ];
 
 /// The mapping of option `key`.
