@@ -76,6 +76,16 @@
 //! rows once the load is published (all at once). Loads fill only empty
 //! tables, which no transaction has written.
 //!
+//! # Transactions under way
+//!
+//! Every `Txn`, and every one-row commit of `Table::put`/`Table::delete`,
+//! is entered in a registry (`active`) when it begins and removed when it
+//! ends, with its start, thread, rows locked and whether it is committing;
+//! the status report joins it with the lock manager's waits (`report`).
+//! The registry's shards are leaf mutexes held only to insert, remove or
+//! copy an entry (`active`'s module doc gives the protocol), and a
+//! transaction updates its own entry through atomics.
+//!
 //! A `Txn` is `Send`: one thread at a time uses it; any number run
 //! concurrently.
 
