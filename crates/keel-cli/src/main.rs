@@ -19,6 +19,7 @@ mod inspect;
 mod iobench;
 mod oltp;
 mod report;
+mod status;
 mod throttle_args;
 
 #[derive(Parser)]
@@ -66,6 +67,10 @@ enum Command {
     /// Merge the JSON files of several benchmark invocations (Keel's runs and other
     /// engines') into one HTML report, one JSON file and one summary table.
     Report(report::ReportArgs),
+    /// Print the engine status report (InnoDB's SHOW ENGINE INNODB STATUS) of a running
+    /// process from its metrics endpoint: http://ADDR/status, served beside /metrics by
+    /// `keel bench oltp --metrics-listen ADDR` and by a program's `Db::serve_metrics`.
+    Status(status::StatusArgs),
 }
 
 #[derive(Subcommand)]
@@ -180,6 +185,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Check(a) => check::run(a),
         Command::Backup(a) => backup::run(a),
         Command::Report(a) => report::run(a),
+        Command::Status(a) => status::run(a),
     }
 }
 

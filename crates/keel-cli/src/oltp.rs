@@ -100,9 +100,10 @@ pub struct OltpArgs {
     pub throttle: ThrottleArgs,
     /// Serve Keel's metrics at http://ADDR/metrics in Prometheus's text
     /// format while the command runs (each run's database from its start,
-    /// its last values until the next run starts). ADDR is HOST:PORT, or a
-    /// port alone for 127.0.0.1:PORT (loopback: the endpoint has no
-    /// authentication). Keel only.
+    /// its last values until the next run starts), and the running
+    /// database's status report at http://ADDR/status (`keel status ADDR`
+    /// prints it). ADDR is HOST:PORT, or a port alone for 127.0.0.1:PORT
+    /// (loopback: the endpoint has no authentication). Keel only.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
     // Only the keys a --config file sets override (see resolve.rs).
@@ -428,9 +429,11 @@ fn steady_note(a: &OltpArgs, plan: &Plan) -> Result<()> {
 
 /// Run the plan, printing its preset, progress, interval lines and results.
 /// `--metrics-listen`: one endpoint for the whole command, serving the
-/// database of the run that started last.
+/// database of the run that started last: its metrics at `/metrics`, and
+/// its status report at `/status` while it is open.
 pub struct MetricsEndpoint {
     current: Arc<Mutex<Option<Arc<keel::Metrics>>>>,
+    status: Arc<Mutex<Option<keel::StatusSource>>>,
     _server: keel::MetricsServer,
 }
 
@@ -444,14 +447,26 @@ impl MetricsEndpoint {
         };
         let current: Arc<Mutex<Option<Arc<keel::Metrics>>>> = Arc::default();
         let shown = Arc::clone(&current);
-        let server = keel::MetricsServer::start_with(&addr, move || {
-            let m = shown.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            m.map(|m| m.render_prometheus()).unwrap_or_default()
-        })
+        let status: Arc<Mutex<Option<keel::StatusSource>>> = Arc::default();
+        let reported = Arc::clone(&status);
+        let server = keel::MetricsServer::start_with_status(
+            &addr,
+            move || {
+                let m = shown.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                m.map(|m| m.render_prometheus()).unwrap_or_default()
+            },
+            move || {
+                let source = reported.lock().unwrap_or_else(|p| p.into_inner());
+                Some(source.as_ref()?.status()?.to_string())
+            },
+        )
         .context("--metrics-listen")?;
-        println!("metrics: http://{}/metrics", server.local_addr());
+        let local = server.local_addr();
+        println!("metrics: http://{local}/metrics");
+        println!("status report: http://{local}/status (keel status {local})");
         Ok(MetricsEndpoint {
             current,
+            status,
             _server: server,
         })
     }
@@ -459,6 +474,7 @@ impl MetricsEndpoint {
     fn on_event(&self, e: &Event<'_>) {
         if let Event::RunStart { keel: Some(db), .. } = e {
             *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(db.metrics_shared());
+            *self.status.lock().unwrap_or_else(|p| p.into_inner()) = Some(db.status_source());
         }
     }
 }

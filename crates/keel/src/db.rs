@@ -320,6 +320,26 @@ impl Db {
         self.inner.trx.history()
     }
 
+    /// The engine status report, as InnoDB's `SHOW ENGINE INNODB STATUS`
+    /// gives it: print it for the text, or read its fields (see
+    /// [`Status`](crate::Status)): waits, the log and the checkpoint age
+    /// against its marks, the buffer pool, flushing, the latest deadlock,
+    /// and the transactions under way with the row each one waits for and
+    /// who holds it. Rates per second need an earlier instant: see
+    /// [`Status::with_rates`](crate::Status::with_rates) and
+    /// [`Db::status_source`]. Reading it takes no engine lock but a few
+    /// leaf mutexes, each for a copy; nobody waits for it.
+    pub fn status(&self) -> crate::Status {
+        crate::Status::collect(&self.inner.trx, self.inner.dir.clone())
+    }
+
+    /// A handle that takes this database's status report without keeping
+    /// the database open (for an endpoint or a monitor that may outlive
+    /// it): each report has the rates per second since the one before.
+    pub fn status_source(&self) -> crate::StatusSource {
+        crate::StatusSource::new(&self.inner.trx, self.inner.dir.clone())
+    }
+
     /// The doublewrite mode in effect and why, e.g. `atomic (device
     /// promises untorn writes up to 16 KiB)`: for status reports.
     pub fn doublewrite(&self) -> &crate::DoublewriteStatus {
@@ -338,16 +358,26 @@ impl Db {
     }
 
     /// Serve this database's metrics at `http://ADDR/metrics` in
-    /// Prometheus's text format until the returned server is dropped; e.g.
-    /// `db.serve_metrics("127.0.0.1:9187")`. Port 0 picks a free port
+    /// Prometheus's text format, and its status report ([`Db::status`],
+    /// with rates since the previous request) at `http://ADDR/status`, until
+    /// the returned server is dropped; e.g.
+    /// `db.serve_metrics("127.0.0.1:9187")`, then `keel status
+    /// 127.0.0.1:9187`. Port 0 picks a free port
     /// ([`crate::MetricsServer::local_addr`]). Give a loopback address
     /// unless the scraper is on another host: the endpoint has no
-    /// authentication. The server reads the metrics only: it outlives a
-    /// closed database harmlessly. Needs the `prometheus` cargo feature.
+    /// authentication. The server does not keep the database open: it
+    /// outlives a closed database harmlessly (`/status` then answers 503).
+    /// Needs the `prometheus` cargo feature.
     /// Errors: [`Error::MetricsListen`], naming the address.
     #[cfg(feature = "prometheus")]
     pub fn serve_metrics(&self, addr: &str) -> Result<crate::MetricsServer> {
-        crate::MetricsServer::start(Arc::clone(&self.inner.engine.metrics), addr)
+        let metrics = Arc::clone(&self.inner.engine.metrics);
+        let source = self.status_source();
+        crate::MetricsServer::start_with_status(
+            addr,
+            move || metrics.render_prometheus(),
+            move || source.status().map(|s| s.to_string()),
+        )
     }
 
     /// Create a table; an error if one of that name exists.

@@ -1,12 +1,17 @@
 //! `/metrics` over HTTP: Prometheus's text exposition of a database's
 //! metrics ([`Metrics::render_prometheus`]) served by a small HTTP server
 //! (the `tiny_http` crate) on one address, loopback unless the caller
-//! says otherwise. Built with the `prometheus` cargo feature.
+//! says otherwise; beside it `/status`, the status report's text
+//! ([`Db::status`](crate::Db::status)), which `keel status ADDR` prints.
+//! Built with the `prometheus` cargo feature.
 //!
 //! One thread answers the requests one at a time: `GET /metrics` (and
-//! `HEAD`) the exposition, `/` a line pointing there, anything else 404.
-//! Rendering reads relaxed atomics and takes no engine lock, so a scrape
-//! never waits for the engine and the engine never waits for a scrape.
+//! `HEAD`) the exposition, `/status` the report (503 when there is no
+//! database to report on, 404 on a server started without one), `/` a
+//! line pointing to both, anything else 404. Rendering the metrics reads
+//! relaxed atomics and takes no engine lock, so a scrape never waits for
+//! the engine and the engine never waits for a scrape; a report takes a
+//! few leaf mutexes for copies (the `status` module's doc).
 //! Dropping the [`MetricsServer`] unblocks that thread and joins it (a
 //! scrape in progress finishes first); the listening socket closes a
 //! moment later, when the server crate's accept thread ends.
@@ -47,6 +52,21 @@ impl MetricsServer {
         addr: &str,
         render: impl Fn() -> String + Send + 'static,
     ) -> Result<MetricsServer> {
+        MetricsServer::listen(addr, Box::new(render), None)
+    }
+
+    /// [`MetricsServer::start_with`], and `/status` answered with what
+    /// `status` returns (the status report's text), or 503 when it
+    /// returns `None` (no database open now).
+    pub fn start_with_status(
+        addr: &str,
+        render: impl Fn() -> String + Send + 'static,
+        status: impl Fn() -> Option<String> + Send + 'static,
+    ) -> Result<MetricsServer> {
+        MetricsServer::listen(addr, Box::new(render), Some(Box::new(status)))
+    }
+
+    fn listen(addr: &str, render: Render, status: Option<StatusRender>) -> Result<MetricsServer> {
         let err = |reason: String| Error::MetricsListen {
             addr: addr.to_string(),
             reason,
@@ -60,7 +80,7 @@ impl MetricsServer {
         let s = Arc::clone(&server);
         let thread = std::thread::Builder::new()
             .name("keel-metrics".into())
-            .spawn(move || serve(&s, &render))
+            .spawn(move || serve(&s, &render, status.as_deref()))
             .map_err(|e| err(format!("cannot start its thread: {e}")))?;
         Ok(MetricsServer {
             server,
@@ -75,7 +95,16 @@ impl MetricsServer {
     }
 }
 
-fn serve(server: &tiny_http::Server, render: &dyn Fn() -> String) {
+type Render = Box<dyn Fn() -> String + Send>;
+type StatusRender = Box<dyn Fn() -> Option<String> + Send>;
+
+const TEXT: &str = "text/plain; charset=utf-8";
+
+fn serve(
+    server: &tiny_http::Server,
+    render: &dyn Fn() -> String,
+    status: Option<&(dyn Fn() -> Option<String> + Send)>,
+) {
     for req in server.incoming_requests() {
         let get = matches!(
             req.method(),
@@ -84,13 +113,26 @@ fn serve(server: &tiny_http::Server, render: &dyn Fn() -> String) {
         let path = req.url().split('?').next().unwrap_or("");
         let resp = match (get, path) {
             (true, "/metrics") => text(render(), PROMETHEUS_CONTENT_TYPE, 200),
+            (true, "/status") => match status.map(|s| s()) {
+                Some(Some(report)) => text(report, TEXT, 200),
+                Some(None) => text(
+                    "no database is open here now: no status report\n".into(),
+                    TEXT,
+                    503,
+                ),
+                None => text(
+                    "this endpoint serves no status report: try /metrics\n".into(),
+                    TEXT,
+                    404,
+                ),
+            },
             (true, "/") => text(
-                "Keel: the metrics are at /metrics\n".into(),
-                "text/plain",
+                "Keel: the metrics are at /metrics, the status report at /status\n".into(),
+                TEXT,
                 200,
             ),
-            (false, _) => text("only GET\n".into(), "text/plain", 405),
-            _ => text("not found: try /metrics\n".into(), "text/plain", 404),
+            (false, _) => text("only GET\n".into(), TEXT, 405),
+            _ => text("not found: try /metrics or /status\n".into(), TEXT, 404),
         };
         if let Err(e) = req.respond(resp) {
             log::debug!("metrics: cannot answer a request: {e}");
@@ -158,6 +200,34 @@ mod tests {
             assert!(t0.elapsed().as_secs() < 10, "still listening");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+    }
+
+    /// `/status` serves what its renderer gives, 503 when it has nothing,
+    /// and 404 on a server started without one.
+    #[test]
+    fn status_is_served_beside_metrics() {
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let o = Arc::clone(&open);
+        let srv = MetricsServer::start_with_status("127.0.0.1:0", String::new, move || {
+            o.load(std::sync::atomic::Ordering::Relaxed)
+                .then(|| "KEEL ENGINE STATUS (x)\n".to_string())
+        })
+        .unwrap();
+        let r = get(srv.local_addr(), "/status");
+        assert!(
+            r.contains(" 200 ") && r.ends_with("\r\n\r\nKEEL ENGINE STATUS (x)\n"),
+            "{r}"
+        );
+        assert!(get(srv.local_addr(), "/").contains("/status"));
+        open.store(false, std::sync::atomic::Ordering::Relaxed);
+        let r = get(srv.local_addr(), "/status");
+        assert!(
+            r.contains(" 503 ") && r.contains("no database is open"),
+            "{r}"
+        );
+        let bare = MetricsServer::start_with("127.0.0.1:0", String::new).unwrap();
+        let r = get(bare.local_addr(), "/status");
+        assert!(r.contains(" 404 ") && r.contains("no status report"), "{r}");
     }
 
     #[test]

@@ -90,7 +90,8 @@
 //! `flush` (write-back: batches, neighbors, doublewrite, page cleaners and
 //! their policy), `engine` (wiring, log-space admission, commit tickets),
 //! `mtr` (mini-transactions), `btree`, `txn` (write sets, row locks,
-//! commit records), and the public face in `db`.
+//! commit records), and the public face in `db`, with `status` (the status
+//! report, [`Db::status`]).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -114,6 +115,7 @@ mod mtr;
 mod page;
 mod redo;
 mod space;
+mod status;
 mod table;
 mod txn;
 pub(crate) mod undo;
@@ -132,9 +134,17 @@ pub use exporter::MetricsServer;
 pub use flush::neighbors::NeighborMode;
 pub use flush::{Decision, FlushMode};
 pub use metrics::{
-    is_gauge, prometheus_name, Histogram, Metrics, COMMIT_BUCKETS_US, PAUSE_BUCKETS_US,
-    PROMETHEUS_CONTENT_TYPE,
+    is_gauge, pause_buckets, pause_quantile, prometheus_name, Histogram, Metrics,
+    COMMIT_BUCKETS_US, PAUSE_BUCKETS_US, PROMETHEUS_CONTENT_TYPE,
 };
 pub use page::Lsn;
+pub use status::{
+    BufferPoolStatus, ClassicFigures, FlushingStatus, LogMark, LogStatus, PagesByKind, PoolRates,
+    PurgeRates, Semaphores, Status, StatusSource, SteadyStatus, TransactionsStatus,
+    MAX_LISTED_TXNS,
+};
 pub use table::{Range, Table};
-pub use txn::{HistoryStatus, Scan, Txn, ViewInfo};
+pub use txn::{
+    Deadlock, DeadlockTxn, HistoryStatus, LockWait, RowLock, Scan, Txn, TxnState, TxnStatus,
+    ViewInfo,
+};

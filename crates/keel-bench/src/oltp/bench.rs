@@ -20,8 +20,8 @@ use super::presets::{Preset, PresetSettings};
 use super::runner::Tick;
 use super::sample::val;
 use super::{
-    has_tables, prepare, prewarm, run, status_report, DeviceChange, HoldView, Interval, OltpError,
-    OltpParams, OptionChange, Summary, VaryAxis,
+    has_tables, prepare, prewarm, run, DeviceChange, HoldView, Interval, OltpError, OltpParams,
+    OptionChange, Summary, VaryAxis,
 };
 
 /// What to run.
@@ -478,7 +478,9 @@ fn run_one(
     )?;
     let keel = db.keel();
     let status = keel.map_or_else(String::new, |k| {
-        status_report(k, Some((&before, t0.elapsed().as_secs_f64())))
+        k.status()
+            .with_rates(&before, t0.elapsed().as_secs_f64())
+            .to_string()
     });
     let result = RunResult {
         label: label.to_string(),

@@ -30,7 +30,6 @@ mod runner;
 mod sample;
 mod seeds;
 mod showdown;
-mod status;
 mod summary;
 mod verify;
 mod workload;
@@ -70,6 +69,5 @@ pub use showdown::{
     MAX_P999_OVER_P50, MIN_SHARE_OF_MEDIAN, SHOWDOWN_ABOUT, SHOWDOWN_NAME, SHOWDOWN_PRESETS,
     SHOWDOWN_RUN_SECONDS, SHOWDOWN_VARY,
 };
-pub use status::{status_report, status_text, StatusInput};
 pub use summary::{LatencyMs, Summary};
 pub use verify::{index_vs_rows, index_vs_rows_in, index_vs_rows_on_disk};

@@ -25,9 +25,7 @@ use super::engine::{Database, DbError};
 use super::hold_view::Holder;
 use super::sample::{Counts, Interval, Snapshot, DEVICE_WRITE_BYTES, PROCESS_WRITE_BYTES};
 use super::workload::{open_tables, queries_per_txn, Client, SbTable};
-use super::{
-    status_report, DeviceChange, HoldView, KeyGen, OltpError, OltpParams, OptionChange, Summary,
-};
+use super::{DeviceChange, HoldView, KeyGen, OltpError, OltpParams, OptionChange, Summary};
 
 /// Longest latency the histograms hold (µs); longer ones count as this.
 const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -96,7 +94,10 @@ impl StatusRequest {
         }
         let (before, t0) = &self.since;
         let report = match db.keel() {
-            Some(k) => status_report(k, Some((before, t0.elapsed().as_secs_f64()))),
+            Some(k) => k
+                .status()
+                .with_rates(before, t0.elapsed().as_secs_f64())
+                .to_string(),
             None => format!(
                 "engine {} has no status report (Keel's only): its interval lines are all there is",
                 db.engine()

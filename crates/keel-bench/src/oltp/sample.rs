@@ -3,9 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use keel::FlushMode;
-
-use super::status::{pause_buckets, pause_quantile};
+use keel::{pause_buckets, pause_quantile, FlushMode};
 use serde::{Deserialize, Serialize};
 
 /// The engine's metrics at one instant.

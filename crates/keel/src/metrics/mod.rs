@@ -410,6 +410,30 @@ registry! {
 /// Upper bounds of the writer-pause histogram buckets, in microseconds.
 pub const PAUSE_BUCKETS_US: [u64; 7] = [1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000];
 
+/// The writer-pause histogram's cumulative buckets from the metrics `get`
+/// returns by name (`writer_pause_le_1ms`, ...): (upper bound in µs,
+/// pauses at most that long).
+pub fn pause_buckets(get: &dyn Fn(&str) -> u64) -> Vec<(u64, u64)> {
+    PAUSE_BUCKETS_US
+        .iter()
+        .map(|&le| (le, get(&format!("writer_pause_le_{}ms", le / 1000))))
+        .collect()
+}
+
+/// The smallest bucket bound at or under which a share `q` of `total`
+/// pauses fall, from cumulative `buckets` ([`pause_buckets`]); `None`: no
+/// pause, or more than the largest bound.
+pub fn pause_quantile(buckets: &[(u64, u64)], total: u64, q: f64) -> Option<u64> {
+    if total == 0 {
+        return None;
+    }
+    let need = (q * total as f64).ceil() as u64;
+    buckets
+        .iter()
+        .find(|&&(_, count)| count >= need)
+        .map(|&(le, _)| le)
+}
+
 /// Upper bounds of the commit latency histogram's buckets, in
 /// microseconds (the last, unbounded bucket is implied).
 pub const COMMIT_BUCKETS_US: [u64; 14] = [
@@ -566,5 +590,19 @@ mod tests {
         assert_eq!(b[5], (5_000, 4));
         assert_eq!(b.last(), Some(&(5_000_000, 4))); // 10 s is above every bound
         assert!(b.windows(2).all(|w| w[0].1 <= w[1].1));
+    }
+
+    #[test]
+    fn pause_quantiles_come_from_the_cumulative_buckets() {
+        let b = [(1000, 0), (2000, 5), (5000, 10)];
+        assert_eq!(pause_quantile(&b, 0, 0.99), None);
+        assert_eq!(pause_quantile(&b, 10, 0.5), Some(2000));
+        assert_eq!(pause_quantile(&b, 10, 0.99), Some(5000));
+        // More pauses than the buckets hold: beyond the largest bound.
+        assert_eq!(pause_quantile(&b, 20, 0.99), None);
+        let m = Metrics::default();
+        m.record_pause(1_500);
+        let got = pause_buckets(&|n| m.get(n).unwrap_or(0));
+        assert_eq!(got[..3], [(1_000, 0), (2_000, 1), (5_000, 1)]);
     }
 }

@@ -243,12 +243,15 @@ pub(crate) fn autocommit(
     }
     e.pace_writer()?;
     let id = sys.next_id();
+    let entry = sys.active.register(id, true);
+    let _registered = Registered { sys, id };
     let lk = (tree.root().page_no, key.to_vec());
     sys.locks.note_thread(id, std::thread::current().id());
-    if let Err(err) = sys.lock(e, id, &lk, table) {
+    if let Err(err) = sys.lock(e, id, &lk, &t.name) {
         sys.locks.release(id, []);
         return Err(err);
     }
+    entry.set_rows_locked(1);
     let ops = [Op {
         root: lk.0,
         key,
@@ -257,6 +260,7 @@ pub(crate) fn autocommit(
     // Inside the table from before the record is logged until the op is
     // applied (`catalog`'s module doc).
     let r = t.meta.enter(table, u64::MAX).and_then(|()| {
+        entry.set_phase(super::active::Phase::Committing);
         let r = log_and_apply(sys, id, &ops);
         t.meta.leave();
         r
@@ -266,4 +270,17 @@ pub(crate) fn autocommit(
     Metrics::add(&e.metrics.trx_commits, 1);
     record_latency(sys, started.elapsed());
     Ok(found.first().copied().unwrap_or(false))
+}
+
+/// A one-row commit's entry among the transactions under way, removed
+/// however the commit ends.
+struct Registered<'a> {
+    sys: &'a TrxSys,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.sys.active.remove(self.id);
+    }
 }

@@ -69,8 +69,9 @@ pub(crate) const SHARDS: usize = 64;
 /// Why a lock was not granted.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum LockError {
-    /// Waiting would close a cycle in the wait-for graph; nothing was queued.
-    Deadlock,
+    /// Waiting would close a cycle in the wait-for graph; nothing was
+    /// queued. The cycle, starting with the requester.
+    Deadlock(Vec<Waiting>),
     /// The owner kept the lock for the whole timeout; the request was withdrawn.
     Timeout(Duration),
     /// The owner (this transaction id) was last used on the requesting
@@ -81,6 +82,22 @@ pub(crate) enum LockError {
 struct Entry {
     owner: u64,
     waiters: VecDeque<u64>,
+}
+
+/// One edge of the wait-for graph: a transaction waits for the row
+/// `key` of `table`, which `owner` holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Waiting {
+    /// The waiting transaction.
+    pub txn: u64,
+    /// The transaction that owns the row now.
+    pub owner: u64,
+    /// The row's lock.
+    pub key: LockKey,
+    /// The table's name (a label for reports).
+    pub table: Arc<str>,
+    /// When the wait began (for a cycle's requester: when it was refused).
+    pub since: Instant,
 }
 
 /// One shard of the lock table.
@@ -96,8 +113,9 @@ pub(crate) struct LockManager {
     /// Picks a key's shard (keys may come from users: a keyed hash, like
     /// the maps').
     hasher: RandomState,
-    /// Waiting transaction → the owner of the lock it waits for.
-    graph: Mutex<HashMap<u64, u64>>,
+    /// Waiting transaction → the owner of the lock it waits for, and
+    /// which lock (`Waiting::txn` is the key).
+    graph: Mutex<HashMap<u64, Waiting>>,
     /// Transaction → the thread that last used it (only those noted), by
     /// transaction id modulo [`SHARDS`].
     threads: Box<[Mutex<HashMap<u64, ThreadId>>]>,
@@ -146,12 +164,14 @@ impl LockManager {
             .copied()
     }
 
-    /// Take `key` for `txn`, waiting up to `timeout` behind its owner.
-    /// Returns how long it waited (`None`: granted at once, or already held).
+    /// Take `key` (a row of the table named `table`) for `txn`, waiting up
+    /// to `timeout` behind its owner. Returns how long it waited (`None`:
+    /// granted at once, or already held).
     pub fn lock(
         &self,
         txn: u64,
         key: &LockKey,
+        table: &Arc<str>,
         timeout: Duration,
     ) -> Result<Option<Duration>, LockError> {
         let shard = self.shard(key);
@@ -174,15 +194,22 @@ impl LockManager {
                 return Err(LockError::SelfDeadlock(entry.owner));
             }
         }
+        let start = Instant::now();
         {
             let mut graph = self.graph.lock();
+            let edge = Waiting {
+                txn,
+                owner: entry.owner,
+                key: key.clone(),
+                table: Arc::clone(table),
+                since: start,
+            };
             if closes_cycle(&graph, txn, entry.owner) {
-                return Err(LockError::Deadlock);
+                return Err(LockError::Deadlock(cycle(&graph, edge)));
             }
-            graph.insert(txn, entry.owner);
+            graph.insert(txn, edge);
         }
         entry.waiters.push_back(txn);
-        let start = Instant::now();
         let deadline = start + timeout;
         loop {
             if st.get(key).is_some_and(|e| e.owner == txn) {
@@ -230,8 +257,10 @@ impl LockManager {
                     {
                         let mut graph = self.graph.lock();
                         graph.remove(&next);
-                        for &w in &entry.waiters {
-                            graph.insert(w, next);
+                        for w in &entry.waiters {
+                            if let Some(edge) = graph.get_mut(w) {
+                                edge.owner = next;
+                            }
                         }
                     }
                     drop(st);
@@ -239,6 +268,12 @@ impl LockManager {
                 }
             }
         }
+    }
+
+    /// The waits under way now, one per waiting transaction (a copy of
+    /// the wait-for graph's edges, taken under `graph` alone).
+    pub fn waits(&self) -> Vec<Waiting> {
+        self.graph.lock().values().cloned().collect()
     }
 
     /// Locks currently held.
@@ -250,24 +285,45 @@ impl LockManager {
     /// Edges of the wait-for graph: waiting transaction → owner.
     #[cfg(test)]
     fn waits_for(&self) -> HashMap<u64, u64> {
-        self.graph.lock().clone()
+        self.graph
+            .lock()
+            .iter()
+            .map(|(&t, w)| (t, w.owner))
+            .collect()
     }
 }
 
 /// Would `requester` waiting for `owner` close a cycle? The graph holds no
 /// cycle, so the chain from `owner` ends within `waits_for.len()` steps.
-fn closes_cycle(waits_for: &HashMap<u64, u64>, requester: u64, owner: u64) -> bool {
+fn closes_cycle(waits_for: &HashMap<u64, Waiting>, requester: u64, owner: u64) -> bool {
     let mut cur = owner;
     for _ in 0..=waits_for.len() {
         if cur == requester {
             return true;
         }
         match waits_for.get(&cur) {
-            Some(&next) => cur = next,
+            Some(next) => cur = next.owner,
             None => return false,
         }
     }
     panic!("lock manager: the wait-for graph holds a cycle not through txn {requester}");
+}
+
+/// The cycle the refused request `first` would close, starting with it:
+/// the edges from its owner on, until the requester (which
+/// [`closes_cycle`] found on that chain, so the walk ends there).
+fn cycle(waits_for: &HashMap<u64, Waiting>, first: Waiting) -> Vec<Waiting> {
+    let requester = first.txn;
+    let mut cur = first.owner;
+    let mut out = vec![first];
+    while cur != requester && out.len() <= waits_for.len() {
+        let Some(edge) = waits_for.get(&cur) else {
+            break;
+        };
+        cur = edge.owner;
+        out.push(edge.clone());
+    }
+    out
 }
 
 #[cfg(test)]
@@ -279,18 +335,36 @@ mod tests {
     fn k(s: &str) -> LockKey {
         (1, s.as_bytes().to_vec())
     }
+
+    /// `m.lock` on a row of table `t`.
+    fn lk(
+        m: &LockManager,
+        txn: u64,
+        key: &LockKey,
+        timeout: Duration,
+    ) -> Result<Option<Duration>, LockError> {
+        m.lock(txn, key, &Arc::from("t"), timeout)
+    }
+
+    /// The cycle of a refused request: (waiter, owner, key) per edge.
+    fn edges(e: Result<Option<Duration>, LockError>) -> Vec<(u64, u64, LockKey)> {
+        match e {
+            Err(LockError::Deadlock(c)) => c.into_iter().map(|w| (w.txn, w.owner, w.key)).collect(),
+            other => panic!("expected a deadlock, got {other:?}"),
+        }
+    }
     const T: Duration = Duration::from_secs(5);
 
     #[test]
     fn grant_reenter_release() {
         let m = LockManager::default();
-        assert_eq!(m.lock(1, &k("a"), T), Ok(None));
-        assert_eq!(m.lock(1, &k("a"), T), Ok(None));
+        assert_eq!(lk(&m, 1, &k("a"), T), Ok(None));
+        assert_eq!(lk(&m, 1, &k("a"), T), Ok(None));
         assert_eq!(m.held(), 1);
         m.release(1, [&k("a")]);
         assert_eq!(m.held(), 0);
         // Releasing what one does not own is a no-op.
-        m.lock(2, &k("b"), T).unwrap();
+        lk(&m, 2, &k("b"), T).unwrap();
         m.release(3, [&k("b")]);
         assert_eq!(m.held(), 1);
     }
@@ -298,12 +372,12 @@ mod tests {
     #[test]
     fn timeout_withdraws_the_request() {
         let m = LockManager::default();
-        m.lock(1, &k("a"), T).unwrap();
-        let e = m.lock(2, &k("a"), Duration::from_millis(30)).unwrap_err();
+        lk(&m, 1, &k("a"), T).unwrap();
+        let e = lk(&m, 2, &k("a"), Duration::from_millis(30)).unwrap_err();
         assert!(matches!(e, LockError::Timeout(w) if w >= Duration::from_millis(30)));
         // 2 no longer waits, so 1 waiting for a lock of 2 is no deadlock.
-        m.lock(2, &k("b"), T).unwrap();
-        let e = m.lock(1, &k("b"), Duration::from_millis(10)).unwrap_err();
+        lk(&m, 2, &k("b"), T).unwrap();
+        let e = lk(&m, 1, &k("b"), Duration::from_millis(10)).unwrap_err();
         assert!(matches!(e, LockError::Timeout(_)));
         m.release(1, [&k("a")]);
         assert_eq!(m.held(), 1);
@@ -312,17 +386,17 @@ mod tests {
     #[test]
     fn hand_over_is_fifo_and_retargets_waiters() {
         let m = Arc::new(LockManager::default());
-        m.lock(1, &k("a"), T).unwrap();
+        lk(&m, 1, &k("a"), T).unwrap();
         let h2 = {
             let m = m.clone();
-            std::thread::spawn(move || m.lock(2, &k("a"), T))
+            std::thread::spawn(move || lk(&m, 2, &k("a"), T))
         };
         while m.waits_for().is_empty() {
             std::thread::yield_now();
         }
         let h3 = {
             let m = m.clone();
-            std::thread::spawn(move || m.lock(3, &k("a"), T))
+            std::thread::spawn(move || lk(&m, 3, &k("a"), T))
         };
         while m.waits_for().len() < 2 {
             std::thread::yield_now();
@@ -331,8 +405,11 @@ mod tests {
         assert!(h2.join().unwrap().unwrap().is_some());
         assert_eq!(m.waits_for().get(&3), Some(&2));
         // 2 now owns `a` and 3 waits for 2: 2 asking for a lock of 3 is a deadlock.
-        m.lock(3, &k("c"), Duration::ZERO).ok();
-        assert_eq!(m.lock(2, &k("c"), T), Err(LockError::Deadlock));
+        lk(&m, 3, &k("c"), Duration::ZERO).ok();
+        assert_eq!(
+            edges(lk(&m, 2, &k("c"), T)),
+            [(2, 3, k("c")), (3, 2, k("a"))]
+        );
         m.release(2, [&k("a")]);
         assert!(h3.join().unwrap().unwrap().is_some());
     }
@@ -342,10 +419,10 @@ mod tests {
         let m = LockManager::default();
         let me = std::thread::current().id();
         m.note_thread(1, me);
-        m.lock(1, &k("a"), T).unwrap();
+        lk(&m, 1, &k("a"), T).unwrap();
         m.note_thread(2, me);
         let started = Instant::now();
-        assert_eq!(m.lock(2, &k("a"), T), Err(LockError::SelfDeadlock(1)));
+        assert_eq!(lk(&m, 2, &k("a"), T), Err(LockError::SelfDeadlock(1)));
         assert!(started.elapsed() < Duration::from_millis(100));
         // Another thread's transaction waits normally.
         let other = std::thread::spawn(|| std::thread::current().id())
@@ -353,7 +430,7 @@ mod tests {
             .unwrap();
         m.note_thread(3, other);
         assert!(matches!(
-            m.lock(3, &k("a"), Duration::from_millis(10)),
+            lk(&m, 3, &k("a"), Duration::from_millis(10)),
             Err(LockError::Timeout(_))
         ));
         m.release(1, [&k("a")]);
@@ -377,16 +454,26 @@ mod tests {
     fn a_deadlock_across_shards_is_detected() {
         let m = Arc::new(LockManager::default());
         let (a, b) = keys_in_two_shards(&m);
-        m.lock(1, &a, T).unwrap();
-        m.lock(2, &b, T).unwrap();
+        lk(&m, 1, &a, T).unwrap();
+        lk(&m, 2, &b, T).unwrap();
         let h1 = {
             let (m, b) = (m.clone(), b.clone());
-            std::thread::spawn(move || m.lock(1, &b, T))
+            std::thread::spawn(move || lk(&m, 1, &b, T))
         };
         while m.waits_for().get(&1) != Some(&2) {
             std::thread::yield_now();
         }
-        assert_eq!(m.lock(2, &a, T), Err(LockError::Deadlock));
+        assert_eq!(
+            edges(lk(&m, 2, &a, T)),
+            [(2, 1, a.clone()), (1, 2, b.clone())]
+        );
+        // The report's copy of the waits names the row and the table.
+        let w = m.waits();
+        assert_eq!(w.len(), 1);
+        assert_eq!(
+            (w[0].txn, w[0].owner, &w[0].key, &*w[0].table),
+            (1, 2, &b, "t")
+        );
         // The victim gives up its lock; the waiter gets it.
         m.release(2, [&b]);
         assert!(h1.join().unwrap().unwrap().is_some());
@@ -423,7 +510,7 @@ mod tests {
                         for _ in 0..rng.gen_range(1..=3) {
                             let i = rng.gen_range(0..KEYS);
                             let key = k(&format!("k{i}"));
-                            match m.lock(txn, &key, Duration::from_millis(20)) {
+                            match lk(&m, txn, &key, Duration::from_millis(20)) {
                                 Ok(w) => {
                                     waited += u32::from(w.is_some());
                                     let prev = owners[i].swap(txn, Ordering::SeqCst);
@@ -472,10 +559,21 @@ mod tests {
 
     #[test]
     fn no_cycle_means_false() {
-        let mut g = HashMap::new();
-        g.insert(2, 3);
-        g.insert(3, 4);
+        let edge = |txn, owner| Waiting {
+            txn,
+            owner,
+            key: k("x"),
+            table: Arc::from("t"),
+            since: Instant::now(),
+        };
+        let g: HashMap<u64, Waiting> = [(2, edge(2, 3)), (3, edge(3, 4))].into();
         assert!(!closes_cycle(&g, 1, 2));
         assert!(closes_cycle(&g, 4, 2));
+        // 4 asking for 2's row closes 4 → 2 → 3 → 4.
+        let c: Vec<(u64, u64)> = cycle(&g, edge(4, 2))
+            .iter()
+            .map(|w| (w.txn, w.owner))
+            .collect();
+        assert_eq!(c, [(4, 2), (2, 3), (3, 4)]);
     }
 }

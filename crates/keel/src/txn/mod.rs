@@ -76,15 +76,27 @@
 //! rows once the load is published (all at once). Loads fill only empty
 //! tables, which no transaction has written.
 //!
+//! # Transactions under way
+//!
+//! Every `Txn`, and every one-row commit of `Table::put`/`Table::delete`,
+//! is entered in a registry (`active`) when it begins and removed when it
+//! ends, with its start, thread, rows locked and whether it is committing;
+//! the status report joins it with the lock manager's waits (`report`).
+//! The registry's shards are leaf mutexes held only to insert, remove or
+//! copy an entry (`active`'s module doc gives the protocol), and a
+//! transaction updates its own entry through atomics.
+//!
 //! A `Txn` is `Send`: one thread at a time uses it; any number run
 //! concurrently.
 
+mod active;
 mod check;
 mod commit;
 mod lock;
 mod purge;
 mod read;
 pub(crate) mod record;
+mod report;
 mod scan;
 pub(crate) mod version;
 mod view;
@@ -95,6 +107,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use report::{Deadlock, DeadlockTxn, LockWait, RowLock, TxnState, TxnStatus};
 pub use scan::Scan;
 
 pub(crate) use commit::{autocommit, finish_unapplied};
@@ -129,6 +142,10 @@ pub(crate) struct TrxSys {
     pub(crate) views: Arc<Views>,
     /// The purge threads, while they run.
     purge: parking_lot::Mutex<Option<purge::Purge>>,
+    /// The transactions under way (`active`'s module doc).
+    pub(crate) active: active::Active,
+    /// The last deadlock refused, and when (`report`).
+    latest_deadlock: parking_lot::Mutex<Option<(Instant, Deadlock)>>,
 }
 
 impl TrxSys {
@@ -147,6 +164,8 @@ impl TrxSys {
             next_id: AtomicU64::new(0),
             undo,
             purge: parking_lot::Mutex::new(None),
+            active: active::Active::new(),
+            latest_deadlock: parking_lot::Mutex::new(None),
         })
     }
 
@@ -220,15 +239,15 @@ impl TrxSys {
     }
 
     /// Take the row lock `key` of `table` for `txn`, counting waits,
-    /// timeouts and deadlocks.
-    pub(crate) fn lock(&self, e: &Engine, txn: u64, key: &LockKey, table: &str) -> Result<()> {
+    /// timeouts and deadlocks; a deadlock becomes the latest one.
+    pub(crate) fn lock(&self, e: &Engine, txn: u64, key: &LockKey, table: &Arc<str>) -> Result<()> {
         let m = &e.metrics;
         let timeout = e.live.lock_wait_timeout();
         let count_wait = |w: Duration| {
             Metrics::add(&m.lock_row_lock_waits, 1);
             Metrics::add(&m.lock_row_lock_time_ms, w.as_millis() as u64);
         };
-        match self.locks.lock(txn, key, timeout) {
+        match self.locks.lock(txn, key, table, timeout) {
             Ok(None) => Ok(()),
             Ok(Some(waited)) => {
                 count_wait(waited);
@@ -242,8 +261,9 @@ impl TrxSys {
                     waited,
                 })
             }
-            Err(LockError::Deadlock) => {
+            Err(LockError::Deadlock(cycle)) => {
                 Metrics::add(&m.lock_deadlocks, 1);
+                self.record_deadlock(cycle);
                 Err(Error::Deadlock {
                     table: table.to_string(),
                 })
@@ -346,6 +366,8 @@ pub struct Txn {
     /// Time spent in the flushing policy's writer pause (taken at the
     /// first row lock, not at commit), charged to the commit's latency.
     paused: Duration,
+    /// Its entry among the transactions under way (`active`).
+    entry: Arc<active::Entry>,
 }
 
 impl Txn {
@@ -356,8 +378,10 @@ impl Txn {
         db: Arc<dyn std::any::Any + Send + Sync>,
         isolation: Isolation,
     ) -> Txn {
+        let id = sys.next_id();
         Txn {
-            id: sys.next_id(),
+            entry: sys.active.register(id, false),
+            id,
             ddl_epoch: sys.engine.ddl_epoch.load(Ordering::SeqCst),
             written: Vec::new(),
             sys,
@@ -535,6 +559,7 @@ impl Txn {
                 entered += 1;
             }
             if r.is_ok() {
+                self.entry.set_phase(active::Phase::Committing);
                 r = commit::log_and_apply(&self.sys, self.id, &ops).map(drop);
             }
             for (_, meta) in &self.written[..entered] {
@@ -616,9 +641,10 @@ impl Txn {
             sys.locks.note_thread(self.id, me);
             self.thread.set(Some(me));
         }
-        match sys.lock(&self.sys.engine, self.id, &lk, table.name()) {
+        match sys.lock(&self.sys.engine, self.id, &lk, &table.name) {
             Ok(()) => {
                 self.locks.insert(lk);
+                self.entry.set_rows_locked(self.locks.len());
                 Ok(())
             }
             Err(e @ Error::Deadlock { .. }) => {
@@ -636,6 +662,7 @@ impl Txn {
     fn release(&mut self) {
         let locks = std::mem::take(&mut self.locks);
         self.sys.locks.release(self.id, &locks);
+        self.sys.active.remove(self.id);
         self.state = State::Done;
     }
 }
