@@ -45,9 +45,11 @@
 //!
 //! # Failures
 //!
-//! An error ends the backup: the destination is left as it is, incomplete
-//! (it holds no `redo-0` until the last step, so opening it fails), and the
-//! pin is released. The source is not changed by a backup, save the
+//! An error ends the backup and releases the pin; what it wrote into the
+//! destination is removed, and the destination too if the backup created
+//! it (whatever cannot be removed has no valid checkpoint in `redo-0`, so
+//! opening it fails). A destination inside the database's directory is
+//! refused. The source is not changed by a backup, save the
 //! checkpoint being held back while it runs. One backup at a time.
 
 use std::fs::{File, OpenOptions};
@@ -114,15 +116,24 @@ impl std::fmt::Display for BackupReport {
 /// exist, or be an empty directory.
 pub(crate) fn backup(e: &Engine, dest: &Path) -> Result<BackupReport> {
     let t0 = Instant::now();
-    prepare_dest(dest)?;
+    let created = !dest.exists();
+    let src = e.pool.space.file_path(0).parent().unwrap_or(Path::new("."));
+    prepare_dest(src, dest)?;
     let Some(cp) = e.log.pin_for_backup() else {
+        discard(e, dest, created);
         return Err(Error::Backup(
             "another backup of this database is running; one at a time".into(),
         ));
     };
     let r = copy(e, dest, cp);
     e.log.move_backup_pin(u64::MAX);
-    let mut rep = r?;
+    let mut rep = match r {
+        Ok(rep) => rep,
+        Err(err) => {
+            discard(e, dest, created);
+            return Err(err);
+        }
+    };
     rep.time_ms = t0.elapsed().as_millis() as u64;
     log::info!("{rep}");
     Ok(rep)
@@ -174,8 +185,58 @@ fn copy(e: &Engine, dest: &Path, cp: Checkpoint) -> Result<BackupReport> {
     Ok(rep)
 }
 
-/// `dest` must not exist or be empty; it is created (with its parents).
-fn prepare_dest(dest: &Path) -> Result<()> {
+/// After a failed backup: remove what it wrote into `dest` (which was
+/// empty), and `dest` itself if the backup created it. Best effort: what
+/// cannot be removed is logged, and the copy left has no valid checkpoint,
+/// so it does not open.
+fn discard(e: &Engine, dest: &Path, created: bool) {
+    let mut names: Vec<String> = (0..e.pool.space.n_files()).map(data_file_name).collect();
+    names.extend((0..MAX_LOG_FILES as usize).map(log_file_name));
+    names.push(REDO_SPOOL.to_string());
+    for name in names {
+        let path = dest.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => log::warn!("failed backup: cannot remove {}: {err}", path.display()),
+        }
+    }
+    if created {
+        if let Err(err) = std::fs::remove_dir(dest) {
+            log::warn!("failed backup: cannot remove {}: {err}", dest.display());
+        }
+    }
+}
+
+/// `dest` must not exist or be empty, and must not lie inside the source
+/// directory `src`; it is created (with its parents) if missing.
+fn prepare_dest(src: &Path, dest: &Path) -> Result<()> {
+    let src = std::fs::canonicalize(src).map_err(|err| Error::io(src, "resolve", err))?;
+    let mut probe = dest.to_path_buf();
+    // The nearest part of `dest` that exists, resolved, and the rest.
+    let mut rest = Vec::new();
+    while !probe.exists() {
+        match (probe.file_name(), probe.parent()) {
+            (Some(n), Some(p)) => {
+                rest.push(n.to_os_string());
+                probe = p.to_path_buf();
+            }
+            _ => break,
+        }
+        if probe.as_os_str().is_empty() {
+            probe = PathBuf::from(".");
+        }
+    }
+    let mut full =
+        std::fs::canonicalize(&probe).map_err(|err| Error::io(&probe, "resolve", err))?;
+    full.extend(rest.iter().rev());
+    if full.starts_with(&src) {
+        return Err(Error::Backup(format!(
+            "{} is inside the database directory {}: put the copy elsewhere",
+            dest.display(),
+            src.display()
+        )));
+    }
     if dest.exists() {
         let mut entries =
             std::fs::read_dir(dest).map_err(|err| Error::io(dest, "read directory", err))?;

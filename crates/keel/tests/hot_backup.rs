@@ -11,8 +11,10 @@
 //!   stays where the backup pinned it while the writers fill the log: they
 //!   wait for log space rather than overwrite redo not yet copied;
 //! - an idle database's copy holds its rows; a read-only open backs up too;
-//! - a destination that is not empty, and a second backup at once, are
-//!   refused with `Error::Backup`.
+//! - a destination that is not empty or inside the database's directory,
+//!   and a second backup at once, are refused with `Error::Backup`;
+//! - a backup that meets a corrupt page fails naming it, and leaves no
+//!   trace in its destination.
 
 mod common;
 
@@ -205,4 +207,43 @@ fn an_idle_database_and_a_read_only_open_back_up_whole() {
         assert_eq!(t.get(&7u32.to_be_bytes()).unwrap().unwrap(), vec![7u8; 100]);
         copy.check().unwrap();
     }
+}
+
+#[test]
+fn a_backup_that_fails_leaves_nothing_and_one_inside_the_source_is_refused() {
+    let src = tempfile::tempdir().unwrap();
+    let dest = tempfile::tempdir().unwrap();
+    let db = Db::open(src.path(), opts()).unwrap();
+    let t = db.create_table("t").unwrap();
+    for i in 0..3000u32 {
+        t.put(&i.to_be_bytes(), &[i as u8; 100]).unwrap();
+    }
+    match db.backup(src.path().join("sub").join("copy")) {
+        Err(Error::Backup(why)) => assert!(why.contains("inside the database directory"), "{why}"),
+        r => panic!("a backup inside the source: {r:?}"),
+    }
+    assert!(!src.path().join("sub").exists());
+    drop(t);
+    db.close().unwrap();
+
+    // Page 5 (in use: the rows fill about 25 pages) made garbage.
+    let ps = opts().page_size as u64;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(src.path().join("data-0.keel"))
+        .unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &vec![0xa5; 512], 6 * ps + 100).unwrap();
+    drop(f);
+    let ro = Db::open_read_only(src.path(), opts()).unwrap();
+    let copy = dest.path().join("copy");
+    match ro.backup(&copy) {
+        Err(e @ Error::CorruptPage { .. }) => {
+            assert!(e.to_string().contains("during a backup"), "{e}")
+        }
+        r => panic!("a backup of a corrupt page: {r:?}"),
+    }
+    assert!(!copy.exists(), "the failed backup left {copy:?}");
+    // Into a directory that existed: emptied, kept.
+    ro.backup(dest.path()).unwrap_err();
+    assert_eq!(std::fs::read_dir(dest.path()).unwrap().count(), 0);
 }
