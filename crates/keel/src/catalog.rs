@@ -114,21 +114,14 @@ impl TableMeta {
         Ok(())
     }
 
-    /// A commit is about to log ops on this table: counted until
-    /// [`TableMeta::leave`], unless DDL is under way or happened since
-    /// `since` (then nothing is counted and the error says which).
-    pub(crate) fn enter(&self, name: &str, since: u64) -> Result<()> {
+    /// A commit is about to log ops on this table: counted until the
+    /// returned guard is dropped (once its ops are applied, or however the
+    /// commit ends, a panic included), unless DDL is under way or happened
+    /// since `since` (then nothing is counted and the error says which).
+    pub(crate) fn enter(&self, name: &str, since: u64) -> Result<Inside<'_>> {
         self.applying.fetch_add(1, Ordering::SeqCst);
-        let r = Self::judge(self.state.load(Ordering::SeqCst), name, since);
-        if r.is_err() {
-            self.leave();
-        }
-        r
-    }
-
-    /// The commit that entered has applied its ops.
-    pub(crate) fn leave(&self) {
-        self.applying.fetch_sub(1, Ordering::Release);
+        let inside = Inside(self);
+        Self::judge(self.state.load(Ordering::SeqCst), name, since).map(|()| inside)
     }
 
     /// DDL: set `flag`, then wait until no commit is inside (module doc).
@@ -150,6 +143,15 @@ impl TableMeta {
             pause = (pause * 2).min(Duration::from_millis(10));
         }
         Ok(())
+    }
+}
+
+/// A commit inside a table ([`TableMeta::enter`]); leaves when dropped.
+pub(crate) struct Inside<'a>(&'a TableMeta);
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        self.0.applying.fetch_sub(1, Ordering::Release);
     }
 }
 

@@ -259,11 +259,9 @@ pub(crate) fn autocommit(
     }];
     // Inside the table from before the record is logged until the op is
     // applied (`catalog`'s module doc).
-    let r = t.meta.enter(table, u64::MAX).and_then(|()| {
+    let r = t.meta.enter(table, u64::MAX).and_then(|_inside| {
         entry.set_phase(super::active::Phase::Committing);
-        let r = log_and_apply(sys, id, &ops);
-        t.meta.leave();
-        r
+        log_and_apply(sys, id, &ops)
     });
     sys.locks.release(id, [&lk]);
     let found = r?;

@@ -549,23 +549,16 @@ impl Txn {
         } else {
             // Inside every table written, from before the record is logged
             // until it is applied (`catalog`'s module doc).
-            let mut entered = 0;
-            let mut r = Ok(());
-            for (name, meta) in &self.written {
-                r = meta.enter(name, self.ddl_epoch);
-                if r.is_err() {
-                    break;
-                }
-                entered += 1;
-            }
-            if r.is_ok() {
+            // The guards leave when dropped, however the commit ends.
+            let inside: Result<Vec<_>> = self
+                .written
+                .iter()
+                .map(|(name, meta)| meta.enter(name, self.ddl_epoch))
+                .collect();
+            inside.and_then(|_inside| {
                 self.entry.set_phase(active::Phase::Committing);
-                r = commit::log_and_apply(&self.sys, self.id, &ops).map(drop);
-            }
-            for (_, meta) in &self.written[..entered] {
-                meta.leave();
-            }
-            r
+                commit::log_and_apply(&self.sys, self.id, &ops).map(drop)
+            })
         };
         self.view.take();
         self.release();
