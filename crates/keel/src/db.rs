@@ -154,16 +154,27 @@ impl Db {
             engine.pool.instances.len(),
             engine.opts.data_files,
         );
-        Ok(Db {
+        Ok(Self::assemble(engine, dir, catalog, trx, Some(cleaners)))
+    }
+
+    /// The handle over an engine whose open is finished.
+    fn assemble(
+        engine: Arc<Engine>,
+        dir: PathBuf,
+        catalog: Arc<Catalog>,
+        trx: Arc<TrxSys>,
+        cleaners: Option<Cleaners>,
+    ) -> Db {
+        Db {
             inner: Arc::new(Inner {
                 trx,
                 engine,
                 dir,
                 catalog,
-                cleaners: Mutex::new(Some(cleaners)),
+                cleaners: Mutex::new(cleaners),
                 crashed: std::sync::atomic::AtomicBool::new(false),
             }),
-        })
+        }
     }
 
     /// The rest of a read-only open (see [`Db::open_read_only`]): refused
@@ -185,16 +196,7 @@ impl Db {
         catalog.load(&engine)?;
         let trx = Arc::new(TrxSys::open(engine.clone(), catalog.clone())?);
         log::info!("opened database in {} read-only", dir.display());
-        Ok(Db {
-            inner: Arc::new(Inner {
-                trx,
-                engine,
-                dir,
-                catalog,
-                cleaners: Mutex::new(None),
-                crashed: std::sync::atomic::AtomicBool::new(false),
-            }),
-        })
+        Ok(Self::assemble(engine, dir, catalog, trx, None))
     }
 
     /// Whether this handle's database was opened read-only.

@@ -560,13 +560,9 @@ fn lock_read_only(
             "there is no database there, and a read-only open does not create one".into(),
         ));
     }
-    let lock = data_fs.lock_dir_shared(dir).map_err(|e| match e {
-        LockError::Held { pid } => Error::Locked {
-            dir: dir.to_path_buf(),
-            pid,
-        },
-        LockError::Io(e) => Error::io(dir.join(LOCK_FILE), "lock (shared)", e),
-    })?;
+    let lock = data_fs
+        .lock_dir_shared(dir)
+        .map_err(|e| lock_error(dir, "lock (shared)", e))?;
     match create::inspect(data_fs, log_fs, dir)? {
         create::Found::Database => Ok(lock),
         create::Found::Nothing => Err(refuse("its first data file is gone".into())),
@@ -578,13 +574,18 @@ fn lock_read_only(
 
 /// Lock `dir` for this process (see the module doc).
 fn lock_dir(fs: &dyn FileSystem, dir: &Path) -> Result<DirLock> {
-    fs.lock_dir(dir).map_err(|e| match e {
+    fs.lock_dir(dir).map_err(|e| lock_error(dir, "lock", e))
+}
+
+/// The engine's error for a lock on `dir` not taken by `op`.
+fn lock_error(dir: &Path, op: &'static str, e: LockError) -> Error {
+    match e {
         LockError::Held { pid } => Error::Locked {
             dir: dir.to_path_buf(),
             pid,
         },
-        LockError::Io(e) => Error::io(dir.join(LOCK_FILE), "lock", e),
-    })
+        LockError::Io(e) => Error::io(dir.join(LOCK_FILE), op, e),
+    }
 }
 
 /// Open (or create) the doublewrite files and, after a crash, repair torn

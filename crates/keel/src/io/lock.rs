@@ -106,30 +106,11 @@ pub fn holder(pid: Option<u32>) -> String {
 /// Lock `dir` on the real file system (see the module doc).
 pub(crate) fn lock_os(dir: &Path) -> Result<DirLock, LockError> {
     let path = dir.join(LOCK_FILE);
-    // Read and write, never truncated on open: the pid in it belongs to the
-    // holder until this open holds the lock.
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)?;
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => {}
-        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
-            return Err(LockError::Held {
-                pid: read_pid(&file),
-            })
-        }
-        Err(e) => return Err(LockError::Io(e.into())),
-    }
+    let file = open_lock_file(&path)?;
+    flock_now(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
     // The pid only serves the messages of refused openers: a file that
     // cannot take it (a full disk) does not keep the database closed.
-    let pid = format!("{}\n", std::process::id());
-    if let Err(e) = file
-        .set_len(0)
-        .and_then(|()| file.write_all_at(pid.as_bytes(), 0))
-    {
+    if let Err(e) = mark(&file, &format!("{}\n", std::process::id())) {
         log::warn!(
             "{}: locked, but cannot write this process's id into it: {e}",
             path.display()
@@ -141,13 +122,7 @@ pub(crate) fn lock_os(dir: &Path) -> Result<DirLock, LockError> {
 /// Take the shared lock on `dir` on the real file system (module doc).
 pub(crate) fn lock_os_shared(dir: &Path) -> Result<DirLock, LockError> {
     let path = dir.join(LOCK_FILE);
-    let (file, writable) = match OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-    {
+    let (file, writable) = match open_lock_file(&path) {
         Ok(f) => (f, true),
         // No write permission, or a read-only file system: a lock file
         // that exists can still be locked through a read-only descriptor.
@@ -175,22 +150,43 @@ pub(crate) fn lock_os_shared(dir: &Path) -> Result<DirLock, LockError> {
         }
         Err(e) => return Err(LockError::Io(e)),
     };
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared) {
-        Ok(()) => {}
-        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
-            return Err(LockError::Held {
-                pid: read_pid(&file),
-            })
-        }
-        Err(e) => return Err(LockError::Io(e.into())),
-    }
+    flock_now(&file, rustix::fs::FlockOperation::NonBlockingLockShared)?;
     if writable {
         // Best effort, as the writer's pid (module doc).
-        let _ = file
-            .set_len(0)
-            .and_then(|()| file.write_all_at(SHARED_MARK.as_bytes(), 0));
+        let _ = mark(&file, SHARED_MARK);
     }
     Ok(DirLock::new(dir, file))
+}
+
+/// Open (or create) the lock file for reading and writing, never
+/// truncated on open: what it says belongs to the holder until this open
+/// holds the lock.
+fn open_lock_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
+/// Take `op` (a non-blocking `flock`) on `file`: `Held`, naming the
+/// holder the file names, if someone holds a conflicting lock.
+fn flock_now(file: &File, op: rustix::fs::FlockOperation) -> Result<(), LockError> {
+    match rustix::fs::flock(file, op) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(LockError::Held {
+            pid: read_pid(file),
+        }),
+        Err(e) => Err(LockError::Io(e.into())),
+    }
+}
+
+/// Replace what the lock file says with `text` (the holder's pid, or the
+/// shared holders' mark).
+fn mark(file: &File, text: &str) -> io::Result<()> {
+    file.set_len(0)
+        .and_then(|()| file.write_all_at(text.as_bytes(), 0))
 }
 
 /// The pid a lock file names, if it names one.
