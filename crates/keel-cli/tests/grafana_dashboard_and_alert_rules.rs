@@ -9,6 +9,8 @@
 
 mod common;
 
+use common::metric_names;
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,21 +37,6 @@ fn panels(dash: &Value) -> &Vec<Value> {
 
 fn title(p: &Value) -> &str {
     p["title"].as_str().unwrap()
-}
-
-/// Every `keel_*` name in `text`.
-fn metric_names(text: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut rest = text;
-    while let Some(i) = rest.find("keel_") {
-        let tail = &rest[i..];
-        let end = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(tail.len());
-        names.push(tail[..end].to_string());
-        rest = &tail[end..];
-    }
-    names
 }
 
 /// Each `histogram_quantile(...)` call in `expr`, with its arguments.

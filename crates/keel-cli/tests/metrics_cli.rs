@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 
-use common::{keel_cmd, promtool, signal_after, tiny_oltp_flags};
+use common::{keel_cmd, metric_names, promtool, signal_after, tiny_oltp_flags};
 
 /// `GET /metrics` from `url` (`http://HOST:PORT/metrics`): the body.
 fn scrape(url: &str) -> String {
@@ -143,21 +143,6 @@ fn metrics_listen_refuses_a_bad_address_and_another_engine_before_any_work() {
             run.stderr
         );
     }
-}
-
-/// Every `keel_*` name in a PromQL expression.
-fn metric_names(expr: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut rest = expr;
-    while let Some(i) = rest.find("keel_") {
-        let tail = &rest[i..];
-        let end = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(tail.len());
-        names.push(tail[..end].to_string());
-        rest = &tail[end..];
-    }
-    names
 }
 
 #[test]

@@ -198,3 +198,18 @@ pub fn signal_after(
         stderr,
     }
 }
+
+/// Every `keel_*` metric name in `text` (a PromQL expression, a rules file).
+pub fn metric_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("keel_") {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        names.push(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    names
+}
