@@ -255,6 +255,9 @@ fn check_files(dir: &Path) -> Outcome {
     out.entries = pair_up(&disk, checked, &mut out.problems);
     if let Err(e) = disk.check_undo() {
         out.problems.push(format!("undo lists: {e}"));
+    } else if let Err(e) = disk.history_chain_pages() {
+        out.problems
+            .push(format!("overflow chains of old versions: {e}"));
     }
     out
 }
@@ -421,7 +424,7 @@ fn pair_up(
 }
 
 fn pages(s: &TreeStats) -> usize {
-    s.leaf_pages + s.internal_pages
+    s.leaf_pages + s.internal_pages + s.overflow_pages
 }
 
 /// `--json`'s object, fields in this order.

@@ -44,7 +44,7 @@ fn after_close_nothing_lies_beyond_the_checkpoint() {
     populate(&dir, 2000).close().unwrap();
     let out = inspect_text(&dir);
     for s in [
-        "data-0.keel: version 2, page size 4096",
+        "data-0.keel: version 3, page size 4096",
         "data-1.keel",
         "redo-0.keel: version 1",
         "checkpoint slot 0 (byte 4096)",
@@ -111,7 +111,7 @@ fn json_has_the_data_files_checkpoints_and_doublewrite() {
         assert_eq!(f["n_files"], 2);
         assert_eq!(f["page_size"], 4096);
         assert_eq!(f["extent_pages"], 64);
-        assert_eq!(f["version"], 2);
+        assert_eq!(f["version"], 3);
         assert_eq!(f["creation_id"].as_u64().unwrap(), creation);
         assert_eq!(
             f["bytes"].as_u64().unwrap(),
@@ -207,7 +207,7 @@ fn a_database_another_process_has_open_and_writes_is_inspected_beside_it() {
         assert_eq!(j["data_files"].as_array().unwrap().len(), 2, "{j:#}");
         assert!(j["redo"]["scan"]["end_lsn"].is_u64(), "{j:#}");
     }
-    assert!(inspect_text(&dir).contains("data-0.keel: version 2"));
+    assert!(inspect_text(&dir).contains("data-0.keel: version 3"));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let written = writer.join().unwrap();
     assert!(written > 0);

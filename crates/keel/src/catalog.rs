@@ -270,8 +270,9 @@ impl Catalog {
         t.meta.check(name, u64::MAX)?;
         refuse_pending_load(e, t.root, name)?;
         t.meta.begin_ddl(EMPTYING, name, timeout)?;
-        let emptied = crate::btree::bulk::empty_tree(e, t.root, name)
-            .and_then(|_| e.log.write_up_to(e.log.lsn(), true));
+        let emptied =
+            crate::btree::bulk::empty_tree(e, t.root, name, crate::txn::version::free_external)
+                .and_then(|_| e.log.write_up_to(e.log.lsn(), true));
         // Stamped whatever happened: part of the rows may be gone.
         let epoch = e.ddl_epoch.fetch_add(1, Ordering::SeqCst) + 1;
         t.meta.state.store(epoch.min(EPOCH), Ordering::Release);
@@ -300,7 +301,7 @@ impl Catalog {
         drop(budget);
         e.log.write_up_to(e.log.lsn(), true)?;
         e.failpoints.hit("ddl.drop_unnamed");
-        crate::btree::bulk::empty_tree(e, t.root, name)?;
+        crate::btree::bulk::empty_tree(e, t.root, name, crate::txn::version::free_external)?;
         e.log.write_up_to(e.log.lsn(), true)
     }
 
@@ -332,9 +333,19 @@ impl Catalog {
             // drop's emptying (the drop does not wait for those).
             let pending = NodeRef::new(&e.pool.read(root)?).pending_bulk();
             if let Some(hidden) = pending {
-                crate::btree::bulk::drop_hidden(e, root, PageId::new(root.space, hidden))?;
+                crate::btree::bulk::drop_hidden(
+                    e,
+                    root,
+                    PageId::new(root.space, hidden),
+                    crate::txn::version::free_external,
+                )?;
             }
-            crate::btree::bulk::empty_tree(e, root, "<dropped>")?;
+            crate::btree::bulk::empty_tree(
+                e,
+                root,
+                "<dropped>",
+                crate::txn::version::free_external,
+            )?;
             free_dropped(e, root)?;
             n += 1;
         }

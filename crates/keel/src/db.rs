@@ -127,6 +127,8 @@ impl Db {
         let trx = TrxSys::open(engine.clone(), catalog.clone()).map(Arc::new);
         let finished = trx.and_then(|trx| {
             open::finish_recovery(&trx, unfinished)?;
+            // Before unfinished loads are dropped (`lob`'s module doc).
+            trx.lobs.free_orphans(&engine)?;
             open::finish_bulk_loads(&engine, catalog.tree, created)?;
             catalog.load(&engine)?;
             catalog.reclaim_dropped(&engine)?;
@@ -488,12 +490,16 @@ impl Db {
     }
 
     /// Pages the undo lists hold, the undo directory included, after
-    /// checking the lists (page types, links, record framing). With the
-    /// trees' pages, these are every page in use: for leak checks.
+    /// checking the lists (page types, links, record framing), and the
+    /// overflow pages of the old versions they hold and of large values
+    /// in flight, with the overflow directory. With the trees' pages
+    /// (their `overflow_pages` included), these are every page in use: for
+    /// leak checks.
     #[doc(hidden)]
     pub fn undo_pages(&self) -> Result<u64> {
         let e = &*self.inner.engine;
-        Ok(crate::undo::check_space(e, e.space_id())?.map_or(0, |c| c.pages + 1))
+        let undo = crate::undo::check_space(e, e.space_id())?.map_or(0, |c| c.pages + 1);
+        Ok(undo + crate::txn::version::history_chain_pages(e, e.space_id())?)
     }
 
     /// Write every page changed before this call, sync, and checkpoint (a

@@ -110,6 +110,7 @@ pub mod failpoint;
 mod flush;
 pub mod format;
 pub mod io;
+mod lob;
 mod metrics;
 mod mtr;
 mod page;

@@ -75,6 +75,11 @@ impl<'a> Mtr<'a> {
         }
     }
 
+    /// The engine this mtr changes pages of.
+    pub(crate) fn engine(&self) -> &'a Engine {
+        self.e
+    }
+
     /// Latch the space header now (reading page 0 if it is not cached), so
     /// that the [`Mtr::alloc_page`] or [`Mtr::free_page`] that follows a
     /// change cannot fail on that read. Callers latch tree pages first and
@@ -117,6 +122,18 @@ impl<'a> Mtr<'a> {
     /// needed).
     pub(crate) fn set_header_u32(&mut self, off: usize, v: u32) -> Result<()> {
         put_u32(self.header()?, off, v);
+        Ok(())
+    }
+
+    /// The u64 field at `off` of the space header (latching it if needed).
+    pub(crate) fn header_u64(&mut self, off: usize) -> Result<u64> {
+        Ok(crate::page::get_u64(self.header()?, off))
+    }
+
+    /// Set the u64 field at `off` of the space header (latching it if
+    /// needed).
+    pub(crate) fn set_header_u64(&mut self, off: usize, v: u64) -> Result<()> {
+        crate::page::put_u64(self.header()?, off, v);
         Ok(())
     }
 
@@ -165,7 +182,20 @@ impl<'a> Mtr<'a> {
     }
 
     /// Put a page that the tree no longer references on the free list.
-    pub fn free_page(&mut self, mut page: PageWrite<'a>) -> Result<()> {
+    pub fn free_page(&mut self, page: PageWrite<'a>) -> Result<()> {
+        self.free(page, true)
+    }
+
+    /// [`Mtr::free_page`] without zeroing the body: only the common header
+    /// and the free-list link change, so the redo is a few bytes instead
+    /// of a page. For overflow pages (`lob`), which are freed by the
+    /// thousand; the stale bytes are zeroed when the page is allocated
+    /// again, and no reader follows a link to a free page's body.
+    pub(crate) fn free_page_unzeroed(&mut self, page: PageWrite<'a>) -> Result<()> {
+        self.free(page, false)
+    }
+
+    fn free(&mut self, mut page: PageWrite<'a>, zero: bool) -> Result<()> {
         let id = page.id();
         if id.page_no == 0 {
             return Err(Error::Corruption(
@@ -177,8 +207,12 @@ impl<'a> Mtr<'a> {
         put_u32(h, sh::FREE_HEAD, id.page_no);
         let count = get_u32(h, sh::FREE_COUNT);
         put_u32(h, sh::FREE_COUNT, count + 1);
-        page.zero();
-        init_page(&mut page, id, PageType::Free);
+        if zero {
+            page.zero();
+            init_page(&mut page, id, PageType::Free);
+        } else {
+            crate::page::set_page_type(&mut page, PageType::Free);
+        }
         put_u32(&mut page, sh::FREE_NEXT, head);
         self.pages.push(page);
         self.freed += 1;

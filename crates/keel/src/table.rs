@@ -7,6 +7,7 @@
 
 use std::any::Any;
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::btree::bulk::BulkLoad;
@@ -40,7 +41,12 @@ impl Table {
     /// committed value (never part of a commit still being applied).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check_exists()?;
-        self.sys.get_now(self.tree, key)
+        let since = self.sys.engine.ddl_epoch.load(Ordering::SeqCst);
+        // A truncate or drop meanwhile may have freed a large value's
+        // chain under the read: report the table's change.
+        self.sys
+            .get_now(self.tree, key)
+            .map_err(|err| self.meta.check(&self.name, since).err().unwrap_or(err))
     }
 
     /// [`crate::Error::TableDropped`] once the table was dropped.
@@ -166,17 +172,39 @@ impl Table {
         // A table emptied by deletes still holds their delete marks until
         // purge removes them: those no read view can see go now.
         self.sys.remove_dead_marks(self.tree)?;
-        let mut load = BulkLoad::begin(e, self.tree, &self.name, fill)?;
+        let free = crate::txn::version::free_external;
+        let mut load = BulkLoad::begin(e, self.tree, &self.name, fill, free)?;
+        // Large values go to overflow chains, one bundle for the load: its
+        // slot is cleared by the mtr that publishes the tree, and a failed
+        // load frees the chains (declared after `load`, the bundle is
+        // dropped first: `lob`'s module doc on the order).
+        let lobs = &self.sys.lobs;
+        let mut bundle = crate::lob::Bundle::new(lobs, e);
         let ps = e.page_size();
+        let inline = crate::txn::version::max_inline_len(ps);
         for (k, v) in rows {
             let (k, v) = (k.as_ref(), v.as_ref());
             crate::txn::check_user_entry(ps, k, v)?;
             // Versions of commit 0, which every read view sees (see
             // "Bulk loads and snapshots" in the `txn` module).
-            let stored = crate::txn::version::encode(0, crate::undo::RollPtr::NONE, Some(v));
+            let none = crate::undo::RollPtr::NONE;
+            let stored = if v.len() > inline {
+                let p = bundle.write(v)?.to_bytes();
+                crate::txn::version::encode(0, none, Some(&p), true)
+            } else {
+                crate::txn::version::encode(0, none, Some(v), false)
+            };
             load.push(k, &stored)?;
         }
-        let (n, lsn) = load.finish()?;
+        let first = bundle.first();
+        let (n, lsn) = load.finish_with(|mtr| match first {
+            Some(f) => lobs.retire_in(mtr, f).map(drop),
+            None => Ok(()),
+        })?;
+        if first.is_some() && lsn > 0 {
+            bundle.keep();
+            lobs.after_commit();
+        }
         if lsn > 0 {
             e.log.write_up_to(lsn, true)?;
         }

@@ -573,11 +573,11 @@ fn refused_loads_leave_the_table_as_it_was() {
         Err(Error::KeyTooLarge { len, max }) => assert_eq!((len, max), (257, 256)),
         other => panic!("expected KeyTooLarge, got {other:?}"),
     }
-    let (k, mut long_value) = row(300);
-    // A quarter page less the 15-byte version header every row carries.
-    long_value.resize(PAGE / 4 - 15 + 1, 0);
+    let (k, _) = row(300);
+    // One byte past 1 GiB (never touched: the size is checked first).
+    let long_value = vec![0u8; (1 << 30) + 1];
     match t.bulk_load((0..300).map(row).chain([(k, long_value)])) {
-        Err(Error::ValueTooLarge { len, max }) => assert_eq!((len, max), (1010, 1009)),
+        Err(Error::ValueTooLarge { len, max }) => assert_eq!((len, max), ((1 << 30) + 1, 1 << 30)),
         other => panic!("expected ValueTooLarge, got {other:?}"),
     }
     assert_eq!(all_rows(&t), vec![]);

@@ -278,20 +278,7 @@ fn crash_at(ddl: Ddl, point: &'static str, must_be_done: bool) {
     hold.release();
     let _ = worker.join().unwrap();
 
-    let mut crashed_opens = 0;
-    for n in 1..4 {
-        bed.fs.arm("/data-.write:crash", n).unwrap();
-        match bed.try_open() {
-            Ok(db) => {
-                bed.fs.disarm();
-                bed.crash(db);
-            }
-            Err(_) => {
-                crashed_opens += 1;
-                bed.fs.disarm();
-            }
-        }
-    }
+    let crashed_opens = bed.crash_opens(1..4);
     // Where the DDL's first step was durable, the opens have work to
     // redo and finish, and the power fails under them.
     assert!(

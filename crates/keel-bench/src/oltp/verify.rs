@@ -6,7 +6,7 @@
 //! engine ([`index_vs_rows_on_disk`]).
 
 use keel::format::page::PageId;
-use keel::format::tree::{latest_value, OnDisk};
+use keel::format::tree::OnDisk;
 use keel::Db;
 
 use super::engine::{Database, DbError, KeelDatabase, Session, Span, TreeId};
@@ -72,14 +72,14 @@ impl Trees for Files<'_> {
             Which::Index => self.index,
         };
         let mut bad = None;
-        self.disk
-            .scan(root, &mut |k, stored| match latest_value(stored) {
-                Ok(Some(v)) => visit(k, &v),
-                Ok(None) => {}
-                Err(e) => {
-                    bad.get_or_insert(e);
-                }
-            })?;
+        let disk = self.disk;
+        disk.scan(root, &mut |k, stored| match disk.latest_value(stored) {
+            Ok(Some(v)) => visit(k, &v),
+            Ok(None) => {}
+            Err(e) => {
+                bad.get_or_insert(e);
+            }
+        })?;
         match bad {
             Some(e) => Err(e.into()),
             None => Ok(()),
@@ -90,7 +90,7 @@ impl Trees for Files<'_> {
         let mut rows = Vec::with_capacity(keys.len());
         for k in keys {
             rows.push(match self.disk.get(self.table, k)? {
-                Some(stored) => latest_value(&stored)?,
+                Some(stored) => self.disk.latest_value(&stored)?,
                 None => None,
             });
         }

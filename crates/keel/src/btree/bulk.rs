@@ -93,7 +93,9 @@ mod discard;
 
 #[cfg(test)]
 pub(crate) use discard::drop_step_pages;
-pub(crate) use discard::{drop_hidden, empty_tree};
+#[cfg(test)]
+pub(crate) use discard::owns_nothing;
+pub(crate) use discard::{drop_hidden, empty_tree, FreeValue};
 
 use super::node::{
     self, internal_cell, shortest_separator, NodeMut, NodeRef, LEAF_CELL_HEADER, SLOT_SIZE,
@@ -155,12 +157,20 @@ pub(crate) struct BulkLoad<'e> {
     rows: u64,
     /// Whether the hidden tree is still to be dropped on failure.
     open: bool,
+    /// Frees what a loaded value owns when the hidden tree is dropped.
+    free_value: FreeValue,
 }
 
 impl<'e> BulkLoad<'e> {
     /// Start loading into `tree`, which must be empty (step 1 of the
     /// module doc).
-    pub fn begin(e: &'e Engine, tree: BTree, table: &str, fill_factor: u8) -> Result<Self> {
+    pub fn begin(
+        e: &'e Engine,
+        tree: BTree,
+        table: &str,
+        fill_factor: u8,
+        free_value: FreeValue,
+    ) -> Result<Self> {
         let ps = e.page_size();
         let budget = e.adm.budget(Purpose::New);
         budget.ensure(mtr_bound(3, ps))?;
@@ -203,6 +213,7 @@ impl<'e> BulkLoad<'e> {
             right: Vec::new(),
             rows: 0,
             open: true,
+            free_value,
         })
     }
 
@@ -260,13 +271,25 @@ impl<'e> BulkLoad<'e> {
 
     /// Write the last leaf and publish the tree (step 3); returns the rows
     /// loaded and the publishing mtr's LSN (0 if nothing was loaded).
-    pub fn finish(mut self) -> Result<(u64, crate::page::Lsn)> {
+    #[cfg(test)]
+    pub fn finish(self) -> Result<(u64, crate::page::Lsn)> {
+        self.finish_with(|_| Ok(()))
+    }
+
+    /// [`BulkLoad::finish`], with `publishing` run inside the publishing
+    /// mtr after the tree's pages are latched and before the space header
+    /// is (so it may latch pages that come before the header in the latch
+    /// order: the overflow directory, whose slot the load clears there).
+    pub fn finish_with(
+        mut self,
+        publishing: impl for<'m> FnOnce(&mut Mtr<'m>) -> Result<()>,
+    ) -> Result<(u64, crate::page::Lsn)> {
         if NodeRef::new(&self.leaf).n_cells() > 0 {
             self.write_leaf()?;
         }
         if self.leaves == 0 {
             self.open = false;
-            drop_hidden(self.e, self.target, self.hidden)?;
+            drop_hidden(self.e, self.target, self.hidden, self.free_value)?;
             return Ok((0, 0));
         }
         let e = self.e;
@@ -286,6 +309,7 @@ impl<'e> BulkLoad<'e> {
         }
         let hidden = e.pool.write(self.hidden)?;
         super::descend::expect_node(&hidden, self.hidden, Some(self.top))?;
+        publishing(&mut mtr)?;
         // Freeing the hidden root latches page 0: read it before the root
         // changes. (Were the publish to fail after all, dropping the mtr
         // puts the root back: `open` stays set, and the drop below frees
@@ -483,7 +507,7 @@ impl Drop for BulkLoad<'_> {
         if self.open {
             // A failed or abandoned load: drop what it built (on error the
             // next open finishes the job).
-            if let Err(err) = drop_hidden(self.e, self.target, self.hidden) {
+            if let Err(err) = drop_hidden(self.e, self.target, self.hidden, self.free_value) {
                 log::warn!(
                     "bulk load into `{}` failed and its pages could not be freed now \
                      (the next open frees them): {err}",

@@ -60,6 +60,9 @@ pub struct TreeStats {
     pub key_bytes: u64,
     /// Bytes of values stored in leaves.
     pub value_bytes: u64,
+    /// Overflow pages holding a table's large values (counted by the
+    /// layer that knows the row format; 0 for the catalog).
+    pub overflow_pages: usize,
     /// Fraction of the pages' usable bytes taken by cells and slots.
     pub fill: f64,
 }

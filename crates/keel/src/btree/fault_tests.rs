@@ -45,7 +45,7 @@ fn a_publish_that_cannot_read_the_space_header_publishes_nothing() {
     let t = new_tree(&e);
     let before = pages_in_use(&e).unwrap();
     let m = rows(3_000);
-    let mut load = BulkLoad::begin(&e, t, "t", 100).unwrap();
+    let mut load = BulkLoad::begin(&e, t, "t", 100, super::bulk::owns_nothing).unwrap();
     for (k, v) in &m {
         load.push(k, v).unwrap();
     }
@@ -67,7 +67,7 @@ fn a_publish_that_cannot_read_the_space_header_publishes_nothing() {
     drop(root);
     assert_eq!(pages_in_use(&e).unwrap(), before);
     // And takes the same load again.
-    let mut load = BulkLoad::begin(&e, t, "t", 100).unwrap();
+    let mut load = BulkLoad::begin(&e, t, "t", 100, super::bulk::owns_nothing).unwrap();
     for (k, v) in &m {
         load.push(k, v).unwrap();
     }
@@ -83,7 +83,7 @@ fn a_drop_step_that_cannot_read_the_space_header_changes_nothing() {
     let (e, fs) = faulty_engine();
     let t = new_tree(&e);
     let before = pages_in_use(&e).unwrap();
-    let mut load = BulkLoad::begin(&e, t, "t", 100).unwrap();
+    let mut load = BulkLoad::begin(&e, t, "t", 100, super::bulk::owns_nothing).unwrap();
     for (k, v) in &rows(5_000) {
         load.push(k, v).unwrap();
     }
@@ -93,12 +93,12 @@ fn a_drop_step_that_cannot_read_the_space_header_changes_nothing() {
     assert!(stats.height >= 2, "{stats:?}");
     fail_next_header_read(&e, &fs);
     let lsn = e.log.lsn();
-    let err = bulk::drop_hidden(&e, t.root(), hidden).unwrap_err();
+    let err = bulk::drop_hidden(&e, t.root(), hidden, bulk::owns_nothing).unwrap_err();
     assert!(matches!(err, Error::Io { .. }), "{err}");
     assert_eq!(tree.check(&e).unwrap(), stats, "the hidden tree changed");
     assert_eq!(e.log.lsn(), lsn, "a failed drop step logged something");
     // Page 0 reads again: the drop finishes and frees every page.
-    bulk::drop_hidden(&e, t.root(), hidden).unwrap();
+    bulk::drop_hidden(&e, t.root(), hidden, bulk::owns_nothing).unwrap();
     assert_eq!(pages_in_use(&e).unwrap(), before);
     assert_eq!(assert_matches(&t, &e, &Model::new()).entries, 0);
 }
@@ -152,7 +152,7 @@ fn a_leaf_write_failing_half_way_logs_nothing_and_gives_its_page_back() {
     let t = new_tree(&e);
     let m = rows(2_000);
     let rows: Vec<_> = m.iter().collect();
-    let mut load = BulkLoad::begin(&e, t, "t", 100).unwrap();
+    let mut load = BulkLoad::begin(&e, t, "t", 100, super::bulk::owns_nothing).unwrap();
     let mut i = 0;
     while load.progress().0 < 1 {
         load.push(rows[i].0, rows[i].1).unwrap();

@@ -438,7 +438,8 @@ fn allocation_failing_half_way_through_a_root_split_changes_nothing() {
 /// hold exactly `m`, pass the full check, and take random writes.
 fn bulk(e: &Engine, m: &Model, fill: u8) -> (BTree, super::TreeStats) {
     let t = new_tree(e);
-    let mut load = super::bulk::BulkLoad::begin(e, t, "t", fill).unwrap();
+    let mut load =
+        super::bulk::BulkLoad::begin(e, t, "t", fill, super::bulk::owns_nothing).unwrap();
     for (k, v) in m {
         load.push(k, v).unwrap();
     }
@@ -508,7 +509,8 @@ fn a_failed_bulk_load_frees_every_page_and_leaves_the_table_empty() {
     let e = engine(4096);
     let t = new_tree(&e);
     let before = pages_in_use(&e);
-    let mut load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    let mut load =
+        super::bulk::BulkLoad::begin(&e, t, "t", 100, super::bulk::owns_nothing).unwrap();
     for i in 0..20_000u32 {
         load.push(&key_of(i), &value(u64::from(i), 30)).unwrap();
     }
@@ -523,13 +525,16 @@ fn a_failed_bulk_load_frees_every_page_and_leaves_the_table_empty() {
     // The table takes a new bulk load afterwards, and refuses one once it
     // holds rows.
     let m: Model = (0..500u32).map(|i| (key_of(i), value(1, 9))).collect();
-    let mut load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    let mut load =
+        super::bulk::BulkLoad::begin(&e, t, "t", 100, super::bulk::owns_nothing).unwrap();
     for (k, v) in &m {
         load.push(k, v).unwrap();
     }
     load.finish().unwrap();
     assert_matches(&t, &e, &m);
-    let err = super::bulk::BulkLoad::begin(&e, t, "t", 100).err().unwrap();
+    let err = super::bulk::BulkLoad::begin(&e, t, "t", 100, super::bulk::owns_nothing)
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("not empty"), "{err}");
 }
 
@@ -538,7 +543,8 @@ fn writes_during_a_bulk_load_win_and_the_load_is_discarded() {
     let e = engine(4096);
     let t = new_tree(&e);
     let before = pages_in_use(&e);
-    let mut load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    let mut load =
+        super::bulk::BulkLoad::begin(&e, t, "t", 100, super::bulk::owns_nothing).unwrap();
     for i in 0..5_000u32 {
         load.push(&key_of(i), &value(2, 30)).unwrap();
     }
@@ -557,11 +563,12 @@ fn an_empty_bulk_load_and_a_single_leaf_load() {
     let e = engine(4096);
     let t = new_tree(&e);
     let before = pages_in_use(&e);
-    let load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    let load = super::bulk::BulkLoad::begin(&e, t, "t", 100, super::bulk::owns_nothing).unwrap();
     assert_eq!(load.finish().unwrap().0, 0);
     assert_eq!(pages_in_use(&e), before);
     let m: Model = (0..3u32).map(|i| (key_of(i), value(3, 5))).collect();
-    let mut load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    let mut load =
+        super::bulk::BulkLoad::begin(&e, t, "t", 100, super::bulk::owns_nothing).unwrap();
     for (k, v) in &m {
         load.push(k, v).unwrap();
     }
@@ -575,7 +582,8 @@ fn writes_that_split_the_root_during_a_bulk_load_leave_no_page_behind() {
     let e = engine(4096);
     let t = new_tree(&e);
     let before = pages_in_use(&e).unwrap();
-    let mut load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    let mut load =
+        super::bulk::BulkLoad::begin(&e, t, "t", 100, super::bulk::owns_nothing).unwrap();
     for i in 0..5_000u32 {
         load.push(&key_of(i), &value(2, 30)).unwrap();
     }
@@ -623,7 +631,8 @@ fn an_allocation_failing_half_way_through_a_bulk_leaf_changes_nothing() {
         .map(|i| (key_of(i), value(u64::from(i), 60)))
         .collect();
     let rows: Vec<_> = m.iter().collect();
-    let mut load = super::bulk::BulkLoad::begin(&e, t, "t", 100).unwrap();
+    let mut load =
+        super::bulk::BulkLoad::begin(&e, t, "t", 100, super::bulk::owns_nothing).unwrap();
     let mut i = 0;
     while load.progress().0 < 1 {
         load.push(rows[i].0, rows[i].1).unwrap();

@@ -69,7 +69,12 @@ pub(super) fn finish_bulk_loads(e: &Engine, catalog: BTree, created: bool) -> Re
                  closed or crashed while it ran, or the failed load could not free its \
                  pages); freeing what it had written (the table stays empty)"
             );
-            bulk::drop_hidden(e, root, PageId::new(e.space_id(), hidden))?;
+            bulk::drop_hidden(
+                e,
+                root,
+                PageId::new(e.space_id(), hidden),
+                crate::txn::version::free_external,
+            )?;
         }
     }
     Ok(())

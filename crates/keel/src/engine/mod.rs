@@ -64,7 +64,12 @@ pub(crate) mod space_header {
     /// Roots of dropped tables not yet freed (`catalog`'s module doc):
     /// how many, then their page numbers (u32 each) from `DROPPED_LIST`.
     pub const DROPPED_COUNT: usize = 52;
-    pub const DROPPED_LIST: usize = 64;
+    /// The last chain id handed out (`lob`): u64, raised by the mtr that
+    /// writes each overflow chain's first page.
+    pub const CHAIN_SEQ: usize = 56;
+    /// The overflow chain directory page (`lob`; 0 = none yet).
+    pub const LOB_DIR: usize = 64;
+    pub const DROPPED_LIST: usize = 68;
     /// Most roots the list holds: what fits in the smallest page.
     pub const DROPPED_MAX: usize = (4096 - DROPPED_LIST) / 4;
     /// On a free page: the next free page.

@@ -117,7 +117,7 @@ impl OnDisk {
 
     /// The value of `key` in the tree rooted at `root`; every page on the
     /// way down is checked whole first. A table's values are stored values:
-    /// a version header, then the row ([`latest_value`] reads it).
+    /// a version header, then the row ([`OnDisk::latest_value`] reads it).
     pub fn get(&self, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let (mut id, mut level) = (root, None);
         loop {
@@ -136,12 +136,23 @@ impl OnDisk {
     }
 }
 
-/// The row a table's stored value holds in its latest version (the version
-/// header first; `docs/format.md`, "Row versions"): `None` for a delete
-/// mark not purged yet. Older versions live in undo pages.
-pub fn latest_value(stored: &[u8]) -> Result<Option<Vec<u8>>> {
-    let v = crate::txn::version::Version::decode(stored, 0)?;
-    Ok(v.row().map(<[u8]>::to_vec))
+impl OnDisk {
+    /// The row a table's stored value holds in its latest version (the
+    /// version header first; `docs/format.md`, "Row versions"): `None` for
+    /// a delete mark not purged yet; a large value is read from its
+    /// overflow chain. Older versions live in undo pages.
+    pub fn latest_value(&self, stored: &[u8]) -> Result<Option<Vec<u8>>> {
+        let v = crate::txn::version::Version::decode(stored, 0)?;
+        v.row(self, self.space.space_id())
+    }
+
+    /// Pages of overflow chains no row's latest version names (old
+    /// versions' and those in flight, checked whole) and the overflow
+    /// directory: with the trees' pages (their `overflow_pages` included)
+    /// and the undo pages, every page in use.
+    pub fn history_chain_pages(&self) -> Result<u64> {
+        crate::txn::version::history_chain_pages(self, self.space.space_id())
+    }
 }
 
 impl Pages for OnDisk {
@@ -235,7 +246,7 @@ mod tests {
         assert_eq!(keys, expected);
         let stored = od.get(a, &2999u32.to_be_bytes()).unwrap().unwrap();
         assert_eq!(
-            latest_value(&stored).unwrap(),
+            od.latest_value(&stored).unwrap(),
             Some(vec![2999u32 as u8; 40])
         );
         assert_eq!(od.get(a, &3000u32.to_be_bytes()).unwrap(), None);
@@ -258,7 +269,10 @@ mod tests {
         let (name, b) = od.tables().unwrap().pop().unwrap();
         assert_eq!(name, "b");
         let stored = od.get(b, b"y").unwrap().unwrap();
-        assert_eq!(latest_value(&stored).unwrap().as_deref(), Some(&b"v"[..]));
+        assert_eq!(
+            od.latest_value(&stored).unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
         db.close().unwrap();
     }
 

@@ -395,6 +395,14 @@ registry! {
     purge_del_mark_records,
     /// Undo records purge processed.
     purge_undo_records,
+    /// Overflow chains written: large values, one chain each (`lob`).
+    lob_chains_written,
+    /// Overflow pages written for large values.
+    lob_pages_written,
+    /// Overflow chains freed: by purge (the version holding one is gone),
+    /// by a drop, truncate or failed bulk load, or at open for a commit a
+    /// crash cut short.
+    lob_chains_freed,
     /// Gauge: read views open now (snapshots of running reads and
     /// transactions).
     trx_read_views_open,

@@ -90,6 +90,11 @@ pub enum PageType {
     Undo = 5,
     /// The undo directory: the rollback segments' lists (`undo`).
     UndoDir = 6,
+    /// A page of an overflow chain: part of a large value (`lob`).
+    Overflow = 7,
+    /// The overflow chain directory: chains written and not yet
+    /// referenced by a committed row (`lob`).
+    LobDir = 8,
 }
 
 impl PageType {
@@ -103,6 +108,8 @@ impl PageType {
             4 => PageType::Free,
             5 => PageType::Undo,
             6 => PageType::UndoDir,
+            7 => PageType::Overflow,
+            8 => PageType::LobDir,
             _ => return None,
         })
     }

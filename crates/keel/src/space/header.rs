@@ -25,9 +25,13 @@ use crate::page::{get_u32, get_u64, is_page_size, put_u32, put_u64};
 /// Magic bytes at the start of every data file.
 pub const MAGIC: &[u8; 8] = b"KEELDATA";
 /// Current on-disk format version.
-/// 2: rows carry version headers and the space has undo pages (multi-versioning);
-/// version 1 files are refused (their rows have no versions to read).
-pub const FORMAT_VERSION: u32 = 2;
+/// 3: large values in overflow chains (page types 7 and 8, the version
+/// header's external flag, commit-record op kind 3), the space header's
+/// dropped-root list moved to offset 68, catalog entries with their
+/// creation LSN.
+/// 2: rows carry version headers and the space has undo pages (multi-versioning).
+/// Older files are refused (their layout is not this build's).
+pub const FORMAT_VERSION: u32 = 3;
 /// Bytes of the header that carry meaning (the rest of the block is zero).
 pub const HEADER_LEN: usize = 44;
 /// Most data files a space can have (the `data_files` option's limit).
@@ -152,7 +156,7 @@ mod tests {
         sample().encode(&mut b);
         assert_eq!(&b[..8], b"KEELDATA");
         let words: Vec<u32> = (8..40).step_by(4).map(|o| get_u32(&b, o)).collect();
-        assert_eq!(words[..6], [2, 16384, 0, 2, 4, 64]);
+        assert_eq!(words[..6], [3, 16384, 0, 2, 4, 64]);
         assert_eq!(get_u64(&b, 32), 0x1234_5678_9abc_def0);
         assert_eq!(get_u32(&b, 40), crc32c::crc32c(&b[..40]));
         assert_eq!(&b[44..], &[0xaa; 20]);

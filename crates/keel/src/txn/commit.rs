@@ -44,6 +44,7 @@ use crate::btree::BTree;
 use crate::engine::admission::Budget;
 use crate::engine::commit::CommitTicket;
 use crate::error::{Error, Result};
+use crate::lob::Bundle;
 use crate::metrics::Metrics;
 use crate::page::{Lsn, PageId};
 use crate::undo::{RollPtr, UndoRecord};
@@ -64,12 +65,77 @@ pub(crate) const APPLY_RETRY_LIMIT: Duration = Duration::from_secs(600);
 /// before.
 pub(super) fn log_and_apply(sys: &TrxSys, txn_id: u64, ops: &[Op<'_>]) -> Result<Vec<bool>> {
     let e = &*sys.engine;
+    let inline = version::max_inline_len(e.page_size());
+    let large = |op: &&Op<'_>| op.value.is_some_and(|v| v.len() > inline);
+    if !ops.iter().any(|op| large(&op)) {
+        return log_apply_wait(sys, txn_id, ops, Bundle::new(&sys.lobs, e));
+    }
+    // Values too long for a leaf go to overflow chains first, in op order,
+    // and the record carries their pointers (`lob`'s module doc). A
+    // failure before the record is logged frees them (the bundle's drop).
+    let mut bundle = Bundle::new(&sys.lobs, e);
+    let mut pointers = Vec::new();
+    for op in ops.iter().filter(large) {
+        if let Some(v) = op.value {
+            pointers.push(bundle.write(v)?.to_bytes());
+        }
+    }
+    let mut next = pointers.iter();
+    let ops: Vec<Op<'_>> = ops
+        .iter()
+        .map(|op| {
+            if large(&op) {
+                Op {
+                    value: next.next().map(|p| &p[..]),
+                    external: true,
+                    ..*op
+                }
+            } else {
+                *op
+            }
+        })
+        .collect();
+    log_apply_wait(sys, txn_id, &ops, bundle)
+}
+
+/// Log `ops` (large values written to `bundle`'s chains already), apply
+/// them, clear the bundle's directory slot, finish and wait for the log.
+fn log_apply_wait(
+    sys: &TrxSys,
+    txn_id: u64,
+    ops: &[Op<'_>],
+    bundle: Bundle<'_>,
+) -> Result<Vec<bool>> {
+    let e = &*sys.engine;
     let rec: Arc<[u8]> = record::encode(txn_id, ops).into();
     let ticket = e.begin_commit(rec)?;
+    let bundle = bundle.keep();
     let found = apply_all(sys, &ticket, txn_id, ops)?;
+    if let Some(first) = bundle {
+        retire_with_retry(sys, ticket.lsn, first)?;
+    }
     let lsn = ticket.finish()?;
     e.wait_durable(lsn)?;
     Ok(found)
+}
+
+/// The first overflow chain of a commit's bundle: its first external op's
+/// (the chains are written in op order).
+fn first_chain(ops: &[Op<'_>]) -> Option<(u32, u64)> {
+    ops.iter()
+        .filter(|op| op.external)
+        .find_map(|op| op.value.and_then(crate::lob::Pointer::from_bytes))
+        .map(|p| (p.head, p.id))
+}
+
+/// Clear the directory slot of the commit's chains, all referenced now,
+/// before its "applied" marker: retried as an op is ([`with_retry`]).
+fn retire_with_retry(sys: &TrxSys, commit: Lsn, first: (u32, u64)) -> Result<()> {
+    let e = &*sys.engine;
+    with_retry(e, commit, || {
+        sys.lobs
+            .retire(e, crate::engine::admission::Purpose::InFlight, first)
+    })
 }
 
 /// Count one committed transaction's latency: `waited`, every wait its
@@ -108,11 +174,21 @@ fn apply_all(
 fn apply_with_retry(w: &mut Writer<'_>, budget: &Budget<'_>, op: &Op<'_>) -> Result<bool> {
     let e = &*w.sys.engine;
     let commit = w.commit;
+    with_retry(e, commit, || w.apply(budget, op))
+}
+
+/// Run `step` of the logged commit `commit` until it succeeds or fails for
+/// a reason that does not pass (module doc).
+fn with_retry<T>(
+    e: &crate::engine::Engine,
+    commit: Lsn,
+    mut step: impl FnMut() -> Result<T>,
+) -> Result<T> {
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     let mut last_report = started;
     loop {
-        let err = match w.apply(budget, op) {
+        let err = match step() {
             Ok(found) => return Ok(found),
             Err(err) => err,
         };
@@ -194,7 +270,7 @@ impl Writer<'_> {
                 roll
             }
         };
-        let new = version::encode(self.commit, roll, op.value);
+        let new = version::encode(self.commit, roll, op.value, op.external);
         tree.put_in(e, budget, op.key, &new)?;
         Ok(existed)
     }
@@ -217,6 +293,9 @@ pub(crate) fn finish_unapplied(sys: &TrxSys, lsn: Lsn, rec: Arc<[u8]>) -> Result
     let r = record::decode(&rec)?;
     let ticket = sys.engine.resume_commit(lsn, rec.clone())?;
     apply_all(sys, &ticket, r.txn_id, &r.ops)?;
+    if let Some(first) = first_chain(&r.ops) {
+        retire_with_retry(sys, lsn, first)?;
+    }
     ticket.finish()?;
     Ok(r.ops.len())
 }
@@ -256,6 +335,7 @@ pub(crate) fn autocommit(
         root: lk.0,
         key,
         value,
+        external: false,
     }];
     // Inside the table from before the record is logged until the op is
     // applied (`catalog`'s module doc).

@@ -138,6 +138,8 @@ pub(crate) struct TrxSys {
     pub(crate) locks: LockManager,
     /// The undo pages: the versions rows had before their latest commits.
     pub(crate) undo: UndoSpace,
+    /// The overflow chains of large values in flight (`lob`).
+    pub(crate) lobs: crate::lob::Lobs,
     /// The open read views.
     pub(crate) views: Arc<Views>,
     /// The purge threads, while they run.
@@ -156,7 +158,9 @@ impl TrxSys {
         catalog: Arc<crate::catalog::Catalog>,
     ) -> Result<TrxSys> {
         let undo = UndoSpace::open(&engine)?;
+        let lobs = crate::lob::Lobs::open(&engine)?;
         Ok(TrxSys {
+            lobs,
             catalog,
             views: Arc::new(Views::new(engine.log.clone(), engine.metrics.clone())),
             locks: LockManager::new(Arc::clone(&engine.metrics)),
@@ -425,7 +429,10 @@ impl Txn {
         if key.len() > max_key_len(self.sys.engine.page_size()) {
             return Ok(None);
         }
+        // A truncate or drop meanwhile may have freed a large value's
+        // chain under the read: report the table's change.
         read::get(&self.sys, &self.read_view(), table.tree, key)
+            .map_err(|err| self.check(table).err().unwrap_or(err))
     }
 
     /// The view a plain read starts now uses (see [`Txn::get`]).
@@ -540,6 +547,7 @@ impl Txn {
                     root,
                     key,
                     value: value.as_deref(),
+                    external: false,
                 })
             })
             .collect();

@@ -262,9 +262,20 @@ fn run(sys: &TrxSys, shared: &Shared, me: usize, n: usize) {
     }
 }
 
-/// Purge one undo record: remove the delete mark its commit left, if the
-/// row still carries it (module doc).
+/// Purge one undo record: free the overflow chain of the version it holds,
+/// if that version's value was large (no view can read it any more, and
+/// the version owns its chain, whatever became of the table since), and
+/// remove the delete mark its commit left, if the row still carries it
+/// (module doc). Both are idempotent: a crash before the record is marked
+/// purged runs them again (`lob::free_chain` finds the chain gone).
 fn purge_record(sys: &TrxSys, rec: &OwnedUndo) -> Result<()> {
+    if let Some(old) = &rec.old {
+        if let Some(p) = Version::decode(old, rec.root)?.external {
+            let e = &*sys.engine;
+            e.failpoints.hit("purge.lob");
+            crate::lob::free_chain(e, Purpose::New, p)?;
+        }
+    }
     if !rec.del_mark {
         return Ok(());
     }

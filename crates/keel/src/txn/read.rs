@@ -31,7 +31,8 @@ enum Seen {
     Stored,
     /// No row: absent or deleted in the view's snapshot.
     Absent,
-    /// An older version, rebuilt from the undo chain.
+    /// A value in a buffer of its own: an older version, rebuilt from the
+    /// undo chain, or a large value read from its overflow chain.
     Older(Vec<u8>),
 }
 
@@ -46,7 +47,7 @@ pub(crate) fn visible(
     stored: Vec<u8>,
 ) -> Result<Option<Vec<u8>>> {
     Ok(match resolve(sys, view, root, key, &stored)? {
-        Seen::Stored => strip(stored, false),
+        Seen::Stored => value_of(&sys.engine, root, stored)?,
         Seen::Absent => None,
         Seen::Older(v) => Some(v),
     })
@@ -57,7 +58,17 @@ fn resolve(sys: &TrxSys, view: &ReadView, root: u32, key: &[u8], stored: &[u8]) 
     let v = Version::decode(stored, root)?;
     let (deleted, mut roll, mut newer) = (v.deleted, v.roll, v.trx_no);
     if view.sees(newer) {
-        return Ok(if deleted { Seen::Absent } else { Seen::Stored });
+        return Ok(match (deleted, v.external) {
+            (true, _) => Seen::Absent,
+            (false, None) => Seen::Stored,
+            // A large value: read from its chain into a buffer of its own.
+            (false, Some(p)) => {
+                // Between the leaf and the chain (tests of a truncate
+                // freeing the chain meanwhile).
+                sys.engine.failpoints.hit("read.lob");
+                Seen::Older(crate::lob::read(&*sys.engine, sys.engine.space_id(), p)?)
+            }
+        });
     }
     loop {
         if roll.is_none() {
@@ -78,7 +89,8 @@ fn resolve(sys: &TrxSys, view: &ReadView, root: u32, key: &[u8], stored: &[u8]) 
         };
         let ov = Version::decode(&old, root)?;
         if view.sees(ov.trx_no) {
-            return Ok(ov.row().map_or(Seen::Absent, |r| Seen::Older(r.to_vec())));
+            let e = &*sys.engine;
+            return Ok(ov.row(e, e.space_id())?.map_or(Seen::Absent, Seen::Older));
         }
         if ov.trx_no >= newer {
             return Err(Error::Corruption(format!(
@@ -98,20 +110,22 @@ pub(crate) fn latest(e: &Engine, tree: BTree, key: &[u8]) -> Result<Option<Vec<u
     let root = tree.root().page_no;
     match tree.get(e, key)? {
         None => Ok(None),
-        Some(stored) => {
-            let deleted = Version::decode(&stored, root)?.deleted;
-            Ok(strip(stored, deleted))
-        }
+        Some(stored) => value_of(e, root, stored),
     }
 }
 
-/// The user's value of a decoded stored version, in its own buffer.
-fn strip(mut stored: Vec<u8>, deleted: bool) -> Option<Vec<u8>> {
-    if deleted {
-        return None;
+/// The user's value of a stored version (`None` for a delete mark): in
+/// `stored`'s own buffer, or read from its overflow chain.
+fn value_of(e: &Engine, root: u32, mut stored: Vec<u8>) -> Result<Option<Vec<u8>>> {
+    let v = Version::decode(&stored, root)?;
+    if v.deleted {
+        return Ok(None);
+    }
+    if let Some(p) = v.external {
+        return crate::lob::read(e, e.space_id(), p).map(Some);
     }
     stored.drain(..super::version::HEADER);
-    Some(stored)
+    Ok(Some(stored))
 }
 
 /// `key` of `tree` as `view` sees it.
@@ -212,6 +226,13 @@ impl LendRows for Snapshot<'_> {
                 }
                 Err(e) => {
                     self.done = true;
+                    // A truncate or drop may have freed a large value's
+                    // chain under the scan: report the table's change.
+                    if let Some((meta, name, since)) = &self.ddl {
+                        if let Err(ddl) = meta.check(name, *since) {
+                            return Some(Err(ddl));
+                        }
+                    }
                     return Some(Err(e));
                 }
             }

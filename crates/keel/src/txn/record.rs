@@ -14,12 +14,12 @@
 //!
 //! | size | field |
 //! |---|---|
-//! | 1 | kind: 1 = put, 2 = delete |
+//! | 1 | kind: 1 = put, 2 = delete, 3 = put of an external value |
 //! | 4 | table: page number of the tree's root (in the engine's space) |
 //! | 2 | key length `k` |
 //! | 4 | value length `v` (0 for a delete) |
 //! | `k` | key |
-//! | `v` | value |
+//! | `v` | value; for kind 3 the 20-byte `lob::Pointer` to the overflow chain the commit wrote before this record |
 //!
 //! The record carries no checksum of its own: the log's framing checks it.
 //! Decoding still rejects every malformed record (truncated, unknown kind,
@@ -38,6 +38,7 @@ pub(crate) const OP_HEADER_SIZE: usize = 11;
 
 const KIND_PUT: u8 = 1;
 const KIND_DELETE: u8 = 2;
+const KIND_PUT_EXTERNAL: u8 = 3;
 
 /// Longest key and value any tree accepts (on the largest pages): a record
 /// with a longer one was never written.
@@ -55,6 +56,9 @@ pub(crate) struct Op<'a> {
     pub root: u32,
     pub key: &'a [u8],
     pub value: Option<&'a [u8]>,
+    /// `value` is a `lob::Pointer`'s bytes: the value is in an overflow
+    /// chain.
+    pub external: bool,
 }
 
 /// A decoded commit record, borrowing keys and values from its bytes.
@@ -86,9 +90,10 @@ pub(crate) fn encode(txn_id: u64, ops: &[Op<'_>]) -> Vec<u8> {
     out.extend_from_slice(&txn_id.to_le_bytes());
     out.extend_from_slice(&n.to_le_bytes());
     for op in ops {
-        let (kind, value) = match op.value {
-            Some(v) => (KIND_PUT, v),
-            None => (KIND_DELETE, &[][..]),
+        let (kind, value) = match (op.value, op.external) {
+            (Some(v), false) => (KIND_PUT, v),
+            (Some(v), true) => (KIND_PUT_EXTERNAL, v),
+            (None, _) => (KIND_DELETE, &[][..]),
         };
         assert!(
             op.key.len() <= u16::MAX as usize && value.len() <= u32::MAX as usize,
@@ -139,11 +144,25 @@ fn decode_ops(buf: &[u8]) -> std::result::Result<Record<'_>, String> {
         let key = r.take(key_len, "key")?;
         let value = match kind {
             KIND_PUT => Some(r.take(value_len, "value")?),
+            KIND_PUT_EXTERNAL => {
+                let v = r.take(value_len, "value")?;
+                if crate::lob::Pointer::from_bytes(v).is_none() {
+                    return Err(format!(
+                        "op {i} puts an external value without a valid overflow pointer"
+                    ));
+                }
+                Some(v)
+            }
             KIND_DELETE if value_len == 0 => None,
             KIND_DELETE => return Err(format!("op {i} is a delete with a {value_len}-byte value")),
             k => return Err(format!("op {i} has unknown kind {k}")),
         };
-        ops.push(Op { root, key, value });
+        ops.push(Op {
+            root,
+            key,
+            value,
+            external: kind == KIND_PUT_EXTERNAL,
+        });
     }
     if !r.is_empty() {
         return Err(format!("{} trailing bytes after {n} ops", r.remaining()));
@@ -163,16 +182,19 @@ mod tests {
                 root: 3,
                 key: b"alice",
                 value: Some(b"100"),
+                external: false,
             },
             Op {
                 root: 3,
                 key: b"bob",
                 value: None,
+                external: false,
             },
             Op {
                 root: 9,
                 key: b"",
                 value: Some(b""),
+                external: false,
             },
         ]
     }
@@ -198,6 +220,7 @@ mod tests {
                 root: 5,
                 key: b"k",
                 value: Some(b"vv"),
+                external: false,
             }],
         );
         let want: Vec<u8> = [
@@ -313,7 +336,7 @@ mod tests {
         ) {
             let ops: Vec<Op<'_>> = ops
                 .iter()
-                .map(|(root, k, v)| Op { root: *root, key: k, value: v.as_deref() })
+                .map(|(root, k, v)| Op { root: *root, key: k, value: v.as_deref(), external: false })
                 .collect();
             let buf = encode(txn_id, &ops);
             let r = decode(&buf).unwrap();

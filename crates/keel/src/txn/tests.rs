@@ -31,16 +31,19 @@ fn finishing_an_unapplied_commit_is_idempotent() {
             root: rt,
             key: b"a",
             value: Some(b"1"),
+            external: false,
         },
         Op {
             root: rt,
             key: b"gone",
             value: None,
+            external: false,
         },
         Op {
             root: ru,
             key: b"b",
             value: Some(b"2"),
+            external: false,
         },
     ];
     let rec: std::sync::Arc<[u8]> = encode(99, &ops).into();
@@ -69,11 +72,13 @@ fn a_malformed_record_is_rejected_before_anything_is_applied() {
             root: rt,
             key: b"a",
             value: Some(b"1"),
+            external: false,
         },
         Op {
             root: rt,
             key: b"b",
             value: Some(b"2"),
+            external: false,
         },
     ];
     let rec = encode(1, &ops);
@@ -186,4 +191,63 @@ mod redo_bound {
             idx.check().unwrap();
         }
     }
+}
+
+/// A chain freed twice (two undo records holding one version, or a drop
+/// after a bundle's cleanup) is freed once: the second free finds the head
+/// reused by another chain, with another id, and leaves it alone.
+#[test]
+fn a_chain_is_freed_once_even_after_its_head_is_reused() {
+    use crate::engine::admission::Purpose;
+    use crate::lob::{self, Bundle};
+    let (_dir, db) = db();
+    let e = &*db.inner.engine;
+    let lobs = &db.inner.trx.lobs;
+    let write = |byte: u8| {
+        let mut b = Bundle::new(lobs, e);
+        let p = b.write(&vec![byte; 20_000]).unwrap();
+        let first = b.keep().unwrap();
+        lobs.retire(e, Purpose::New, first).unwrap();
+        p
+    };
+    let p = write(7);
+    assert_eq!(lob::read(e, e.space_id(), p).unwrap(), vec![7u8; 20_000]);
+    assert!(lob::free_chain(e, Purpose::New, p).unwrap());
+    // The free list is last in, first out: the head is the next page out.
+    let q = write(9);
+    assert_eq!(q.head, p.head);
+    assert_ne!(q.id, p.id);
+    assert!(!lob::free_chain(e, Purpose::New, p).unwrap());
+    assert_eq!(lob::read(e, e.space_id(), q).unwrap(), vec![9u8; 20_000]);
+    let err = lob::read(e, e.space_id(), p).unwrap_err();
+    assert!(matches!(err, Error::Corruption(_)), "{err}");
+    assert!(
+        err.to_string().contains(&format!("chain {}", p.id)),
+        "{err}"
+    );
+}
+
+/// A commit that fails before its record is logged frees the chains it
+/// wrote and its directory slot (the bundle's drop).
+#[test]
+fn a_bundle_dropped_before_its_commit_frees_its_chains_and_slot() {
+    use crate::lob::{Bundle, Lobs};
+    let (_dir, db) = db();
+    let e = &*db.inner.engine;
+    let lobs = &db.inner.trx.lobs;
+    let freed = e.metrics.get("lob_chains_freed").unwrap();
+    let mut b = Bundle::new(lobs, e);
+    let p = b.write(&vec![1u8; 50_000]).unwrap();
+    b.write(&vec![2u8; 9_000]).unwrap();
+    // The first large value created the directory.
+    let dir = crate::lob::dir_in_header(e, e.space_id()).unwrap().unwrap();
+    assert_eq!(Lobs::in_flight(e, dir).unwrap(), vec![(p.head, p.id)]);
+    assert_eq!(
+        Lobs::bundle(e, e.space_id(), (p.head, p.id)).unwrap().len(),
+        2
+    );
+    drop(b);
+    assert_eq!(Lobs::in_flight(e, dir).unwrap(), vec![]);
+    assert_eq!(e.metrics.get("lob_chains_freed").unwrap() - freed, 2);
+    assert!(crate::lob::read(e, e.space_id(), p).is_err());
 }

@@ -6,10 +6,16 @@
 //!
 //! | offset | size | field |
 //! |---|---|---|
-//! | 0 | 1 | flags: bit 0 = delete-marked (the row was deleted by `trx_no`) |
+//! | 0 | 1 | flags: bit 0 = delete-marked (the row was deleted by `trx_no`); bit 1 = external (the value is in an overflow chain) |
 //! | 1 | 8 | `trx_no`: the commit number (the LSN of its commit record) of the commit that wrote this version; 0 = older than any read view (bulk-loaded rows) |
 //! | 9 | 6 | roll pointer: the undo record holding the version before (`undo::RollPtr`); 0 = there was none (the row did not exist) |
-//! | 15 | … | the user's value (empty for a delete mark) |
+//! | 15 | … | the user's value (empty for a delete mark), or for an external value the 20-byte `lob::Pointer` to its chain |
+//!
+//! A value longer than [`max_inline_len`] is external: it lives in an
+//! overflow chain (`lob`), written before the commit record, and the row
+//! keeps the pointer (InnoDB's `DYNAMIC` row format keeps a 20-byte
+//! pointer too). Every version owns its chain: a new value writes a new
+//! chain, and the chain is freed with the version (`lob`'s module doc).
 //!
 //! This is InnoDB's `DB_TRX_ID` and `DB_ROLL_PTR` with the delete-mark bit
 //! of the record header. The catalog's tree is not versioned.
@@ -17,6 +23,7 @@
 use crate::btree::node::max_value_len;
 use crate::btree::{check_tree, Pages, TreeStats};
 use crate::error::{Error, Result};
+use crate::lob::{Pointer, MAX_VALUE_LEN, POINTER_LEN};
 use crate::page::PageId;
 use crate::undo::RollPtr;
 
@@ -24,12 +31,22 @@ use crate::undo::RollPtr;
 pub(crate) const HEADER: usize = 15;
 
 const DELETED: u8 = 1;
+const EXTERNAL: u8 = 2;
 
-/// Longest user value a table accepts on pages of `page_size` bytes: the
+/// Longest user value a table accepts: [`MAX_VALUE_LEN`], whatever the
+/// page size (longer than [`max_inline_len`] it goes to an overflow chain).
+pub(crate) const fn max_user_value_len(_page_size: usize) -> usize {
+    MAX_VALUE_LEN
+}
+
+/// Longest user value kept in its leaf on pages of `page_size` bytes: the
 /// tree's limit less the version header.
-pub(crate) const fn max_user_value_len(page_size: usize) -> usize {
+pub(crate) const fn max_inline_len(page_size: usize) -> usize {
     max_value_len(page_size) - HEADER
 }
+
+// A pointer always fits inline.
+const _: () = assert!(POINTER_LEN <= max_inline_len(crate::page::MIN_PAGE_SIZE));
 
 /// One decoded version, borrowing its value from the stored bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,13 +54,16 @@ pub(crate) struct Version<'a> {
     pub deleted: bool,
     pub trx_no: u64,
     pub roll: RollPtr,
+    /// The stored bytes after the header: the value, or the pointer to it.
     pub value: &'a [u8],
+    /// The chain holding the value, for an external one.
+    pub external: Option<Pointer>,
 }
 
 impl<'a> Version<'a> {
     /// Decode a stored value; an error names `key`'s table by its root page.
     pub(crate) fn decode(stored: &'a [u8], root: u32) -> Result<Version<'a>> {
-        if stored.len() < HEADER || stored[0] & !DELETED != 0 {
+        if stored.len() < HEADER || stored[0] & !(DELETED | EXTERNAL) != 0 {
             return Err(Error::Corruption(format!(
                 "a row of the table rooted at page {root} has a malformed version header \
                  ({} bytes, flags {:#x})",
@@ -57,6 +77,20 @@ impl<'a> Version<'a> {
                 "a delete-marked row of the table rooted at page {root} carries a value"
             )));
         }
+        let external = if stored[0] & EXTERNAL != 0 {
+            match Pointer::from_bytes(&stored[HEADER..]) {
+                Some(p) if !deleted => Some(p),
+                _ => {
+                    return Err(Error::Corruption(format!(
+                        "a row of the table rooted at page {root} is marked external but \
+                         holds no overflow pointer ({} bytes)",
+                        stored.len() - HEADER
+                    )))
+                }
+            }
+        } else {
+            None
+        };
         let mut no = [0u8; 8];
         no.copy_from_slice(&stored[1..9]);
         Ok(Version {
@@ -64,32 +98,111 @@ impl<'a> Version<'a> {
             trx_no: u64::from_le_bytes(no),
             roll: RollPtr::from_bytes(&stored[9..15]),
             value: &stored[HEADER..],
+            external,
         })
     }
 
-    /// The user's value, `None` for a delete mark.
-    pub(crate) fn row(&self) -> Option<&'a [u8]> {
-        (!self.deleted).then_some(self.value)
+    /// The user's value, `None` for a delete mark; an external value is
+    /// read from its chain through `pages`.
+    pub(crate) fn row<P: Pages>(&self, pages: &P, space: u32) -> Result<Option<Vec<u8>>> {
+        if self.deleted {
+            return Ok(None);
+        }
+        match self.external {
+            Some(p) => crate::lob::read(pages, space, p).map(Some),
+            None => Ok(Some(self.value.to_vec())),
+        }
     }
 }
 
 /// Check a table's tree rooted at `root` (`BTree::check`), counting the
 /// delete marks purge has not removed yet into `delete_marked`.
+/// Every external value's chain is checked whole (`lob::walk`) and its
+/// pages counted into `overflow_pages`; no chain may be named twice.
 pub(crate) fn check_table<P: Pages>(pages: &P, root: PageId) -> Result<TreeStats> {
     let mut marks = 0;
+    let mut chains = Vec::new();
+    let mut first_err = None;
     let mut count = |_: &[u8], stored: &[u8]| {
         marks += usize::from(stored.first().is_some_and(|f| f & DELETED != 0));
+        match Version::decode(stored, root.page_no) {
+            Ok(v) => chains.extend(v.external),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
     };
     let mut stats = check_tree(pages, root, Some(&mut count))?;
+    if let Some(e) = first_err {
+        return Err(e);
+    }
     stats.delete_marked = marks;
+    let mut seen = std::collections::HashSet::new();
+    for p in chains {
+        if !seen.insert(p.head) {
+            return Err(Error::Corruption(format!(
+                "two rows of the table rooted at page {root} point to the overflow chain at \
+                 page {}",
+                p.head
+            )));
+        }
+        stats.overflow_pages += crate::lob::walk(pages, root.space, p, |_, _| {})? as usize;
+    }
     Ok(stats)
 }
 
-/// Encode a version: `value` `None` is a delete mark.
-pub(crate) fn encode(trx_no: u64, roll: RollPtr, value: Option<&[u8]>) -> Vec<u8> {
+/// Pages of overflow chains that no row's latest version names, after
+/// checking each chain whole (`lob::walk`): those of the old versions the
+/// unpurged undo records hold, and those of bundles in flight (written,
+/// not yet referenced: `lob`), plus the overflow directory page. With the
+/// trees' pages (`TreeStats::overflow_pages` included) and the undo
+/// pages, every page in use is accounted for. A chain held by two undo
+/// records (an op's undo appended twice: `lob`'s module doc) counts once.
+pub(crate) fn history_chain_pages<P: Pages>(pages: &P, space: u32) -> Result<u64> {
+    let dir = crate::lob::dir_in_header(pages, space)?;
+    let mut chains = std::collections::BTreeSet::new();
+    // An old value that is no version header (`check_history` reports
+    // those) names no chain.
+    crate::undo::check_space_visiting(pages, space, &mut |root, old| {
+        if let Ok(v) = Version::decode(old, root) {
+            chains.extend(v.external.map(|p| (p.head, p.id, p.len)));
+        }
+    })?;
+    let Some(dir) = dir else {
+        return Ok(0);
+    };
+    for first in crate::lob::Lobs::in_flight(pages, dir)? {
+        for p in crate::lob::Lobs::bundle(pages, space, first)? {
+            chains.insert((p.head, p.id, p.len));
+        }
+    }
+    let mut n = 1;
+    for (head, id, len) in chains {
+        n += crate::lob::walk(pages, space, Pointer { head, len, id }, |_, _| {})?;
+    }
+    Ok(n)
+}
+
+/// Free the overflow chain a table's stored value owns, if it is external
+/// (a [`crate::btree::bulk::FreeValue`] for a table's trees: drop,
+/// truncate, a failed bulk load). Idempotent (`lob::free_chain`).
+pub(crate) fn free_external(e: &crate::engine::Engine, stored: &[u8]) -> Result<()> {
+    if let Some(p) = Version::decode(stored, 0)?.external {
+        crate::lob::free_chain(e, crate::engine::admission::Purpose::New, p)?;
+    }
+    Ok(())
+}
+
+/// Encode a version: `value` `None` is a delete mark; with `external`,
+/// `value` is a `lob::Pointer`'s bytes.
+pub(crate) fn encode(trx_no: u64, roll: RollPtr, value: Option<&[u8]>, external: bool) -> Vec<u8> {
     let v = value.unwrap_or(&[]);
     let mut out = Vec::with_capacity(HEADER + v.len());
-    out.push(if value.is_none() { DELETED } else { 0 });
+    out.push(match (value, external) {
+        (None, _) => DELETED,
+        (Some(_), true) => EXTERNAL,
+        (Some(_), false) => 0,
+    });
     out.extend_from_slice(&trx_no.to_le_bytes());
     out.extend_from_slice(&roll.to_bytes());
     out.extend_from_slice(v);
@@ -111,11 +224,12 @@ mod tests {
             value in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
         ) {
             let roll = RollPtr::new(page, off);
-            let s = encode(no, roll, value.as_deref());
+            let s = encode(no, roll, value.as_deref(), false);
             let v = Version::decode(&s, 7).unwrap();
             prop_assert_eq!(v.trx_no, no);
             prop_assert_eq!(v.roll, roll);
-            prop_assert_eq!(v.row(), value.as_deref());
+            prop_assert_eq!((!v.deleted).then_some(v.value), value.as_deref());
+            prop_assert_eq!(v.external, None);
         }
 
         #[test]
@@ -127,11 +241,30 @@ mod tests {
     #[test]
     fn short_or_flagged_values_are_corruption() {
         assert!(Version::decode(&[0; 14], 3).is_err());
-        let mut s = encode(1, RollPtr::NONE, Some(b"x"));
-        s[0] = 2;
-        assert!(Version::decode(&s, 3).is_err());
-        let mut s = encode(1, RollPtr::NONE, Some(b"x"));
+        let mut s = encode(1, RollPtr::NONE, Some(b"x"), false);
+        s[0] = EXTERNAL;
+        assert!(
+            Version::decode(&s, 3).is_err(),
+            "external without a pointer"
+        );
+        let mut s = encode(1, RollPtr::NONE, Some(b"x"), false);
         s[0] = DELETED;
         assert!(Version::decode(&s, 3).is_err());
+        let mut s = encode(1, RollPtr::NONE, Some(b"x"), false);
+        s[0] = 4;
+        assert!(Version::decode(&s, 3).is_err(), "unknown flag");
+        let p = Pointer {
+            head: 9,
+            len: 100_000,
+            id: 3,
+        };
+        let s = encode(1, RollPtr::NONE, Some(&p.to_bytes()), true);
+        assert_eq!(Version::decode(&s, 3).unwrap().external, Some(p));
+        let mut s = encode(1, RollPtr::NONE, Some(&p.to_bytes()), true);
+        s[0] |= DELETED;
+        assert!(
+            Version::decode(&s, 3).is_err(),
+            "a delete mark with a pointer"
+        );
     }
 }

@@ -36,6 +36,16 @@ pub struct UndoCheck {
 /// `UndoSpace::check`, which holds every rseg's mutexes); pages are read
 /// one at a time, each under a shared latch.
 pub(crate) fn check_lists<P: Pages>(pages: &P, dir: PageId) -> Result<UndoCheck> {
+    check_lists_visiting(pages, dir, &mut |_, _| {})
+}
+
+/// [`check_lists`], calling `visit` with the table (root page) and old
+/// value of every unpurged record that has one.
+pub(crate) fn check_lists_visiting<P: Pages>(
+    pages: &P,
+    dir: PageId,
+    visit: &mut dyn FnMut(u32, &[u8]),
+) -> Result<UndoCheck> {
     let slots: Vec<(u32, u32)> = {
         let d = pages.page(dir)?;
         check_dir(&d, dir)?;
@@ -60,7 +70,7 @@ pub(crate) fn check_lists<P: Pages>(pages: &P, dir: PageId) -> Result<UndoCheck>
             }
             let id = PageId::new(dir.space, no);
             let p = pages.page(id)?;
-            page_one(&p, id, &mut c)?;
+            page_one(&p, id, &mut c, visit)?;
             c.pages += 1;
             prev = no;
             no = page_head(&p, id)?.next;
@@ -76,7 +86,12 @@ pub(crate) fn check_lists<P: Pages>(pages: &P, dir: PageId) -> Result<UndoCheck>
 }
 
 /// Check the records of undo page `id` and count them into `c`.
-fn page_one(p: &[u8], id: PageId, c: &mut UndoCheck) -> Result<()> {
+fn page_one(
+    p: &[u8],
+    id: PageId,
+    c: &mut UndoCheck,
+    visit: &mut dyn FnMut(u32, &[u8]),
+) -> Result<()> {
     let h = page_head(p, id)?;
     let mut off = RECORDS_START;
     let mut boundary = h.purged == RECORDS_START;
@@ -94,6 +109,9 @@ fn page_one(p: &[u8], id: PageId, c: &mut UndoCheck) -> Result<()> {
             c.unpurged += 1;
             c.first_unpurged += u64::from(rec.first);
             c.live.insert(RollPtr::new(id.page_no, off as u16).raw());
+            if let Some(old) = rec.old {
+                visit(rec.root, old);
+            }
         }
         off = end;
         boundary |= off == h.purged;
@@ -110,6 +128,15 @@ fn page_one(p: &[u8], id: PageId, c: &mut UndoCheck) -> Result<()> {
 /// [`check_lists`] from the directory the space header (page 0 of
 /// `space`) names; `None` for a space laid out before undo existed.
 pub(crate) fn check_space<P: Pages>(pages: &P, space: u32) -> Result<Option<UndoCheck>> {
+    check_space_visiting(pages, space, &mut |_, _| {})
+}
+
+/// [`check_space`] with [`check_lists_visiting`]'s `visit`.
+pub(crate) fn check_space_visiting<P: Pages>(
+    pages: &P,
+    space: u32,
+    visit: &mut dyn FnMut(u32, &[u8]),
+) -> Result<Option<UndoCheck>> {
     let dir = {
         let h = pages.page(PageId::new(space, 0))?;
         crate::page::get_u32(&h, crate::engine::space_header::UNDO_DIR)
@@ -117,5 +144,5 @@ pub(crate) fn check_space<P: Pages>(pages: &P, space: u32) -> Result<Option<Undo
     if dir == 0 {
         return Ok(None);
     }
-    check_lists(pages, PageId::new(space, dir)).map(Some)
+    check_lists_visiting(pages, PageId::new(space, dir), visit).map(Some)
 }

@@ -60,7 +60,7 @@ mod prop_tests;
 mod tests;
 
 pub use check::UndoCheck;
-pub(crate) use check::{check_lists, check_space};
+pub(crate) use check::{check_lists, check_space, check_space_visiting};
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use space::{PurgeStep, UndoSpace};
 

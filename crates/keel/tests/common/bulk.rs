@@ -33,7 +33,7 @@ pub fn tree_pages(db: &Db) -> u64 {
         .check()
         .unwrap()
         .iter()
-        .map(|(_, s)| (s.leaf_pages + s.internal_pages) as u64)
+        .map(|(_, s)| (s.leaf_pages + s.internal_pages + s.overflow_pages) as u64)
         .sum();
     // The undo directory and undo pages are in use too.
     trees + db.undo_pages().unwrap()
@@ -97,6 +97,28 @@ impl Bed {
     pub fn crash(&self, db: Db) {
         self.fs.crash(CrashMode::DropUnsynced);
         db.simulate_crash();
+    }
+
+    /// Open with power failing under the open after `n` page writes, for
+    /// each `n` of `writes` (an open that gets through loses power at
+    /// once): recovery itself crashed. Returns how many opens failed.
+    #[allow(dead_code)]
+    pub fn crash_opens(&self, writes: std::ops::Range<u64>) -> usize {
+        let mut failed = 0;
+        for n in writes {
+            self.fs.arm("/data-.write:crash", n).unwrap();
+            match self.try_open() {
+                Ok(db) => {
+                    self.fs.disarm();
+                    self.crash(db);
+                }
+                Err(_) => {
+                    failed += 1;
+                    self.fs.disarm();
+                }
+            }
+        }
+        failed
     }
 }
 

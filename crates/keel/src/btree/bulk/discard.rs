@@ -11,6 +11,13 @@
 //! A crash in between leaves a mark that the next open follows as it
 //! follows an unfinished load's, so an emptying cut short is finished
 //! there.
+//!
+//! What a leaf value owns outside the tree (a table's large values:
+//! overflow chains, `lob`) is freed through the caller's [`FreeValue`]
+//! before the leaf is: each step first reads the leaves it is about to
+//! free and frees what their values own, then frees the leaves. Freeing a
+//! value must be idempotent (a step cut short by a crash frees the same
+//! leaves' values again at the next open).
 
 use super::super::descend::expect_node;
 use super::super::node::{NodeMut, NodeRef};
@@ -20,6 +27,17 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::mtr::{mtr_bound, Mtr};
 use crate::page::PageId;
+
+/// Frees what one leaf value owns outside the tree; idempotent (module
+/// doc). The btree knows nothing of a value's format: the table layer
+/// passes this.
+pub(crate) type FreeValue = fn(&Engine, &[u8]) -> Result<()>;
+
+/// A [`FreeValue`] for trees whose values own nothing (tests).
+#[cfg(test)]
+pub(crate) fn owns_nothing(_: &Engine, _: &[u8]) -> Result<()> {
+    Ok(())
+}
 
 /// Pages one drop mtr frees below a node of the right edge, if the log and
 /// the pool take them (see [`drop_step_pages`]): a freed page's redo is
@@ -65,7 +83,12 @@ pub(crate) fn drop_step_pages(
 /// drop step, which latches every page it frees, waits for it. A pending
 /// mark already there (a bulk load under way) refuses the call with
 /// [`Error::BulkLoad`].
-pub(crate) fn empty_tree(e: &Engine, root: PageId, table: &str) -> Result<crate::page::Lsn> {
+pub(crate) fn empty_tree(
+    e: &Engine,
+    root: PageId,
+    table: &str,
+    free_value: FreeValue,
+) -> Result<crate::page::Lsn> {
     let ps = e.page_size();
     let budget = e.adm.budget(Purpose::New);
     budget.ensure(mtr_bound(3, ps))?;
@@ -96,14 +119,19 @@ pub(crate) fn empty_tree(e: &Engine, root: PageId, table: &str) -> Result<crate:
     mtr.keep(r);
     let lsn = mtr.commit()?;
     e.failpoints.hit("ddl.detached");
-    drop_hidden(e, root, hidden_id)?;
+    drop_hidden(e, root, hidden_id, free_value)?;
     Ok(lsn)
 }
 
 /// Free the hidden tree rooted at `hidden` and clear the pending mark of
 /// `target` if it still names it: what a failed bulk load and the open
 /// after a crash do. Crash-safe and idempotent (see the module doc).
-pub(crate) fn drop_hidden(e: &Engine, target: PageId, hidden: PageId) -> Result<()> {
+pub(crate) fn drop_hidden(
+    e: &Engine,
+    target: PageId,
+    hidden: PageId,
+    free_value: FreeValue,
+) -> Result<()> {
     let ps = e.page_size();
     loop {
         let budget = e.adm.budget(Purpose::New);
@@ -128,11 +156,16 @@ pub(crate) fn drop_hidden(e: &Engine, target: PageId, hidden: PageId) -> Result<
                 ),
             ));
         };
+        for leaf in leaves_of_step(e, hidden, batch)? {
+            free_values(e, leaf, free_value)?;
+        }
         budget.ensure(mtr_bound(pages, ps))?;
         let mut mtr = Mtr::new(e, &budget);
         drop_batch(e, &mut mtr, hidden, batch)?;
         mtr.commit()?;
     }
+    // The hidden root is a leaf now (empty, unless the tree was one leaf).
+    free_values(e, hidden, free_value)?;
     let budget = e.adm.budget(Purpose::New);
     budget.ensure(mtr_bound(3, ps))?;
     let mut mtr = Mtr::new(e, &budget);
@@ -150,6 +183,48 @@ pub(crate) fn drop_hidden(e: &Engine, target: PageId, hidden: PageId) -> Result<
     }
     mtr.free_page(h)?;
     mtr.commit()?;
+    Ok(())
+}
+
+/// The leaves the next [`drop_batch`] of `batch` frees: the last children
+/// of the right edge's node at level 1, read under shared latches (the
+/// hidden tree changes only by the drop itself).
+fn leaves_of_step(e: &Engine, hidden: PageId, batch: usize) -> Result<Vec<PageId>> {
+    let mut id = hidden;
+    let mut level = None;
+    loop {
+        let p = e.pool.read(id)?;
+        expect_node(&p, id, level)?;
+        let n = NodeRef::new(&p);
+        match n.level() {
+            0 => return Ok(Vec::new()),
+            1 => {
+                let cells = n.n_cells();
+                let batch = batch.min(cells + 1);
+                return Ok((cells + 1 - batch..=cells)
+                    .map(|pos| PageId::new(hidden.space, n.child(pos)))
+                    .collect());
+            }
+            l => {
+                level = Some(l - 1);
+                id = PageId::new(hidden.space, n.child(n.n_cells()));
+            }
+        }
+    }
+}
+
+/// Free what the values of leaf `id` own (copied out under a shared
+/// latch, freed holding nothing).
+fn free_values(e: &Engine, id: PageId, free_value: FreeValue) -> Result<()> {
+    let values: Vec<Vec<u8>> = {
+        let p = e.pool.read(id)?;
+        expect_node(&p, id, Some(0))?;
+        let n = NodeRef::new(&p);
+        (0..n.n_cells()).map(|i| n.value(i).to_vec()).collect()
+    };
+    for v in values {
+        free_value(e, &v)?;
+    }
     Ok(())
 }
 

@@ -1,0 +1,349 @@
+#![allow(clippy::unwrap_used)]
+//! Large values in overflow chains (`lob`'s module doc):
+//!
+//! - a 10 MiB value through `put`, `get`, a scan, a transaction (its own
+//!   read before commit), a clean reopen and a power loss;
+//! - the history: a read view begun before an overwrite or a delete still
+//!   reads the old large value; once it ends, purge frees the old chain;
+//! - bulk load, truncate and drop free the chains with the leaves;
+//! - a crash while a commit writes its chains (failpoint `lob.written`),
+//!   before the commit record: the next opens, crashed themselves after 1,
+//!   2 and 3 page writes, free the chains; a crash after the record but
+//!   before the commit's ops are all applied (`commit.between_ops`): the
+//!   value survives whole;
+//! - every case ends with `Db::check` (which walks every chain) and a
+//!   leak check: each page is in a tree, a chain, the undo or the free
+//!   list;
+//! - the limit: one byte past 1 GiB is refused with an error naming it.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::bulk::Bed;
+use keel::{Db, Error, Isolation, Options, Table};
+
+const MIB: usize = 1 << 20;
+const WAIT: Duration = Duration::from_secs(30);
+
+fn opts() -> Options {
+    Options {
+        page_size: 16384,
+        buffer_pool_size: 8 * MIB as u64,
+        log_file_size: 4 * MIB as u64,
+        purge_threads: 1,
+        lock_wait_timeout: 20.0,
+        ..common::small_opts(512)
+    }
+}
+
+/// `len` bytes that differ from page to page and from value to value.
+fn value(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3] ^ seed)
+        .collect()
+}
+
+fn metric(db: &Db, name: &str) -> u64 {
+    db.metrics().get(name).unwrap()
+}
+
+fn drained(db: &Db) {
+    let t0 = Instant::now();
+    while db.history().history_len > 0 {
+        assert!(
+            t0.elapsed() < WAIT,
+            "history never drained: {:?}",
+            db.history()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn assert_value(t: &Table, key: &[u8], want: &[u8]) {
+    let got = t.get(key).unwrap().expect("the large value is gone");
+    assert!(
+        got == want,
+        "{} bytes read, {} written",
+        got.len(),
+        want.len()
+    );
+}
+
+#[test]
+fn a_ten_mib_value_goes_through_put_get_scan_a_transaction_and_a_power_loss() {
+    let bed = Bed::new(opts());
+    let db = bed.open();
+    let t = db.create_table("docs").unwrap();
+    let big = value(1, 10 * MIB);
+    assert!(!t.put(b"big", &big).unwrap());
+    t.put(b"a-small", b"x").unwrap();
+    assert_value(&t, b"big", &big);
+    assert!(metric(&db, "lob_chains_written") >= 1);
+    assert!(metric(&db, "lob_pages_written") >= (10 * MIB / 16384) as u64);
+
+    // A scan lends the large value like any other.
+    let rows: Vec<_> = t.range(..).unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1].0, b"big");
+    assert!(rows[1].1 == big);
+
+    // A transaction reads its own large write, then commits it.
+    let other = value(2, 10 * MIB + 12_345);
+    let mut tx = db.begin();
+    tx.put(&t, b"other", &other).unwrap();
+    assert!(tx.get(&t, b"other").unwrap().unwrap() == other);
+    tx.commit().unwrap();
+    db.check().unwrap();
+
+    // A clean reopen, then a power loss right after a commit.
+    db.close().unwrap();
+    let db = bed.open();
+    let t = db.table("docs").unwrap();
+    assert_value(&t, b"big", &big);
+    let third = value(3, 3 * MIB + 1);
+    t.put(b"third", &third).unwrap();
+    drop(t);
+    bed.crash(db);
+    let db = bed.open();
+    let t = db.table("docs").unwrap();
+    assert_value(&t, b"big", &big);
+    assert_value(&t, b"other", &other);
+    assert_value(&t, b"third", &third);
+    let stats = db.check().unwrap();
+    let docs = &stats.iter().find(|(n, _)| n == "docs").unwrap().1;
+    assert!(docs.overflow_pages >= 3 * 10 * MIB / 16384 / 2, "{docs:?}");
+    drop(t);
+    bed.close_without_leak(db);
+}
+
+#[test]
+fn a_view_reads_the_old_large_value_until_it_ends_then_purge_frees_it() {
+    let bed = Bed::new(opts());
+    let db = bed.open();
+    let t = db.create_table("t").unwrap();
+    let v1 = value(1, 300_000);
+    let v2 = value(2, 200_000);
+    t.put(b"k", &v1).unwrap();
+    t.put(b"gone", &v1).unwrap();
+    drained(&db);
+
+    let view = db.begin_with(Isolation::RepeatableRead);
+    assert!(view.get(&t, b"k").unwrap().unwrap() == v1);
+    // Overwritten by a large value, a small one, and deleted: the view
+    // still reads what it read.
+    t.put(b"k", &v2).unwrap();
+    t.put(b"k", b"small now").unwrap();
+    t.put(b"k", &v2).unwrap();
+    assert!(t.delete(b"gone").unwrap());
+    assert!(view.get(&t, b"k").unwrap().unwrap() == v1);
+    assert!(view.get(&t, b"gone").unwrap().unwrap() == v1);
+    let seen: Vec<_> = view.scan(&t, ..).unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(seen.len(), 2);
+    assert!(seen.iter().all(|(_, v)| *v == v1));
+    db.check().unwrap();
+    let freed = metric(&db, "lob_chains_freed");
+    view.commit().unwrap();
+
+    drained(&db);
+    // v1 of `k`, the first v2, v1 of `gone`.
+    assert_eq!(metric(&db, "lob_chains_freed") - freed, 3);
+    assert_value(&t, b"k", &v2);
+    assert_eq!(t.get(b"gone").unwrap(), None);
+    db.check().unwrap();
+    drop(t);
+    bed.close_without_leak(db);
+}
+
+#[test]
+fn bulk_load_truncate_and_drop_free_the_chains_with_the_leaves() {
+    let bed = Bed::new(opts());
+    let db = bed.open();
+    let t = db.create_table("t").unwrap();
+    let rows = |seed: u8| {
+        (0..60u32).map(move |i| {
+            let len = if i % 3 == 0 {
+                40
+            } else {
+                20_000 + i as usize * 1000
+            };
+            (
+                format!("row{i:04}").into_bytes(),
+                value(seed ^ i as u8, len),
+            )
+        })
+    };
+    assert_eq!(t.bulk_load(rows(1)).unwrap(), 60);
+    for (k, v) in rows(1) {
+        assert_value(&t, &k, &v);
+    }
+    assert!(t.check().unwrap().overflow_pages >= 40);
+    db.check().unwrap();
+    t.truncate().unwrap();
+    assert_eq!(t.check().unwrap().overflow_pages, 0);
+    assert_eq!(t.range(..).unwrap().count(), 0);
+    assert_eq!(t.bulk_load(rows(2)).unwrap(), 60);
+    assert_value(&t, b"row0001", &value(2 ^ 1, 21_000));
+    drop(t);
+    db.drop_table("t").unwrap();
+    db.close().unwrap();
+    let db = bed.open();
+    let free = bed.close_without_leak(db);
+    assert!(
+        free >= 80,
+        "only {free} pages free after dropping the table"
+    );
+}
+
+/// Hold a commit of a 5 MiB value at `point` on its own thread, make
+/// what it logged so far durable, lose power, then open with power failing under the open after `n` page
+/// writes for n in 1..4, then open for good; returns the database.
+fn crash_at(point: &'static str, two_ops: bool) -> (Bed, Db, Vec<u8>) {
+    let bed = Bed::new(opts());
+    let db = bed.open();
+    let t = db.create_table("t").unwrap();
+    t.put(b"before", b"1").unwrap();
+    db.flush().unwrap();
+    let big = value(7, 5 * MIB);
+    let hold = db.failpoint(point);
+    let worker = {
+        let (db, t, big) = (db.clone(), t.clone(), big.clone());
+        std::thread::spawn(move || {
+            let mut tx = db.begin();
+            tx.put(&t, b"big", &big)?;
+            if two_ops {
+                tx.put(&t, b"small", b"2")?;
+            }
+            tx.commit()
+        })
+    };
+    assert!(hold.wait_held(WAIT), "the commit never reached {point}");
+    // Another commit syncs the log: what the held one logged so far is
+    // durable.
+    t.put(b"sync", b"3").unwrap();
+    drop(t);
+    bed.crash(db);
+    hold.release();
+    let _ = worker.join().unwrap();
+    bed.crash_opens(1..4);
+    let db = bed.open();
+    (bed, db, big)
+}
+
+#[test]
+fn a_crash_while_a_commit_writes_its_chains_frees_them_at_the_next_open() {
+    let (bed, db, _) = crash_at("lob.written", false);
+    let t = db.table("t").unwrap();
+    assert_eq!(t.get(b"big").unwrap(), None);
+    assert_eq!(t.get(b"before").unwrap().as_deref(), Some(&b"1"[..]));
+    db.check().unwrap();
+    drop(t);
+    let free = bed.close_without_leak(db);
+    // The chain's first mtr (16 pages) was durable.
+    assert!(
+        free >= 16,
+        "the orphan chain's pages were not freed ({free} free)"
+    );
+}
+
+#[test]
+fn a_crash_after_the_commit_record_keeps_the_large_value_whole() {
+    let (bed, db, big) = crash_at("commit.between_ops", true);
+    let t = db.table("t").unwrap();
+    assert_value(&t, b"big", &big);
+    assert_eq!(t.get(b"small").unwrap().as_deref(), Some(&b"2"[..]));
+    db.check().unwrap();
+    drop(t);
+    bed.close_without_leak(db);
+}
+
+#[test]
+fn a_value_past_the_limit_is_refused_with_the_limit_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let t = db.create_table("t").unwrap();
+    // Allocated lazily by the OS: never touched, since the size is checked
+    // first.
+    let huge = vec![0u8; (1 << 30) + 1];
+    let err = t.put(b"k", &huge).unwrap_err();
+    assert!(
+        matches!(err, Error::ValueTooLarge { len, max } if len == huge.len() && max == 1 << 30),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("1073741824"), "{err}");
+    let mut tx = db.begin();
+    assert!(matches!(
+        tx.put(&t, b"k", &huge),
+        Err(Error::ValueTooLarge { .. })
+    ));
+    drop(tx);
+    assert!(matches!(
+        t.bulk_load([(b"k".to_vec(), huge)]),
+        Err(Error::ValueTooLarge { .. })
+    ));
+    assert_eq!(t.get(b"k").unwrap(), None);
+}
+
+/// A scan that copied a row pointing to a large value, then finds the
+/// chain freed by a truncate before it reads it (failpoint `read.lob`),
+/// reports the truncate, not corruption; so does a point read.
+#[test]
+fn a_read_racing_a_truncate_for_a_large_value_reports_the_truncate() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let t = db.create_table("t").unwrap();
+    t.put(b"a", &value(1, 100_000)).unwrap();
+    t.put(b"b", &value(2, 100_000)).unwrap();
+    for point_read in [false, true] {
+        let hold = db.failpoint("read.lob");
+        let reader = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                if point_read {
+                    t.get(b"b").map(|_| ())
+                } else {
+                    t.range(..).unwrap().try_for_each(|r| r.map(drop))
+                }
+            })
+        };
+        assert!(hold.wait_held(WAIT), "the read never reached its chain");
+        t.truncate().unwrap();
+        hold.release();
+        let err = reader.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::TableChanged(_)), "{err:?}");
+        t.put(b"b", &value(3, 100_000)).unwrap();
+    }
+    db.check().unwrap();
+}
+
+fn large_row(i: u32) -> (Vec<u8>, Vec<u8>) {
+    (format!("row{i:05}").into_bytes(), value(i as u8, 20_000))
+}
+
+/// A crash while a bulk load of large values runs (held at `bulk.leaf`
+/// with leaves written and chains beyond them): the next opens, crashed
+/// themselves, free the bundle's chains and the hidden tree; the table is
+/// empty and no page leaks.
+#[test]
+fn a_crash_during_a_bulk_load_of_large_values_frees_its_chains() {
+    let bed = Bed::new(opts());
+    let db = bed.open();
+    let t = db.create_table("t").unwrap();
+    let held = common::bulk::HeldLoad::start(&db, &t, 700, 500, large_row, WAIT);
+    // Another commit syncs the log: the load's pages so far are durable.
+    db.create_table("other").unwrap().put(b"s", b"1").unwrap();
+    drop(t);
+    bed.crash(db);
+    let _ = held.finish();
+    bed.crash_opens(1..4);
+    let db = bed.open();
+    let t = db.table("t").unwrap();
+    assert_eq!(t.range(..).unwrap().count(), 0);
+    db.check().unwrap();
+    drop(t);
+    let free = bed.close_without_leak(db);
+    assert!(
+        free >= 500,
+        "only {free} pages free after the load was dropped"
+    );
+}
