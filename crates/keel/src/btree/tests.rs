@@ -84,7 +84,7 @@ enum Op {
 fn key() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         12 => (0u32..400).prop_map(|n| format!("{n:04}").into_bytes()),
-        2 => (0u32..400, 0usize..=252).prop_map(|(n, pad)| {
+        2 => (0u32..400, 0usize..=node::max_key_len(4096) - 4).prop_map(|(n, pad)| {
             let mut k = format!("{n:04}").into_bytes();
             k.resize(4 + pad, b'~');
             k
