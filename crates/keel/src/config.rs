@@ -114,7 +114,9 @@ pub struct Options {
     pub purge_threads: usize,
     /// Percent of each page a bulk load (`Table::bulk_load`) fills, as
     /// InnoDB's `innodb_fill_factor` for sorted index builds: 10 to 100,
-    /// where 100 still leaves 1/16 of the page free for rows that grow.
+    /// where 100 still leaves 1/16 of the page free for rows that grow. A
+    /// page goes past it only by what it must hold: a leaf its first row, a
+    /// page above the leaves its first two keys.
     pub fill_factor: u8,
     /// How torn page writes are guarded against ([`DoublewriteMode`]):
     /// `on` (the default; also `true`, `ON`, `1`, `DETECT_AND_RECOVER`),

@@ -106,15 +106,28 @@ fn mvalue(k: u16, len: usize, gen: usize) -> Vec<u8> {
 
 /// Bytes of cells and slots a bulk-loaded node may hold at `fill_factor`
 /// on 4 KiB pages, as `Options::fill_factor` documents it (InnoDB's
-/// `innodb_fill_factor`; 100 still leaves 1/16 free), but never less than
-/// two of the largest separators or one of the largest entries.
-fn fill_bytes(fill_factor: u8) -> usize {
+/// `innodb_fill_factor`; 100 still leaves 1/16 free), or more only where a
+/// node must hold more: a leaf its one entry, a node above its two
+/// separators. `rows` are the rows loaded: a stored entry is its key, its
+/// value with the 15-byte version header, 4 bytes of cell header and a
+/// 2-byte slot; a separator is no longer than a key, with a 6-byte cell
+/// header and a slot.
+fn fill_bytes<K: AsRef<[u8]>, V: AsRef<[u8]>>(fill_factor: u8, rows: &[(K, V)]) -> usize {
     let usable = PAGE - 44;
     let want = usable * usize::from(fill_factor) / 100;
-    let max_key = PAGE / 16;
+    let entry = rows
+        .iter()
+        .map(|(k, v)| 4 + k.as_ref().len() + v.as_ref().len() + 15 + 2)
+        .max()
+        .unwrap_or(0);
+    let key = rows
+        .iter()
+        .map(|(k, _)| k.as_ref().len())
+        .max()
+        .unwrap_or(0);
     want.min(usable - usable / 16)
-        .max(2 * (6 + max_key + 2))
-        .max(4 + max_key + PAGE / 4 + 2)
+        .max(entry)
+        .max(2 * (6 + key + 2))
 }
 
 #[derive(Debug, Clone)]
@@ -170,7 +183,8 @@ fn run_model(bulk: BTreeMap<u16, usize>, fill_factor: u8, ops: Vec<Op>) {
     assert_eq!(n, model.len() as u64);
     let s = t.check().unwrap();
     assert_eq!(s.entries, model.len());
-    let bound = fill_bytes(fill_factor) as f64 / (PAGE - 44) as f64;
+    let loaded: Vec<_> = model.iter().collect();
+    let bound = fill_bytes(fill_factor, &loaded) as f64 / (PAGE - 44) as f64;
     assert!(
         s.fill <= bound + 1e-9,
         "fill factor {fill_factor}: nodes {:.3} full, at most {bound:.3} allowed ({s:?})",
@@ -269,7 +283,8 @@ fn leaves_are_filled_to_the_fill_factor() {
         let t = db.create_table(&format!("t{i}")).unwrap();
         assert_eq!(t.bulk_load(rows(20_000)).unwrap(), 20_000);
         let s = t.check().unwrap();
-        let bound = fill_bytes(ff) as f64 / (PAGE - 44) as f64;
+        let loaded: Vec<_> = rows(1).collect();
+        let bound = fill_bytes(ff, &loaded) as f64 / (PAGE - 44) as f64;
         assert!(
             s.fill <= bound + 1e-9 && s.fill >= bound - 0.03,
             "fill factor {ff}: nodes {:.3} full, want {bound:.3} ({s:?})",
@@ -568,9 +583,9 @@ fn refused_loads_leave_the_table_as_it_was() {
 
     // Entries too large after 99 leaves: the entry's own error.
     let (mut long_key, v) = row(300);
-    long_key.resize(PAGE / 16 + 1, b'z');
+    long_key.resize(common::max_key_len(PAGE) + 1, b'z');
     match t.bulk_load((0..300).map(row).chain([(long_key, v)])) {
-        Err(Error::KeyTooLarge { len, max }) => assert_eq!((len, max), (257, 256)),
+        Err(Error::KeyTooLarge { len, max }) => assert_eq!((len, max), (769, 768)),
         other => panic!("expected KeyTooLarge, got {other:?}"),
     }
     let (k, _) = row(300);

@@ -19,6 +19,8 @@ use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use common::bulk::{Bed, HeldLoad};
+use keel::format::page::{get_u32, PageId};
+use keel::format::tree::OnDisk;
 use keel::io::faulty::CrashMode;
 use keel::{Error, Options, Table};
 
@@ -30,8 +32,8 @@ fn all_rows(t: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
 // 1. Five levels on 64 KiB pages and a 1 MiB log
 
 /// 64 KiB pages, one log file of 1 MiB, a pool of 1024 pages, and the
-/// fill factor that makes nodes smallest: 10 %, which on 64 KiB pages is
-/// raised to the largest leaf entry, 17414 bytes.
+/// fill factor that makes nodes smallest: 10 %, 6549 of the 65492 bytes a
+/// node takes.
 fn big_pages_small_log() -> Options {
     Options {
         page_size: 65536,
@@ -45,10 +47,11 @@ fn big_pages_small_log() -> Options {
     }
 }
 
-/// Row `i`: a key of 1024 bytes (the longest 64 KiB pages take) of which
-/// all rows share the first 1016, so every separator is about as long
-/// (1017 to 1024 bytes: 16 to a node), and a value of 7700 bytes, so a
-/// leaf holds one row (two are over 17414 bytes).
+/// Row `i`: a key of 1024 bytes of which all rows share the first 1016, so
+/// every separator is about as long (1017 to 1024 bytes, 1025 to 1032 with
+/// its cell header and slot: 6 to a node at 6549 bytes), and a value of
+/// 7700 bytes, so a leaf holds one row (one is 8745 bytes stored, more
+/// than the fill factor's 6549: a leaf takes it alone).
 fn deep_row(i: u32) -> (Vec<u8>, Vec<u8>) {
     let mut k = vec![b'd'; 1016];
     k.extend_from_slice(format!("{i:08}").as_bytes());
@@ -56,9 +59,34 @@ fn deep_row(i: u32) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// Leaves written when the hidden root reaches level 4: a right-edge node
-/// takes 16 separators, and when full it hands its last child and the new
-/// one to a new neighbour, so levels 1 to 3 hold at most 4369 leaves.
-const DEEP_LEAVES: u32 = 4370;
+/// takes 6 separators, and when full it hands its last child and the new
+/// one to a new neighbour, keeping 6 children, so levels 1 to 3 hold at
+/// most 6³ + 6² + 6 + 1 = 259 leaves. (Level 5 takes 1556 leaves: the test
+/// checks the height it built.)
+const DEEP_LEAVES: u32 = 260;
+
+/// Levels of the hidden tree a pending load is building into table `t`,
+/// read from the data files (`docs/format.md`): the pending mark in bytes
+/// 24..28 of the table's root page names the hidden root, which
+/// `OnDisk::check` walks.
+fn hidden_tree_height(bed: &Bed) -> usize {
+    let od = OnDisk::open_with_fs(bed.dir.path(), &*bed.fs).unwrap();
+    let (_, root) = od
+        .tables()
+        .unwrap()
+        .into_iter()
+        .find(|(name, _)| name == "t")
+        .unwrap();
+    // Striping: page p of extent e = p / 64 is in file e mod N, at
+    // page_size × (1 + (e / N) × 64 + p mod 64).
+    let (ps, files) = (od.page_size(), bed.opts.data_files);
+    let (p, e) = (root.page_no as usize, root.page_no as usize / 64);
+    let at = ps * (1 + (e / files) * 64 + p % 64);
+    let file = bed.data_image(e % files);
+    let hidden = get_u32(&file[at..at + ps], 24);
+    assert_ne!(hidden, 0, "no bulk load is pending on `t`");
+    od.check(PageId::new(root.space, hidden)).unwrap().height
+}
 
 /// The open must drop the crashed load's hidden tree, root at level 4.
 /// Each drop step changes the right edge (4 nodes), the children it frees
@@ -75,6 +103,11 @@ fn a_load_crashed_five_levels_deep_on_64k_pages_and_a_1mib_log_is_dropped_at_ope
     let load = HeldLoad::start(&db, &t, DEEP_LEAVES + 10, DEEP_LEAVES + 1, deep_row, wait);
     // The whole hidden tree in the data files, then the power fails.
     db.flush().unwrap();
+    assert_eq!(
+        hidden_tree_height(&bed),
+        5,
+        "the hidden root is not at level 4"
+    );
     drop(t);
     bed.fs.crash(CrashMode::DropUnsynced);
     db.simulate_crash();
@@ -91,7 +124,7 @@ fn a_load_crashed_five_levels_deep_on_64k_pages_and_a_1mib_log_is_dropped_at_ope
     );
 
     // The table takes a load again, into the pages freed: its leaf writes
-    // need 6 and 8 pages of redo, more than the band under the flusher's
+    // need 6, 8 and 10 pages of redo, more than the band under the flusher's
     // free-running level, and the flusher brings the age down for them
     // (it used to stay idle, and the load got `LogOverloaded`).
     let db = bed.open();

@@ -158,10 +158,13 @@ fn oversized_keys_and_values_are_errors() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), common::small_opts(64)).unwrap();
     let t = db.create_table("t").unwrap();
+    // One byte past the longest key of 4 KiB pages (768 bytes).
+    let max = common::max_key_len(4096);
     assert!(matches!(
-        t.put(&[1u8; 300], b"v"),
-        Err(Error::KeyTooLarge { .. })
+        t.put(&vec![1u8; max + 1], b"v"),
+        Err(Error::KeyTooLarge { len, max: m }) if len == max + 1 && m == max
     ));
+    assert!(!t.put(&vec![1u8; max], b"v").unwrap());
     // Past a quarter page a value goes to overflow pages; past 1 GiB it is
     // refused (the vector is never touched: the size is checked first).
     t.put(b"k", &[1u8; 1025]).unwrap();

@@ -246,22 +246,35 @@ fn sizes_are_checked_at_put() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), opts()).unwrap();
     let t = db.create_table("t").unwrap();
+    // 4 KiB pages take keys of 768 bytes (3/16 of the page).
+    let max = common::max_key_len(4096);
+    assert_eq!(max, 768);
     let mut tx = db.begin();
-    let e = tx.put(&t, &[0u8; 300], b"v").unwrap_err();
-    assert!(matches!(e, Error::KeyTooLarge { len: 300, .. }), "{e}");
+    let e = tx.put(&t, &vec![0u8; max + 1], b"v").unwrap_err();
+    assert!(
+        matches!(e, Error::KeyTooLarge { len, max: m } if len == max + 1 && m == max),
+        "{e}"
+    );
+    assert!(e.to_string().contains("maximum of 768 bytes"), "{e}");
     // Past a quarter page a value is stored off-page; past 1 GiB it is
     // refused (the vector is never touched: the size is checked first).
     let huge = vec![0u8; (1 << 30) + 1];
     let e = tx.put(&t, b"k", &huge).unwrap_err();
     assert!(
-        matches!(e, Error::ValueTooLarge { len, max } if len == huge.len() && max == 1 << 30),
+        matches!(e, Error::ValueTooLarge { len, max: m } if len == huge.len() && m == 1 << 30),
         "{e}"
     );
-    assert!(!tx.delete(&t, &[0u8; 300]).unwrap());
+    assert!(!tx.delete(&t, &vec![0u8; max + 1]).unwrap());
+    // The longest key is taken.
+    tx.put(&t, &vec![1u8; max], b"longest").unwrap();
     // The txn is still usable.
     tx.put(&t, b"k", b"v").unwrap();
     tx.commit().unwrap();
     assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(
+        t.get(&vec![1u8; max]).unwrap().as_deref(),
+        Some(&b"longest"[..])
+    );
 }
 
 #[test]

@@ -12,7 +12,9 @@
 //! is ever left without a separator), and when the top is full it grows one
 //! level, its content moving into a new page as a root split does. So a
 //! loaded leaf is written once, filled to the fill target, and every node
-//! above it is filled the same way.
+//! above it is filled the same way (past the target only by what a node
+//! must hold: one entry in a leaf, two separators above; see
+//! [`fill_bytes`]).
 //!
 //! # Crash safety: redo-logged, published atomically
 //!
@@ -119,17 +121,23 @@ pub(crate) const fn leaf_write_pages(top: u8) -> usize {
 
 /// Bytes of cells and slots a built node may hold at `fill_factor` percent:
 /// InnoDB's `innodb_fill_factor`, where 100 still leaves 1/16 of the page
-/// free for rows that grow later. At least two of the largest separators
-/// (so a right-edge node always takes the cell it is handed) and the
-/// largest leaf entry fit.
+/// free for rows that grow later. A node goes past it only by what it must
+/// hold whatever the fill factor, judged on the cells really placed: a
+/// leaf takes at least one entry ([`BulkLoad::push`]), a node above the
+/// leaves at least [`MIN_SEPARATORS`] separators (`link_leaf`). Both fit
+/// any page: an entry and two separators of the largest size take at most
+/// half a page each (`node`'s size assertions).
 pub(crate) fn fill_bytes(page_size: usize, fill_factor: u8) -> usize {
     let usable = node::usable_bytes(page_size);
     let cap = usable - usable / 16;
     let want = usable * usize::from(fill_factor.clamp(10, 100)) / 100;
     want.min(cap)
-        .max(2 * node::max_separator_bytes(page_size))
-        .max(node::max_leaf_entry_bytes(page_size))
 }
+
+/// Separators a right-edge node takes whatever the fill factor: when it is
+/// full it gives its last child (and that child's separator) to a new right
+/// neighbour, and must keep a separator of its own.
+const MIN_SEPARATORS: usize = 2;
 
 /// A bulk load in progress into one tree (see the module doc).
 pub(crate) struct BulkLoad<'e> {
@@ -404,7 +412,8 @@ impl<'e> BulkLoad<'e> {
             let cell = internal_cell(&sep, child);
             let at = path[level];
             let n = NodeRef::new(&held[at]);
-            if n.used_bytes() + cell.len() + SLOT_SIZE <= self.fill {
+            if n.used_bytes() + cell.len() + SLOT_SIZE <= self.fill || n.n_cells() < MIN_SEPARATORS
+            {
                 let i = n.n_cells();
                 if !NodeMut::new(&mut held[at]).insert_cell(i, &cell) {
                     return Err(Error::Corruption(format!(

@@ -141,13 +141,27 @@ fn internal_children_and_child_pos() {
 
 #[test]
 fn limits_follow_the_page_size() {
-    assert_eq!((max_key_len(4096), max_value_len(4096)), (256, 1024));
-    assert_eq!((max_key_len(65536), max_value_len(65536)), (1024, 16384));
-    assert!(check_entry(4096, &[0; 256], &[0; 1024]).is_ok());
+    // Keys: InnoDB's rule, 3/16 of the page up to 3072 bytes.
+    assert_eq!((max_key_len(4096), max_value_len(4096)), (768, 1024));
+    assert_eq!(max_key_len(8192), 1536);
+    assert_eq!(max_key_len(16384), 3072);
+    assert_eq!(max_key_len(32768), 3072);
+    assert_eq!((max_key_len(65536), max_value_len(65536)), (3072, 16384));
+    assert!(check_entry(4096, &[0; 768], &[0; 1024]).is_ok());
     assert!(matches!(
-        check_entry(4096, &[0; 257], b""),
-        Err(Error::KeyTooLarge { len: 257, max: 256 })
+        check_entry(4096, &[0; 769], b""),
+        Err(Error::KeyTooLarge { len: 769, max: 768 })
     ));
+    for ps in [8192, 16384, 32768, 65536] {
+        let max = max_key_len(ps);
+        assert!(check_key(ps, &vec![0; max]).is_ok());
+        let err = check_key(ps, &vec![0; max + 1]).unwrap_err();
+        assert!(
+            matches!(err, Error::KeyTooLarge { len, max: m } if len == max + 1 && m == max),
+            "{err}"
+        );
+        assert!(err.to_string().contains(&format!("maximum of {max} bytes")));
+    }
     assert!(matches!(
         check_entry(4096, b"", &[0; 1025]),
         Err(Error::ValueTooLarge {
@@ -291,7 +305,7 @@ proptest! {
     /// the separator routes every key to its half.
     #[test]
     fn split_merge_round_trip(internal in any::<bool>(),
-                              sizes in proptest::collection::vec((0usize..256, 0usize..1024), 8..40)) {
+                              sizes in proptest::collection::vec((0usize..=max_key_len(4096), 0usize..1024), 8..40)) {
         let ps = 4096;
         let level = u8::from(internal);
         // Cells are added until the node overflows: a full page plus one cell,

@@ -84,7 +84,7 @@ enum Op {
 fn key() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         12 => (0u32..400).prop_map(|n| format!("{n:04}").into_bytes()),
-        2 => (0u32..400, 0usize..=252).prop_map(|(n, pad)| {
+        2 => (0u32..400, 0usize..=node::max_key_len(4096) - 4).prop_map(|(n, pad)| {
             let mut k = format!("{n:04}").into_bytes();
             k.resize(4 + pad, b'~');
             k
@@ -502,6 +502,73 @@ fn bulk_load_fills_leaves_to_the_fill_factor_and_builds_a_deep_tree() {
         half.leaf_pages > full.leaf_pages * 17 / 10,
         "{half:?} vs {full:?}"
     );
+}
+
+/// Every node of the tree under `root`: (is leaf, cells, used bytes).
+fn nodes(e: &Engine, root: crate::page::PageId) -> Vec<(bool, usize, usize)> {
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(id) = todo.pop() {
+        let page = e.pool.read(id).unwrap();
+        let n = node::NodeRef::new(&page);
+        out.push((n.is_leaf(), n.n_cells(), n.used_bytes()));
+        if !n.is_leaf() {
+            for pos in 0..=n.n_cells() {
+                todo.push(crate::page::PageId::new(id.space, n.child(pos)));
+            }
+        }
+    }
+    out
+}
+
+/// Keys of the largest size the page takes, all sharing every byte but the
+/// last eight, so that separators are as long as keys: at the lowest fill
+/// factor a node holds less than one of them. A bulk load still builds a
+/// valid tree that takes writes, nodes stay within the fill factor except
+/// for what they must hold (a leaf its one entry, a node above its two
+/// separators).
+#[test]
+fn bulk_load_with_the_longest_keys_at_any_fill_factor() {
+    for ps in [4096, 16384] {
+        let mk = node::max_key_len(ps);
+        let key = |i: u32| {
+            let mut k = vec![b'k'; mk - 8];
+            k.extend_from_slice(format!("{i:08}").as_bytes());
+            k
+        };
+        let m: Model = (0..300u32)
+            .map(|i| (key(i), value(u64::from(i), (i as usize * 37) % 200)))
+            .collect();
+        for fill in [10u8, 40, 100] {
+            let e = engine(ps);
+            let (t, stats) = bulk(&e, &m, fill);
+            let target = super::bulk::fill_bytes(ps, fill);
+            for (leaf, cells, used) in nodes(&e, t.root()) {
+                let must = if leaf { 1 } else { 2 };
+                assert!(
+                    used <= target || cells <= must,
+                    "{ps}-byte pages, fill factor {fill}: a {} node of {cells} cells \
+                     uses {used} bytes, more than {target} ({stats:?})",
+                    if leaf { "leaf" } else { "internal" }
+                );
+                assert!(leaf || cells >= 1, "an internal node without a separator");
+            }
+            // The tree takes writes: every other row replaced by a longer
+            // one, every third deleted (splits and merges of nodes whose
+            // separators are as long as keys).
+            let mut m = m.clone();
+            for i in (0..300u32).step_by(2) {
+                let v = value(u64::from(i) + 1000, 300);
+                assert!(t.put(&e, &key(i), &v).unwrap());
+                m.insert(key(i), v);
+            }
+            for i in (0..300u32).step_by(3) {
+                assert!(t.delete(&e, &key(i)).unwrap());
+                m.remove(&key(i));
+            }
+            assert_matches(&t, &e, &m);
+        }
+    }
 }
 
 #[test]

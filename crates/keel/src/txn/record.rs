@@ -298,12 +298,26 @@ mod tests {
         let mut buf = encode(1, &sample());
         buf[HEADER_SIZE + 1..HEADER_SIZE + 5].fill(0);
         assert!(decode(&buf).unwrap_err().to_string().contains("page 0"));
+        // One byte past the longest key any page size takes (3072 bytes).
+        assert_eq!(MAX_KEY_LEN, 3072);
+        let too_long = MAX_KEY_LEN as u16 + 1;
         let mut buf = encode(1, &sample());
-        buf[HEADER_SIZE + 5..HEADER_SIZE + 7].copy_from_slice(&2000u16.to_le_bytes());
-        assert!(decode(&buf)
-            .unwrap_err()
-            .to_string()
-            .contains("2000-byte key"));
+        buf[HEADER_SIZE + 5..HEADER_SIZE + 7].copy_from_slice(&too_long.to_le_bytes());
+        let err = decode(&buf).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("{too_long}-byte key")) && err.contains("at most 3072"),
+            "{err}"
+        );
+        // The longest key itself is a record like any other.
+        let key = vec![7u8; MAX_KEY_LEN];
+        let ops = [Op {
+            root: 3,
+            key: &key,
+            value: Some(b"v"),
+            external: false,
+        }];
+        let buf = encode(1, &ops);
+        assert_eq!(decode(&buf).unwrap().ops, ops);
         let mut buf = encode(1, &sample());
         buf[HEADER_SIZE + 7..HEADER_SIZE + 11].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode(&buf)

@@ -83,8 +83,13 @@ impl Bed {
 
     /// What survives power loss of `data-0.keel`.
     pub fn data0(&self) -> Vec<u8> {
+        self.data_image(0)
+    }
+
+    /// What survives power loss of data file `index`.
+    pub fn data_image(&self, index: usize) -> Vec<u8> {
         self.fs
-            .durable_image(&self.dir.path().join(data::file_name(0)))
+            .durable_image(&self.dir.path().join(data::file_name(index)))
             .unwrap()
     }
 

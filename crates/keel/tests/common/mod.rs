@@ -21,6 +21,13 @@ pub fn small_opts(frames: u64) -> Options {
     }
 }
 
+/// The longest key a table on pages of `page_size` bytes takes, as the
+/// README and `docs/format.md` state it (InnoDB's rule): 3/16 of the page,
+/// at most 3072 bytes. One byte more is refused with `Error::KeyTooLarge`.
+pub fn max_key_len(page_size: usize) -> usize {
+    (page_size * 3 / 16).min(3072)
+}
+
 /// A seed from KEEL_TEST_SEED or fresh; always printed so a failure can be replayed.
 pub fn seed(test: &str) -> u64 {
     let s = std::env::var("KEEL_TEST_SEED")
