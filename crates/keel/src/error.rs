@@ -104,15 +104,15 @@ pub enum Error {
         /// Largest accepted length for this page size.
         max: usize,
     },
-    /// A value is longer than can be stored inline.
+    /// A value is longer than the engine takes (1 GiB).
     #[error(
-        "value of {len} bytes is longer than the maximum of {max} bytes (a quarter page less \
-         the 15-byte version header)"
+        "value of {len} bytes is longer than the maximum of {max} bytes (values past a \
+         quarter page are stored in overflow pages, up to this limit)"
     )]
     ValueTooLarge {
         /// Length given.
         len: usize,
-        /// Largest accepted length for this page size.
+        /// Largest accepted length: 1 GiB on every page size.
         max: usize,
     },
     /// No table of that name exists.

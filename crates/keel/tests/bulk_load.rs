@@ -36,8 +36,9 @@ use keel::{Db, Error, Options, Table};
 use proptest::prelude::*;
 
 const PAGE: usize = 4096;
-/// The largest value a table takes: a quarter page less the 15-byte
-/// version header every row carries.
+/// The largest value a table keeps in its leaf: a quarter page less the
+/// 15-byte version header every row carries (longer ones go to overflow
+/// pages: `large_values.rs`).
 const MAX_VALUE: usize = PAGE / 4 - 15;
 const WAIT: Duration = Duration::from_secs(20);
 

@@ -347,3 +347,45 @@ fn a_crash_during_a_bulk_load_of_large_values_frees_its_chains() {
         "only {free} pages free after the load was dropped"
     );
 }
+
+/// The size the limit is meant for: a 64 MiB value on the default 16 KiB
+/// pages, on real files, through a put, a get, a close and a reopen, with
+/// a small pool and log (the value is 8 times the pool and 4 times the
+/// log). Prints the rates (no assertion on them: timings belong in
+/// benchmarks).
+#[test]
+fn a_64_mib_value_on_real_files_round_trips_through_a_small_pool_and_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        buffer_pool_size: 8 * MIB as u64,
+        log_file_size: 8 * MIB as u64,
+        log_files_in_group: 2,
+        flush_method: "nosync".parse().unwrap(),
+        ..Options::default()
+    };
+    let big = value(64, 64 * MIB);
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    let t = db.create_table("t").unwrap();
+    let t0 = Instant::now();
+    t.put(b"k", &big).unwrap();
+    let put = t0.elapsed();
+    let t0 = Instant::now();
+    assert_value(&t, b"k", &big);
+    let get = t0.elapsed();
+    drop(t);
+    db.close().unwrap();
+    let db = Db::open(dir.path(), o).unwrap();
+    let t = db.table("t").unwrap();
+    let t0 = Instant::now();
+    assert_value(&t, b"k", &big);
+    let cold = t0.elapsed();
+    db.check().unwrap();
+    let rate = |d: Duration| 64.0 / d.as_secs_f64();
+    eprintln!(
+        "64 MiB value: put {put:?} ({:.0} MiB/s), get {get:?} ({:.0} MiB/s), get after \
+         reopen {cold:?} ({:.0} MiB/s)",
+        rate(put),
+        rate(get),
+        rate(cold)
+    );
+}

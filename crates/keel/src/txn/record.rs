@@ -200,6 +200,35 @@ mod tests {
     }
 
     #[test]
+    fn external_puts_carry_a_pointer_and_nothing_else() {
+        let p = crate::lob::Pointer {
+            head: 12,
+            len: 5 << 20,
+            id: 7,
+        }
+        .to_bytes();
+        let ops = [Op {
+            root: 3,
+            key: b"big",
+            value: Some(&p),
+            external: true,
+        }];
+        let buf = encode(9, &ops);
+        assert_eq!(buf[HEADER_SIZE], KIND_PUT_EXTERNAL);
+        assert_eq!(decode(&buf).unwrap().ops, ops);
+        // A kind-3 op whose value is no pointer (a plain value, a zero
+        // page) is refused.
+        for bad in [&b"not a pointer"[..], &[0u8; crate::lob::POINTER_LEN][..]] {
+            let ops = [Op {
+                value: Some(bad),
+                ..ops[0]
+            }];
+            let err = decode(&encode(9, &ops)).unwrap_err().to_string();
+            assert!(err.contains("overflow pointer"), "{err}");
+        }
+    }
+
+    #[test]
     fn round_trip() {
         let ops = sample();
         let buf = encode(42, &ops);
