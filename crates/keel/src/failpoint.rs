@@ -25,6 +25,18 @@
 //! - `commit.between_ops`: in a commit's apply (`txn::commit`), after its
 //!   first operation is in place and before its second, holding the row
 //!   locks and no latch: readers must see neither row's new version.
+//! - `commit.undo_appended`: in a commit's apply, after an op's undo
+//!   record was appended and before the row pointing to it is written
+//!   (recovery appends the record again: two records hold one version).
+//! - `lob.written`: after each mini-transaction that writes pages of an
+//!   overflow chain (`lob`), before the next, holding no latch: the
+//!   bundle is in the directory, nothing references it yet.
+//! - `lob.trimmed`: after each mini-transaction that frees pages of a
+//!   chain after its head, before the next.
+//! - `purge.lob`: in purge, before it frees the overflow chain of the old
+//!   version an undo record holds.
+//! - `read.lob`: in a read, after it copied a row pointing to an overflow
+//!   chain and before it reads the chain, holding no latch.
 //! - `purge.del_mark`: in purge (`txn::purge`), after it chose a delete
 //!   mark to remove and before it latches the leaf, holding no latch: a
 //!   commit writing the row again meanwhile must keep its new version.

@@ -232,6 +232,12 @@ pub(crate) fn walk<P: Pages>(
     }
 }
 
+/// Does the head page `ptr` names still hold that chain (type and id)?
+/// False once the chain was freed, whatever became of the page since.
+pub(crate) fn holds<P: Pages>(pages: &P, space: u32, ptr: Pointer) -> Result<bool> {
+    Ok(of_chain(&pages.page(PageId::new(space, ptr.head))?, ptr.id))
+}
+
 /// The value the chain `ptr` holds.
 pub(crate) fn read<P: Pages>(pages: &P, space: u32, ptr: Pointer) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(ptr.len as usize);

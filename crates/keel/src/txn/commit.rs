@@ -265,6 +265,9 @@ impl Writer<'_> {
                     old: cur.as_deref(),
                 };
                 let roll = self.sys.undo.append(e, budget, self.rseg, &rec)?;
+                // Between the undo record and the row pointing to it: a
+                // crash here makes recovery append the record again.
+                e.failpoints.hit("commit.undo_appended");
                 self.first = false;
                 Metrics::add(&e.metrics.trx_undo_records, 1);
                 roll

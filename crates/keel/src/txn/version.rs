@@ -156,21 +156,33 @@ pub(crate) fn check_table<P: Pages>(pages: &P, root: PageId) -> Result<TreeStats
 /// unpurged undo records hold, and those of bundles in flight (written,
 /// not yet referenced: `lob`), plus the overflow directory page. With the
 /// trees' pages (`TreeStats::overflow_pages` included) and the undo
-/// pages, every page in use is accounted for. A chain held by two undo
-/// records (an op's undo appended twice: `lob`'s module doc) counts once.
+/// pages, every page in use is accounted for.
+///
+/// Two undo records may hold one version (an op's undo appended again by
+/// a retry or by recovery: `lob`'s module doc), and purge frees the chain
+/// at the first of them; until it passes the second, that one names a
+/// chain that is gone. So an undo record's chain is checked only if its
+/// head still holds it (readers never follow such a record: its commit is
+/// below the purge limit), and counted once.
 pub(crate) fn history_chain_pages<P: Pages>(pages: &P, space: u32) -> Result<u64> {
     let dir = crate::lob::dir_in_header(pages, space)?;
-    let mut chains = std::collections::BTreeSet::new();
+    let mut held = std::collections::BTreeSet::new();
     // An old value that is no version header (`check_history` reports
     // those) names no chain.
     crate::undo::check_space_visiting(pages, space, &mut |root, old| {
         if let Ok(v) = Version::decode(old, root) {
-            chains.extend(v.external.map(|p| (p.head, p.id, p.len)));
+            held.extend(v.external.map(|p| (p.head, p.id, p.len)));
         }
     })?;
     let Some(dir) = dir else {
         return Ok(0);
     };
+    let mut chains = std::collections::BTreeSet::new();
+    for (head, id, len) in held {
+        if crate::lob::holds(pages, space, Pointer { head, len, id })? {
+            chains.insert((head, id, len));
+        }
+    }
     for first in crate::lob::Lobs::in_flight(pages, dir)? {
         for p in crate::lob::Lobs::bundle(pages, space, first)? {
             chains.insert((p.head, p.id, p.len));
