@@ -14,6 +14,13 @@
 //! - every case ends with `Db::check` (which walks every chain) and a
 //!   leak check: each page is in a tree, a chain, the undo or the free
 //!   list;
+//! - a commit's op retried by recovery after its undo record was written
+//!   (`commit.undo_appended`): two undo records hold one old chain, freed
+//!   once;
+//! - a read racing a truncate that frees the chain it is about to read
+//!   (`read.lob`) reports the truncate;
+//! - the longest key (3,072 bytes) with a large value, in the history and
+//!   through a power loss; a 64 MiB value on real files;
 //! - the limit: one byte past 1 GiB is refused with an error naming it.
 
 mod common;
@@ -421,6 +428,38 @@ fn a_crash_between_an_undo_record_and_its_row_frees_the_old_chain_once() {
     db.check().unwrap();
     drained(&db);
     assert_value(&t, b"k", &v2);
+    db.check().unwrap();
+    drop(t);
+    bed.close_without_leak(db);
+}
+
+/// The longest key (3,072 bytes on 16 KiB pages) with a large value: in
+/// the history a view reads, in the undo records, through a power loss and
+/// recovery, and in the checks.
+#[test]
+fn the_longest_key_with_a_large_value_through_history_and_a_power_loss() {
+    let bed = Bed::new(opts());
+    let db = bed.open();
+    let t = db.create_table("t").unwrap();
+    let key = |c: u8| vec![c; 3072];
+    let (v1, v2) = (value(1, 50_000), value(2, 70));
+    t.put(&key(b'a'), &v1).unwrap();
+    let view = db.begin_with(Isolation::RepeatableRead);
+    assert!(view.get(&t, &key(b'a')).unwrap().unwrap() == v1);
+    t.put(&key(b'a'), &v2).unwrap();
+    assert!(view.get(&t, &key(b'a')).unwrap().unwrap() == v1);
+    assert_eq!(t.get(&key(b'a')).unwrap().unwrap(), v2);
+    db.check().unwrap();
+    view.commit().unwrap();
+    t.put(&key(b'b'), &v1).unwrap();
+    drop(t);
+    bed.crash(db);
+    bed.crash_opens(1..3);
+    let db = bed.open();
+    let t = db.table("t").unwrap();
+    assert_eq!(t.get(&key(b'a')).unwrap().unwrap(), v2);
+    assert_value(&t, &key(b'b'), &v1);
+    drained(&db);
     db.check().unwrap();
     drop(t);
     bed.close_without_leak(db);
