@@ -464,3 +464,108 @@ fn the_longest_key_with_a_large_value_through_history_and_a_power_loss() {
     drop(t);
     bed.close_without_leak(db);
 }
+
+/// A value that says what it is: 8 bytes of seed, then bytes derived from
+/// it, `len` in all; `intact` checks one.
+fn tagged(seed: u64, len: usize) -> Vec<u8> {
+    let mut v = seed.to_le_bytes().to_vec();
+    v.extend((8..len.max(8)).map(|i| (seed.wrapping_mul(31).wrapping_add(i as u64) % 251) as u8));
+    v
+}
+
+fn intact(v: &[u8]) -> bool {
+    v.len() >= 8 && {
+        let seed = u64::from_le_bytes(v[..8].try_into().unwrap());
+        tagged(seed, v.len()) == v
+    }
+}
+
+/// Random stress, 3 s: two writers commit pairs of rows that always hold
+/// the same value (small or up to 200 KiB, so chains come and go), a
+/// reader checks in snapshots that every value is whole and each pair
+/// equal, a scanner does the same over the whole table, purge frees the
+/// old chains meanwhile; then the checks and the leak check.
+#[test]
+fn random_stress_of_large_values_with_snapshots_and_purge() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let seed = common::seed("random_stress_of_large_values_with_snapshots_and_purge");
+    let bed = Bed::new(opts());
+    let db = bed.open();
+    let t = db.create_table("t").unwrap();
+    let pairs = 6u64;
+    for p in 0..pairs {
+        let v = tagged(p, 100);
+        let mut tx = db.begin();
+        tx.put(&t, format!("a{p}").as_bytes(), &v).unwrap();
+        tx.put(&t, format!("b{p}").as_bytes(), &v).unwrap();
+        tx.commit().unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for w in 0..2u64 {
+        let (db, t, stop) = (db.clone(), t.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut x = seed ^ (w + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let p = x % pairs;
+                let len = if x % 3 == 0 {
+                    50
+                } else {
+                    (x % (200 << 10)) as usize + 5000
+                };
+                let v = tagged(x, len);
+                let mut tx = db.begin();
+                let r = tx
+                    .put(&t, format!("a{p}").as_bytes(), &v)
+                    .and_then(|()| tx.put(&t, format!("b{p}").as_bytes(), &v));
+                match r.and_then(|()| tx.commit()) {
+                    Ok(()) => n += 1,
+                    Err(keel::Error::Deadlock { .. } | keel::Error::LockWaitTimeout { .. }) => {}
+                    Err(e) => panic!("writer {w}: {e}"),
+                }
+            }
+            n
+        }));
+    }
+    let reader = {
+        let (db, t, stop) = (db.clone(), t.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut checked = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let view = db.begin_with(Isolation::RepeatableRead);
+                for p in 0..pairs {
+                    let a = view.get(&t, format!("a{p}").as_bytes()).unwrap().unwrap();
+                    let b = view.get(&t, format!("b{p}").as_bytes()).unwrap().unwrap();
+                    assert!(intact(&a) && a == b, "pair {p} split or torn");
+                    checked += 1;
+                }
+                let rows: Vec<_> = t.range(..).unwrap().map(|r| r.unwrap()).collect();
+                assert_eq!(rows.len() as u64, 2 * pairs);
+                for (pa, pb) in rows[..pairs as usize].iter().zip(&rows[pairs as usize..]) {
+                    assert!(intact(&pa.1) && pa.1 == pb.1, "a scan saw a pair split");
+                }
+                view.commit().unwrap();
+            }
+            checked
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    let commits: u64 = threads.into_iter().map(|h| h.join().unwrap()).sum();
+    let checked = reader.join().unwrap();
+    assert!(
+        commits > 20 && checked > 20,
+        "{commits} commits, {checked} pairs read"
+    );
+    assert!(metric(&db, "lob_chains_written") > 20);
+    drained(&db);
+    assert!(metric(&db, "lob_chains_freed") > 10);
+    db.check().unwrap();
+    drop(t);
+    bed.close_without_leak(db);
+}
