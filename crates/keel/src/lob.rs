@@ -502,18 +502,28 @@ impl Lobs {
             else {
                 break;
             };
-            let (next, next_id) = if present {
-                let h = e.pool.write(PageId::new(e.space_id(), head))?;
+            // Latched only if the trim found the chain there (it is this
+            // bundle's then, which no other thread frees): a freed head may
+            // be any page by now, which must not be latched after the
+            // directory.
+            let h = if present {
+                Some(e.pool.write(PageId::new(e.space_id(), head))?)
+            } else {
+                None
+            };
+            let (next, next_id) = if let Some(h) = h.filter(|h| of_chain(h, id)) {
                 let next = (get_u32(&h, BUNDLE), get_u64(&h, BUNDLE_ID));
                 mtr.latch_header()?;
                 mtr.free_page_unzeroed(h)?;
                 next
             } else {
-                // Freed already: the bundle's rest is out of reach (the
-                // module doc's order keeps this from happening).
-                log::warn!(
-                    "overflow chain {id} at page {head} was freed before its bundle; \
-                     the chains after it in the bundle cannot be found"
+                // Freed already, with the tree whose leaf held it: a bulk
+                // load refused at its publish drops its tree before its
+                // bundle, when every chain is in a leaf. Elsewhere the
+                // module doc's order frees the bundle first.
+                log::info!(
+                    "overflow chain {id} at page {head} was freed with the tree that held \
+                     it; its bundle ends here"
                 );
                 (0, 0)
             };
@@ -601,11 +611,16 @@ impl<'e> Bundle<'e> {
         let e = self.e;
         let ps = e.page_size();
         let room = payload(ps);
-        if value.is_empty() || value.len() > MAX_VALUE_LEN {
+        if value.len() > MAX_VALUE_LEN {
             return Err(Error::ValueTooLarge {
                 len: value.len(),
                 max: MAX_VALUE_LEN,
             });
+        }
+        if value.is_empty() {
+            return Err(Error::Corruption(
+                "an empty value was sent to an overflow chain".into(),
+            ));
         }
         // The pages of one mtr, beside the directory or the previous
         // chain's head, and the space header.

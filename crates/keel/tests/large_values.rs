@@ -513,7 +513,7 @@ fn random_stress_of_large_values_with_snapshots_and_purge() {
                 x ^= x >> 7;
                 x ^= x << 17;
                 let p = x % pairs;
-                let len = if x % 3 == 0 {
+                let len = if x.is_multiple_of(3) {
                     50
                 } else {
                     (x % (200 << 10)) as usize + 5000
