@@ -67,6 +67,14 @@ fn drained(db: &Db) {
     }
 }
 
+/// `Db::check`, then close and check that no page leaked; returns the
+/// free pages.
+fn checked_close(bed: &Bed, db: Db, t: Table) -> u32 {
+    db.check().unwrap();
+    drop(t);
+    bed.close_without_leak(db)
+}
+
 fn assert_value(t: &Table, key: &[u8], want: &[u8]) {
     let got = t.get(key).unwrap().expect("the large value is gone");
     assert!(
@@ -157,9 +165,7 @@ fn a_view_reads_the_old_large_value_until_it_ends_then_purge_frees_it() {
     assert_eq!(metric(&db, "lob_chains_freed") - freed, 3);
     assert_value(&t, b"k", &v2);
     assert_eq!(t.get(b"gone").unwrap(), None);
-    db.check().unwrap();
-    drop(t);
-    bed.close_without_leak(db);
+    checked_close(&bed, db, t);
 }
 
 #[test]
@@ -259,9 +265,7 @@ fn a_crash_after_the_commit_record_keeps_the_large_value_whole() {
     let t = db.table("t").unwrap();
     assert_value(&t, b"big", &big);
     assert_eq!(t.get(b"small").unwrap().as_deref(), Some(&b"2"[..]));
-    db.check().unwrap();
-    drop(t);
-    bed.close_without_leak(db);
+    checked_close(&bed, db, t);
 }
 
 #[test]
@@ -428,9 +432,7 @@ fn a_crash_between_an_undo_record_and_its_row_frees_the_old_chain_once() {
     db.check().unwrap();
     drained(&db);
     assert_value(&t, b"k", &v2);
-    db.check().unwrap();
-    drop(t);
-    bed.close_without_leak(db);
+    checked_close(&bed, db, t);
 }
 
 /// The longest key (3,072 bytes on 16 KiB pages) with a large value: in
@@ -460,9 +462,7 @@ fn the_longest_key_with_a_large_value_through_history_and_a_power_loss() {
     assert_eq!(t.get(&key(b'a')).unwrap().unwrap(), v2);
     assert_value(&t, &key(b'b'), &v1);
     drained(&db);
-    db.check().unwrap();
-    drop(t);
-    bed.close_without_leak(db);
+    checked_close(&bed, db, t);
 }
 
 /// A value that says what it is: 8 bytes of seed, then bytes derived from
@@ -565,7 +565,5 @@ fn random_stress_of_large_values_with_snapshots_and_purge() {
     assert!(metric(&db, "lob_chains_written") > 20);
     drained(&db);
     assert!(metric(&db, "lob_chains_freed") > 10);
-    db.check().unwrap();
-    drop(t);
-    bed.close_without_leak(db);
+    checked_close(&bed, db, t);
 }
