@@ -249,9 +249,7 @@ fn a_crash_while_a_commit_writes_its_chains_frees_them_at_the_next_open() {
     let t = db.table("t").unwrap();
     assert_eq!(t.get(b"big").unwrap(), None);
     assert_eq!(t.get(b"before").unwrap().as_deref(), Some(&b"1"[..]));
-    db.check().unwrap();
-    drop(t);
-    let free = bed.close_without_leak(db);
+    let free = checked_close(&bed, db, t);
     // The chain's first mtr (16 pages) was durable.
     assert!(
         free >= 16,
@@ -350,9 +348,7 @@ fn a_crash_during_a_bulk_load_of_large_values_frees_its_chains() {
     let db = bed.open();
     let t = db.table("t").unwrap();
     assert_eq!(t.range(..).unwrap().count(), 0);
-    db.check().unwrap();
-    drop(t);
-    let free = bed.close_without_leak(db);
+    let free = checked_close(&bed, db, t);
     assert!(
         free >= 500,
         "only {free} pages free after the load was dropped"
