@@ -20,7 +20,8 @@
 //! - a read racing a truncate that frees the chain it is about to read
 //!   (`read.lob`) reports the truncate;
 //! - the longest key (3,072 bytes) with a large value, in the history and
-//!   through a power loss; a 64 MiB value on real files;
+//!   through a power loss; a 64 MiB value on real files; a hot backup
+//!   and a read-only open of a database holding large values;
 //! - the limit: one byte past 1 GiB is refused with an error naming it.
 
 mod common;
@@ -562,4 +563,36 @@ fn random_stress_of_large_values_with_snapshots_and_purge() {
     drained(&db);
     assert!(metric(&db, "lob_chains_freed") > 10);
     checked_close(&bed, db, t);
+}
+
+/// A hot backup copies the chains like any page (its copy recovers and
+/// checks whole), and a read-only open reads large values, writing
+/// nothing.
+#[test]
+fn a_backup_and_a_read_only_open_carry_large_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        flush_method: "nosync".parse().unwrap(),
+        ..opts()
+    };
+    let db = Db::open(dir.path().join("db"), o.clone()).unwrap();
+    let t = db.create_table("t").unwrap();
+    let (v1, v2) = (value(1, 2 * MIB), value(2, 300_000));
+    t.put(b"a", &v1).unwrap();
+    t.put(b"b", &v2).unwrap();
+    let copy = dir.path().join("copy");
+    db.backup(&copy).unwrap();
+    drop(t);
+    db.close().unwrap();
+    for d in [dir.path().join("db"), copy] {
+        let db = Db::open(&d, o.clone()).unwrap();
+        db.check().unwrap();
+        db.close().unwrap();
+        let db = Db::open_read_only(&d, o.clone()).unwrap();
+        let t = db.table("t").unwrap();
+        assert_value(&t, b"a", &v1);
+        assert_value(&t, b"b", &v2);
+        assert!(matches!(t.put(b"c", &v2), Err(Error::ReadOnly(_))));
+        db.check().unwrap();
+    }
 }
