@@ -63,15 +63,21 @@
 //!
 //! # Latches and waits
 //!
-//! Order: a directory page, a leaf or an undo page first, then chain pages
-//! (head first, then down the chain), then the space header (allocation
-//! and freeing) last. A reader latches one chain page at a time, shared,
-//! holding nothing else. No one waits for anything while holding a chain
-//! page. A reader reaches a chain only through a version its read view
-//! needs (registered, so purge keeps it), or through the latest version of
-//! a row it locked; a read racing a drop or truncate of the table may find
+//! Latch order: tree pages (a bulk load's publish holds the table's root
+//! and its hidden root), then the directory page, then chain pages (head
+//! first, then down the chain), then the space header (allocation and
+//! freeing) last. Nobody holding the directory or a chain page latches a
+//! tree or undo page: chains are written before the commit's ops are
+//! applied, and purge, drops and the open free them holding nothing else
+//! (a bundle's cleanup latches a head after the directory only when its
+//! trim has just found the chain there: a freed head may be any page by
+//! now). A reader latches one chain page at a time, shared, holding
+//! nothing else, and waits for nothing while it holds it. A reader
+//! reaches a chain only through a version its read view needs
+//! (registered, so purge keeps it), or through the latest version of a
+//! row it locked; a read racing a drop or truncate of the table may find
 //! the chain freed, which is reported as the table's change (the caller
-//! checks the table first).
+//! checks the table again when the read fails).
 //!
 //! The directory has a fixed number of slots: a commit that would need one
 //! while all are held waits (holding its row locks, no latch) until a
