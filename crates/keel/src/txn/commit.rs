@@ -2,6 +2,17 @@
 //! durability. Also the one-operation commits behind `Table::put` and
 //! `Table::delete`, and finishing the commits recovery found unapplied.
 //!
+//! # Large values
+//!
+//! Before the record is logged, the values too long for a leaf are
+//! written to overflow chains (one bundle for the commit, entered in the
+//! overflow directory), and the record's op carries the chain's pointer
+//! (kind 3). Once every op is applied, and before the "applied" marker,
+//! the bundle's directory slot is cleared: recovery, which applies again a
+//! commit whose marker is not durable, clears it too, and the open frees
+//! the bundles of commits whose record never reached the log (`lob`'s
+//! module doc).
+//!
 //! # Applying one operation, with its undo
 //!
 //! The committer holds the row lock, so no other commit changes the row

@@ -64,7 +64,13 @@
 //! releases its locks. Others see the commit once every row is in place,
 //! before the log is durable (as in InnoDB with group commit).
 //!
-//! Purge (`purge`) drops undo records no view can need and removes delete
+//! A value too long for its leaf is written to an overflow chain before
+//! the commit record, which, like the row and any undo record holding the
+//! version later, carries only a pointer to it; every version owns its
+//! chain, and the chain goes when the version does (`lob`'s module doc).
+//!
+//! Purge (`purge`) drops undo records no view can need (freeing the
+//! overflow chains of the versions they hold) and removes delete
 //! marks no view can see; `trx_rseg_history_len` counts the commits whose
 //! undo is still kept. A view held open makes the history grow; writers
 //! are never stopped for it, and `Db::history` names the view.
