@@ -132,6 +132,24 @@ const fn slots(page_size: usize) -> usize {
     (page_size - SLOTS) / SLOT
 }
 
+/// The slot at offset `o` of directory page `p`: (head, chain id).
+fn slot(p: &[u8], o: usize) -> (u32, u64) {
+    (get_u32(p, o), get_u64(p, o + 4))
+}
+
+fn set_slot(p: &mut [u8], o: usize, (head, id): (u32, u64)) {
+    put_u32(p, o, head);
+    put_u64(p, o + 4, id);
+}
+
+/// Offset of the first slot of directory page `p` holding `first`
+/// ((0, 0): a free slot).
+fn slot_of(p: &[u8], first: (u32, u64)) -> Option<usize> {
+    (0..slots(p.len()))
+        .map(|i| SLOTS + SLOT * i)
+        .find(|&o| slot(p, o) == first)
+}
+
 /// Where a large value is: its chain's head page, length and id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Pointer {
@@ -174,6 +192,22 @@ fn bad(id: PageId, what: String) -> Error {
     Error::Corruption(format!("overflow page {id}: {what}"))
 }
 
+/// Corruption unless page `id` (image `p`) is a page of chain `chain`;
+/// `reached` says how the page was reached.
+fn expect_chain(p: &[u8], id: PageId, chain: u64, reached: &str) -> Result<()> {
+    if of_chain(p, chain) {
+        return Ok(());
+    }
+    Err(bad(
+        id,
+        format!(
+            "{reached} chain {chain}, but it has type {:?} and chain id {}",
+            page_type(p),
+            get_u64(p, ID)
+        ),
+    ))
+}
+
 /// Visit every page of the chain `ptr` names, in order, checking its
 /// type, id, lengths and end; returns the pages. `seen` gets each page
 /// number (for the leak and double-reference checks of `Db::check`).
@@ -188,18 +222,8 @@ pub(crate) fn walk<P: Pages>(
     loop {
         let id = PageId::new(space, no);
         let p = pages.page(id)?;
-        if !of_chain(&p, ptr.id) {
-            return Err(bad(
-                id,
-                format!(
-                    "expected a page of chain {} (a {}-byte value), found type {:?} of chain {}",
-                    ptr.id,
-                    ptr.len,
-                    page_type(&p),
-                    get_u64(&p, ID)
-                ),
-            ));
-        }
+        let reached = format!("reached by a {}-byte value's", ptr.len);
+        expect_chain(&p, id, ptr.id, &reached)?;
         if n == 0 && get_u64(&p, TOTAL) != ptr.len {
             return Err(bad(
                 id,
@@ -273,17 +297,7 @@ fn trim(e: &Engine, purpose: Purpose, ptr: Pointer) -> Result<bool> {
         while next != 0 && freed.len() < batch {
             let id = PageId::new(e.space_id(), next);
             let p = e.pool.write(id)?;
-            if !of_chain(&p, ptr.id) {
-                return Err(bad(
-                    id,
-                    format!(
-                        "linked from chain {} but of type {:?}, chain {}",
-                        ptr.id,
-                        page_type(&p),
-                        get_u64(&p, ID)
-                    ),
-                ));
-            }
+            expect_chain(&p, id, ptr.id, "linked from")?;
             next = get_u32(&p, NEXT);
             freed.push(p);
         }
@@ -341,7 +355,7 @@ impl Lobs {
             let p = e.pool.read(id)?;
             check_dir(&p, id)?;
             used = (0..slots(ps))
-                .filter(|&i| get_u32(&p, SLOTS + SLOT * i) != 0)
+                .filter(|&i| slot(&p, SLOTS + SLOT * i).0 != 0)
                 .count();
             let _ = dir.set(id);
         }
@@ -387,12 +401,7 @@ impl Lobs {
         let p = pages.page(dir)?;
         check_dir(&p, dir)?;
         Ok((0..slots(pages.page_size()))
-            .map(|i| {
-                (
-                    get_u32(&p, SLOTS + SLOT * i),
-                    get_u64(&p, SLOTS + SLOT * i + 4),
-                )
-            })
+            .map(|i| slot(&p, SLOTS + SLOT * i))
             .filter(|&(h, _)| h != 0)
             .collect())
     }
@@ -409,12 +418,7 @@ impl Lobs {
         while head != 0 {
             let pid = PageId::new(space, head);
             let p = pages.page(pid)?;
-            if !of_chain(&p, id) {
-                return Err(bad(
-                    pid,
-                    format!("a bundle names chain {id} here, found {:?}", page_type(&p)),
-                ));
-            }
+            expect_chain(&p, pid, id, "a bundle names here")?;
             out.push(Pointer {
                 head,
                 len: get_u64(&p, TOTAL),
@@ -451,14 +455,10 @@ impl Lobs {
         let dir = self.dir_or_err()?;
         let mut p = e.pool.write(dir)?;
         check_dir(&p, dir)?;
-        let at = (0..self.capacity)
-            .map(|i| SLOTS + SLOT * i)
-            .find(|&o| get_u32(&p, o) == first.0 && get_u64(&p, o + 4) == first.1);
-        let Some(o) = at else {
+        let Some(o) = slot_of(&p, first) else {
             return Ok(false);
         };
-        put_u32(&mut p, o, 0);
-        put_u64(&mut p, o + 4, 0);
+        set_slot(&mut p, o, (0, 0));
         mtr.keep(p);
         Ok(true)
     }
@@ -502,10 +502,7 @@ impl Lobs {
             let mut mtr = Mtr::new(e, &budget);
             let mut d = e.pool.write(dir)?;
             check_dir(&d, dir)?;
-            let Some(o) = (0..self.capacity)
-                .map(|i| SLOTS + SLOT * i)
-                .find(|&o| get_u32(&d, o) == head && get_u64(&d, o + 4) == id)
-            else {
+            let Some(o) = slot_of(&d, (head, id)) else {
                 break;
             };
             // Latched only if the trim found the chain there (it is this
@@ -533,8 +530,7 @@ impl Lobs {
                 );
                 (0, 0)
             };
-            put_u32(&mut d, o, next);
-            put_u64(&mut d, o + 4, next_id);
+            set_slot(&mut d, o, (next, next_id));
             mtr.keep(d);
             mtr.commit()?;
             Metrics::add(&e.metrics.lob_chains_freed, u64::from(present));
@@ -692,18 +688,14 @@ impl<'e> Bundle<'e> {
                     put_u64(f, BUNDLE_ID, ptr.id);
                 }
                 (None, Some(d)) => {
-                    let free = (0..self.lobs.capacity)
-                        .map(|i| SLOTS + SLOT * i)
-                        .find(|&o| get_u32(d, o) == 0);
-                    let Some(o) = free else {
+                    let Some(o) = slot_of(d, (0, 0)) else {
                         return Err(Error::Corruption(format!(
                             "overflow directory {dir}: no free slot, though fewer than {} \
                              bundles are in flight",
                             self.lobs.capacity
                         )));
                     };
-                    put_u32(d, o, first_no);
-                    put_u64(d, o + 4, ptr.id);
+                    set_slot(d, o, (first_no, ptr.id));
                 }
                 (None, None) => unreachable!("a first chain links from the directory"),
             }

@@ -232,16 +232,28 @@ fn crash_at(point: &'static str, two_ops: bool) -> (Bed, Db, Vec<u8>) {
         })
     };
     assert!(hold.wait_held(WAIT), "the commit never reached {point}");
-    // Another commit syncs the log: what the held one logged so far is
-    // durable.
+    let db = lose_power_while_held(&bed, db, t, &hold, worker);
+    (bed, db, big)
+}
+
+/// With a commit held at a failpoint (`hold`, on `worker`): another commit
+/// syncs the log, so what the held one logged so far is durable; the power
+/// fails; the held thread is let go; opens lose power after 1, 2 and 3
+/// page writes. Returns the open after those.
+fn lose_power_while_held<T>(
+    bed: &Bed,
+    db: Db,
+    t: Table,
+    hold: &keel::failpoint::Hold,
+    worker: std::thread::JoinHandle<T>,
+) -> Db {
     t.put(b"sync", b"3").unwrap();
     drop(t);
     bed.crash(db);
     hold.release();
     let _ = worker.join().unwrap();
     bed.crash_opens(1..4);
-    let db = bed.open();
-    (bed, db, big)
+    bed.open()
 }
 
 #[test]
@@ -417,13 +429,7 @@ fn a_crash_between_an_undo_record_and_its_row_frees_the_old_chain_once() {
         std::thread::spawn(move || t.put(b"k", &v2))
     };
     assert!(hold.wait_held(WAIT), "the overwrite never reached its row");
-    t.put(b"sync", b"1").unwrap();
-    drop(t);
-    bed.crash(db);
-    hold.release();
-    let _ = worker.join().unwrap();
-    bed.crash_opens(1..4);
-    let db = bed.open();
+    let db = lose_power_while_held(&bed, db, t, &hold, worker);
     let t = db.table("t").unwrap();
     assert_value(&t, b"k", &v2);
     db.check().unwrap();

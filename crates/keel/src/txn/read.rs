@@ -26,8 +26,8 @@ use super::TrxSys;
 
 /// What a read view sees of one stored row.
 enum Seen {
-    /// The stored version itself: its value is the stored bytes past the
-    /// version header.
+    /// The stored version itself, kept in its leaf: its value is the
+    /// stored bytes past the version header.
     Stored,
     /// No row: absent or deleted in the view's snapshot.
     Absent,
@@ -47,7 +47,9 @@ pub(crate) fn visible(
     stored: Vec<u8>,
 ) -> Result<Option<Vec<u8>>> {
     Ok(match resolve(sys, view, root, key, &stored)? {
-        Seen::Stored => value_of(&sys.engine, root, stored)?,
+        // Neither deleted nor external (`resolve`): the bytes past the
+        // header are the value.
+        Seen::Stored => Some(strip(stored)),
         Seen::Absent => None,
         Seen::Older(v) => Some(v),
     })
@@ -116,7 +118,7 @@ pub(crate) fn latest(e: &Engine, tree: BTree, key: &[u8]) -> Result<Option<Vec<u
 
 /// The user's value of a stored version (`None` for a delete mark): in
 /// `stored`'s own buffer, or read from its overflow chain.
-fn value_of(e: &Engine, root: u32, mut stored: Vec<u8>) -> Result<Option<Vec<u8>>> {
+fn value_of(e: &Engine, root: u32, stored: Vec<u8>) -> Result<Option<Vec<u8>>> {
     let v = Version::decode(&stored, root)?;
     if v.deleted {
         return Ok(None);
@@ -124,8 +126,14 @@ fn value_of(e: &Engine, root: u32, mut stored: Vec<u8>) -> Result<Option<Vec<u8>
     if let Some(p) = v.external {
         return crate::lob::read(e, e.space_id(), p).map(Some);
     }
+    Ok(Some(strip(stored)))
+}
+
+/// The value of a stored version kept in its leaf: the bytes past the
+/// header, in the stored value's own buffer.
+fn strip(mut stored: Vec<u8>) -> Vec<u8> {
     stored.drain(..super::version::HEADER);
-    Ok(Some(stored))
+    stored
 }
 
 /// `key` of `tree` as `view` sees it.
