@@ -251,3 +251,50 @@ fn a_bundle_dropped_before_its_commit_frees_its_chains_and_slot() {
     assert_eq!(e.metrics.get("lob_chains_freed").unwrap() - freed, 2);
     assert!(crate::lob::read(e, e.space_id(), p).is_err());
 }
+
+/// With every directory slot held by a bundle in flight, the next commit
+/// with a large value waits (holding no latch) until a slot is released,
+/// then writes its chain.
+#[test]
+fn a_bundle_waits_for_a_directory_slot_until_one_is_released() {
+    use crate::lob::Bundle;
+    let (_dir, db) = db();
+    let e = &*db.inner.engine;
+    let lobs = &db.inner.trx.lobs;
+    let value = vec![5u8; 2000];
+    let mut held = Vec::new();
+    loop {
+        let mut b = Bundle::new(lobs, e);
+        b.write(&value).unwrap();
+        held.push(b);
+        let dir = crate::lob::dir_in_header(e, e.space_id()).unwrap().unwrap();
+        let page = e.pool.read(dir).unwrap();
+        // Slots of 12 bytes from offset 32 (`lob`'s module doc).
+        let full = (32..page.len() - 11)
+            .step_by(12)
+            .all(|o| crate::page::get_u32(&page, o) != 0);
+        if full {
+            break;
+        }
+    }
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = s.spawn(move || {
+            let mut b = Bundle::new(lobs, e);
+            let r = b.write(&value).map(drop);
+            tx.send(()).unwrap();
+            r
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(300))
+                .is_err(),
+            "a bundle got a slot while all {} were held",
+            held.len()
+        );
+        // Dropping a bundle frees its chains and its slot: the waiter goes on.
+        held.pop();
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the waiting bundle never got the released slot");
+        waiter.join().unwrap().unwrap();
+    });
+}
