@@ -31,8 +31,8 @@ use std::cmp::Ordering;
 
 use crate::error::{Error, Result};
 use crate::page::{
-    get_u16, get_u32, put_u16, put_u32, set_page_type, PageType, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
-    PAGE_HEADER_SIZE,
+    get_u16, get_u32, put_u16, put_u32, set_page_type, PageBytes, PageType, MAX_PAGE_SIZE,
+    MIN_PAGE_SIZE, PAGE_HEADER_SIZE,
 };
 
 mod validate;
@@ -313,62 +313,69 @@ impl<'a> NodeRef<'a> {
 /// Mutable view of a node image. On an image that passed [`validate`], every
 /// method with an index in range and a well-formed cell of the node's kind
 /// keeps the image valid and never panics.
-pub struct NodeMut<'a> {
-    b: &'a mut [u8],
+pub struct NodeMut<'a, P: PageBytes + ?Sized = [u8]> {
+    b: &'a mut P,
 }
 
-impl<'a> NodeMut<'a> {
-    /// View a (valid) node image for modification.
-    pub fn new(b: &'a mut [u8]) -> Self {
+impl<'a, P: PageBytes + ?Sized> NodeMut<'a, P> {
+    /// View a (valid) node image for modification. Every write goes
+    /// through [`PageBytes::range_mut`] with the bytes it may change, so
+    /// that a page guard keeps and diffs only those (`buffer::guard`).
+    pub fn new(b: &'a mut P) -> Self {
         NodeMut { b }
     }
 
     /// Format the page as an empty node, keeping the common header's identity
     /// and setting its type from the level.
-    pub fn init(b: &'a mut [u8], level: u8, leftmost: u32) -> Self {
+    pub fn init(b: &'a mut P, level: u8, leftmost: u32) -> Self {
         let t = if level == 0 {
             PageType::BtreeLeaf
         } else {
             PageType::BtreeInternal
         };
-        set_page_type(b, t);
-        b[PAGE_HEADER_SIZE..].fill(0);
+        let len = b.bytes().len();
+        let all = b.range_mut(0..len);
+        set_page_type(all, t);
+        all[PAGE_HEADER_SIZE..].fill(0);
+        all[OFF_LEVEL] = level;
         let mut n = NodeMut { b };
-        n.set_content_start(n.b.len());
-        n.b[OFF_LEVEL] = level;
+        n.set_content_start(len);
         n.set_leftmost(leftmost);
         n
     }
 
     /// Read-only view.
     pub fn as_ref(&self) -> NodeRef<'_> {
-        NodeRef::new(self.b)
+        NodeRef::new(self.b.bytes())
     }
 
+    fn len(&self) -> usize {
+        self.b.bytes().len()
+    }
     fn set_n_cells(&mut self, n: usize) {
-        put_u16(self.b, OFF_N_CELLS, n as u16);
+        self.b.set_u16(OFF_N_CELLS, n as u16);
     }
     fn set_content_start(&mut self, s: usize) {
         // 65536 only occurs for an empty 64 KiB page; 0 encodes it.
-        put_u16(self.b, OFF_CONTENT, (s & 0xffff) as u16);
+        self.b.set_u16(OFF_CONTENT, (s & 0xffff) as u16);
     }
     fn set_frag(&mut self, f: usize) {
-        put_u16(self.b, OFF_FRAG, f as u16);
+        self.b.set_u16(OFF_FRAG, f as u16);
     }
     fn set_offset(&mut self, i: usize, off: usize) {
-        put_u16(self.b, NODE_HEADER_END + SLOT_SIZE * i, off as u16);
+        self.b.set_u16(NODE_HEADER_END + SLOT_SIZE * i, off as u16);
     }
 
     /// Set the leftmost child.
     pub fn set_leftmost(&mut self, child: u32) {
-        put_u32(self.b, OFF_LEFTMOST, child);
+        self.b.set_u32(OFF_LEFTMOST, child);
     }
 
     /// Mark this table root as the target of a bulk load building the
     /// hidden tree rooted at `hidden` (never page 0, the space header), or
     /// (`None`) clear the mark. The node itself is left as it is.
     pub fn set_pending_bulk(&mut self, hidden: Option<u32>) {
-        put_u32(self.b, OFF_BULK_PENDING, hidden.unwrap_or(0));
+        self.b.set_u32(OFF_BULK_PENDING, hidden.unwrap_or(0));
     }
 
     /// Append a leaf entry after the last cell (the caller keeps keys in
@@ -386,11 +393,11 @@ impl<'a> NodeMut<'a> {
             self.compact();
         }
         let start = self.as_ref().content_start() - len;
-        put_u16(self.b, start, key.len() as u16);
-        put_u16(self.b, start + 2, value.len() as u16);
-        let k = start + LEAF_CELL_HEADER;
-        self.b[k..k + key.len()].copy_from_slice(key);
-        self.b[k + key.len()..start + len].copy_from_slice(value);
+        let c = self.b.range_mut(start..start + len);
+        put_u16(c, 0, key.len() as u16);
+        put_u16(c, 2, value.len() as u16);
+        c[LEAF_CELL_HEADER..LEAF_CELL_HEADER + key.len()].copy_from_slice(key);
+        c[LEAF_CELL_HEADER + key.len()..].copy_from_slice(value);
         self.set_offset(n, start);
         self.set_n_cells(n + 1);
         self.set_content_start(start);
@@ -410,10 +417,14 @@ impl<'a> NodeMut<'a> {
             self.compact();
         }
         let start = self.as_ref().content_start() - cell.len();
-        self.b[start..start + cell.len()].copy_from_slice(cell);
+        self.b
+            .range_mut(start..start + cell.len())
+            .copy_from_slice(cell);
         let slots = NODE_HEADER_END + SLOT_SIZE * i;
         let slots_end = NODE_HEADER_END + SLOT_SIZE * n;
-        self.b.copy_within(slots..slots_end, slots + SLOT_SIZE);
+        self.b
+            .range_mut(slots..slots_end + SLOT_SIZE)
+            .copy_within(0..slots_end - slots, SLOT_SIZE);
         self.set_offset(i, start);
         self.set_n_cells(n + 1);
         self.set_content_start(start);
@@ -427,11 +438,13 @@ impl<'a> NodeMut<'a> {
         let (off, len) = (r.offset(i), r.cell(i).len());
         let (start, frag) = (r.content_start(), r.frag_bytes());
         let slot = NODE_HEADER_END + SLOT_SIZE * i;
+        let slots_end = NODE_HEADER_END + SLOT_SIZE * n;
         self.b
-            .copy_within(slot + SLOT_SIZE..NODE_HEADER_END + SLOT_SIZE * n, slot);
+            .range_mut(slot..slots_end)
+            .copy_within(SLOT_SIZE.., 0);
         self.set_n_cells(n - 1);
         if n == 1 {
-            self.set_content_start(self.b.len());
+            self.set_content_start(self.len());
             self.set_frag(0);
         } else if off == start {
             self.set_content_start(start + len);
@@ -446,7 +459,7 @@ impl<'a> NodeMut<'a> {
         let old = r.cell(i).len();
         if old == cell.len() {
             let off = r.offset(i);
-            self.b[off..off + old].copy_from_slice(cell);
+            self.b.range_mut(off..off + old).copy_from_slice(cell);
             return true;
         }
         if r.free_bytes() + old < cell.len() {
@@ -467,11 +480,23 @@ impl<'a> NodeMut<'a> {
         let r = self.as_ref();
         let n = r.n_cells();
         let cells: Vec<Vec<u8>> = r.cells().map(|c| c.to_vec()).collect();
-        let mut start = self.b.len();
-        for (i, c) in cells.iter().enumerate() {
+        let len = self.len();
+        let mut start = len;
+        // The cells and the slots, each written once: one range each.
+        let low = len - cells.iter().map(Vec::len).sum::<usize>();
+        let area = self.b.range_mut(low..len);
+        for c in &cells {
             start -= c.len();
-            self.b[start..start + c.len()].copy_from_slice(c);
-            self.set_offset(i, start);
+            area[start - low..start - low + c.len()].copy_from_slice(c);
+        }
+        debug_assert_eq!(start, low);
+        let slots = self
+            .b
+            .range_mut(NODE_HEADER_END..NODE_HEADER_END + SLOT_SIZE * n);
+        let mut at = len;
+        for (i, c) in cells.iter().enumerate() {
+            at -= c.len();
+            put_u16(slots, SLOT_SIZE * i, at as u16);
         }
         debug_assert_eq!(cells.len(), n);
         self.set_content_start(start);

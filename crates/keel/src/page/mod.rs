@@ -159,6 +159,58 @@ pub fn put_u64(b: &mut [u8], off: usize, v: u64) {
     b[off..off + 8].copy_from_slice(&v.to_le_bytes());
 }
 
+/// A page image changed a range at a time: whoever owns it learns which
+/// bytes a change may touch. A page guard uses this to keep only those
+/// bytes as they were, and to diff only around them when the change is
+/// logged (`buffer::guard`), instead of copying and diffing the whole
+/// page. A plain byte slice is its own `PageBytes`.
+pub trait PageBytes {
+    /// The whole image.
+    fn bytes(&self) -> &[u8];
+    /// The bytes of `r`, to change.
+    fn range_mut(&mut self, r: std::ops::Range<usize>) -> &mut [u8];
+    /// Write a little-endian u16 at `off`.
+    #[inline]
+    fn set_u16(&mut self, off: usize, v: u16) {
+        self.range_mut(off..off + 2)
+            .copy_from_slice(&v.to_le_bytes());
+    }
+    /// Write a little-endian u32 at `off`.
+    #[inline]
+    fn set_u32(&mut self, off: usize, v: u32) {
+        self.range_mut(off..off + 4)
+            .copy_from_slice(&v.to_le_bytes());
+    }
+    /// Write a little-endian u64 at `off`.
+    #[inline]
+    fn set_u64(&mut self, off: usize, v: u64) {
+        self.range_mut(off..off + 8)
+            .copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+impl PageBytes for [u8] {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    #[inline]
+    fn range_mut(&mut self, r: std::ops::Range<usize>) -> &mut [u8] {
+        &mut self[r]
+    }
+}
+
+impl PageBytes for Vec<u8> {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    #[inline]
+    fn range_mut(&mut self, r: std::ops::Range<usize>) -> &mut [u8] {
+        &mut self[r]
+    }
+}
+
 /// A header field of `N` bytes at `off`; zeros if `b` is too short, so that
 /// the header accessors never panic (such an image fails [`verify_page`]).
 fn header_field<const N: usize>(b: &[u8], off: usize) -> [u8; N] {

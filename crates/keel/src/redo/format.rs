@@ -466,16 +466,42 @@ const MIN_SHIFTED: usize = 24;
 /// the same diff as byte ranges (admission's bound holds). Checked by the
 /// property tests in `redo::format`.
 pub fn diff_changes(before: &[u8], after: &[u8]) -> Vec<Change> {
-    let ranges = diff_ranges(before, after);
-    let mut out = Vec::with_capacity(ranges.len() + 2);
+    let mut out = Vec::new();
+    diff_changes_at(before, after, 0, &mut out);
+    out
+}
+
+/// [`diff_changes`] of a window of a page: `before` and `after` are the
+/// page's bytes from offset `base` on, as they were and as they are, and
+/// the changes (at page offsets) are appended to `out`.
+///
+/// A page guard that knows which bytes an mtr wrote (`buffer::guard`)
+/// diffs only windows around them, and gets exactly the full page's diff
+/// if every byte outside the windows is unchanged and each window reaches
+/// at least [`DIFF_WINDOW_SLACK`] bytes past the last byte written in it
+/// (or to the page's end), with windows closer than that merged: a
+/// range's lookahead and the merge of two ranges look at most `GAP` bytes
+/// past a changed byte, and a move's source at most the largest shift, so
+/// neither can reach an unchanged stretch that the window left out. The
+/// property tests in `redo::format` and `buffer::guard` check this.
+pub fn diff_changes_at(before: &[u8], after: &[u8], base: usize, out: &mut Vec<Change>) {
+    let mut ranges = Vec::new();
+    diff_ranges_at(before, after, base, &mut ranges);
+    out.reserve(ranges.len() + 2);
     for (s, e) in ranges {
-        match shifted(before, after, s, e) {
+        match shifted(before, after, base, s, e) {
             Some((c, k)) => out.extend_from_slice(&c[..k]),
             None => out.push(Change::Bytes(s, e)),
         }
     }
-    out
 }
+
+/// How far past the last byte written a window must reach for
+/// [`diff_changes_at`] to find what the whole page's diff finds: the
+/// ranges' merge gap and the largest shift.
+pub const DIFF_WINDOW_SLACK: usize = 8;
+const _: () =
+    assert!(DIFF_WINDOW_SLACK >= DIFF_GAP && DIFF_WINDOW_SLACK >= SHIFTS[SHIFTS.len() - 1]);
 
 /// Length of the common prefix of `a` and `b`, eight bytes at a time
 /// (the byte-by-byte count was most of [`shifted`]'s time).
@@ -501,10 +527,37 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 /// The shorter encoding of the changed range `[s, e)` as a move and byte
 /// entries, if one is shorter than the range's bytes: the entries, in the
 /// first `k` places of the array.
-fn shifted(before: &[u8], after: &[u8], s: usize, e: usize) -> Option<([Change; 3], usize)> {
-    let n = before.len().min(after.len());
+/// `before` and `after` start at page offset `base`; `s`, `e` and the
+/// entries are page offsets.
+fn shifted(
+    before: &[u8],
+    after: &[u8],
+    base: usize,
+    s: usize,
+    e: usize,
+) -> Option<([Change; 3], usize)> {
     // Never near the checksum and LSN fields, which a diff leaves out.
-    if e - s < MIN_SHIFTED || s < crate::page::PAGE_HEADER_SIZE || e > n {
+    if e - s < MIN_SHIFTED || s < crate::page::PAGE_HEADER_SIZE || s < base {
+        return None;
+    }
+    let (mut best, k) = shifted_local(before, after, s - base, e - base)?;
+    for c in &mut best[..k] {
+        *c = match *c {
+            Change::Bytes(a, b) => Change::Bytes(a + base, b + base),
+            Change::Move { dst, src, len } => Change::Move {
+                dst: dst + base,
+                src: src + base,
+                len,
+            },
+        };
+    }
+    Some((best, k))
+}
+
+/// [`shifted`] with offsets into the slices.
+fn shifted_local(before: &[u8], after: &[u8], s: usize, e: usize) -> Option<([Change; 3], usize)> {
+    let n = before.len().min(after.len());
+    if e > n {
         return None;
     }
     let none = Change::Bytes(0, 0);
@@ -790,12 +843,29 @@ const DIFF_BLOCK: usize = 1024;
 /// passes equal bytes, so the ranges found are the same as the scan alone
 /// would find.
 pub fn diff_ranges(before: &[u8], after: &[u8]) -> Vec<(usize, usize)> {
-    const GAP: usize = 8;
-    let mut out: Vec<(usize, usize)> = Vec::new();
+    let mut out = Vec::new();
+    diff_ranges_at(before, after, 0, &mut out);
+    out
+}
+
+/// Ranges closer than this are merged: a range's header costs about as
+/// much as the bytes between.
+const DIFF_GAP: usize = 8;
+
+/// [`diff_ranges`] of the window of a page that starts at offset `base`
+/// (`before` and `after` are its bytes), appending page offsets to `out`
+/// (and merging with its last range by the same rule).
+pub fn diff_ranges_at(before: &[u8], after: &[u8], base: usize, out: &mut Vec<(usize, usize)>) {
+    const GAP: usize = DIFF_GAP;
+    // The fields a diff leaves out, in window offsets.
+    let skip = |i: usize| {
+        let p = i + base;
+        (0..4).contains(&p) || (12..20).contains(&p)
+    };
     let n = before.len().min(after.len());
     let mut i = 0;
     while i < n {
-        if i >= 20 {
+        if i + base >= 20 {
             while i + DIFF_BLOCK <= n && before[i..i + DIFF_BLOCK] == after[i..i + DIFF_BLOCK] {
                 i += DIFF_BLOCK;
             }
@@ -806,7 +876,7 @@ pub fn diff_ranges(before: &[u8], after: &[u8]) -> Vec<(usize, usize)> {
                 break;
             }
         }
-        if before[i] == after[i] || (0..4).contains(&i) || (12..20).contains(&i) {
+        if before[i] == after[i] || skip(i) {
             i += 1;
             continue;
         }
@@ -814,18 +884,18 @@ pub fn diff_ranges(before: &[u8], after: &[u8]) -> Vec<(usize, usize)> {
         let mut end = i + 1;
         let mut j = end;
         while j < n && j < end + GAP {
-            if before[j] != after[j] && !(12..20).contains(&j) {
+            if before[j] != after[j] && !(12..20).contains(&(j + base)) {
                 end = j + 1;
             }
             j += 1;
         }
+        let (start, end_abs) = (start + base, end + base);
         match out.last_mut() {
-            Some(last) if start <= last.1 + GAP => last.1 = end,
-            _ => out.push((start, end)),
+            Some(last) if start <= last.1 + GAP => last.1 = end_abs,
+            _ => out.push((start, end_abs)),
         }
         i = end;
     }
-    out
 }
 
 /// Apply a decoded page record to a page image.

@@ -58,7 +58,7 @@ use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::mtr::{mtr_bound, Mtr};
-use crate::page::{get_u32, get_u64, put_u16, put_u32, put_u64, PageId, PageType};
+use crate::page::{get_u32, get_u64, put_u16, put_u32, PageBytes, PageId, PageType};
 
 /// One rollback segment's mutexes (module doc).
 struct Rseg {
@@ -222,10 +222,11 @@ impl UndoSpace {
         };
         let id = page.id();
         let off = usize::from(crate::page::get_u16(&page, USED));
-        rec.encode(&mut page[off..off + len]);
-        put_u16(&mut page, USED, (off + len) as u16);
+        // Through ranges: the guard keeps and diffs only these bytes.
+        rec.encode(page.range_mut(off..off + len));
+        page.set_u16(USED, (off + len) as u16);
         let max = get_u64(&page, MAX_COMMIT).max(rec.commit);
-        put_u64(&mut page, MAX_COMMIT, max);
+        page.set_u64(MAX_COMMIT, max);
         mtr.keep(page);
         mtr.commit()?;
         if fresh {
