@@ -18,7 +18,7 @@
 use std::ops::Bound;
 
 use super::descend::descend_read;
-use super::node::NodeRef;
+use super::node::{cmp_keys, NodeRef};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::page::PageId;
@@ -219,8 +219,8 @@ impl LendRows for Cursor<'_> {
 fn below(k: &[u8], hi: &Bound<Vec<u8>>) -> bool {
     match hi {
         Bound::Unbounded => true,
-        Bound::Included(h) => k <= &h[..],
-        Bound::Excluded(h) => k < &h[..],
+        Bound::Included(h) => cmp_keys(k, h).is_le(),
+        Bound::Excluded(h) => cmp_keys(k, h).is_lt(),
     }
 }
 
@@ -228,8 +228,8 @@ fn below(k: &[u8], hi: &Bound<Vec<u8>>) -> bool {
 fn above(k: &[u8], lo: &Bound<Vec<u8>>) -> bool {
     match lo {
         Bound::Unbounded => true,
-        Bound::Included(l) => k >= &l[..],
-        Bound::Excluded(l) => k > &l[..],
+        Bound::Included(l) => cmp_keys(k, l).is_ge(),
+        Bound::Excluded(l) => cmp_keys(k, l).is_gt(),
     }
 }
 

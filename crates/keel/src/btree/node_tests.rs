@@ -259,6 +259,22 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
+    /// The key comparison's fast path orders keys exactly as bytes do,
+    /// for keys shorter and longer than its eight bytes, and equal in
+    /// their first eight.
+    #[test]
+    fn cmp_keys_orders_as_bytes(
+        a in proptest::collection::vec(0u8..3, 0..14),
+        b in proptest::collection::vec(0u8..3, 0..14),
+        shared in proptest::collection::vec(any::<u8>(), 0..10),
+    ) {
+        prop_assert_eq!(cmp_keys(&a, &b), a.cmp(&b));
+        let (x, y) = ([&shared[..], &a].concat(), [&shared[..], &b].concat());
+        prop_assert_eq!(cmp_keys(&x, &y), x.cmp(&y));
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// Random inserts, replaces and removes against a BTreeMap; a refused

@@ -862,6 +862,16 @@ pub fn diff_ranges_at(before: &[u8], after: &[u8], base: usize, out: &mut Vec<(u
         let p = i + base;
         (0..4).contains(&p) || (12..20).contains(&p)
     };
+    // The XOR of eight bytes at `i` (little-endian: byte k is bits 8k..).
+    let word = |i: usize| {
+        let (Some(x), Some(y)) = (
+            before.get(i..i + 8).and_then(|b| b.first_chunk::<8>()),
+            after.get(i..i + 8).and_then(|b| b.first_chunk::<8>()),
+        ) else {
+            unreachable!("eight bytes at {i} of {}", before.len().min(after.len()));
+        };
+        u64::from_le_bytes(*x) ^ u64::from_le_bytes(*y)
+    };
     let n = before.len().min(after.len());
     let mut i = 0;
     while i < n {
@@ -871,6 +881,15 @@ pub fn diff_ranges_at(before: &[u8], after: &[u8], base: usize, out: &mut Vec<(u
             }
             while i + DIFF_CHUNK <= n && before[i..i + DIFF_CHUNK] == after[i..i + DIFF_CHUNK] {
                 i += DIFF_CHUNK;
+            }
+            // Then eight bytes at a time to the first that differs.
+            while i + 8 <= n {
+                let x = word(i);
+                if x != 0 {
+                    i += (x.trailing_zeros() / 8) as usize;
+                    break;
+                }
+                i += 8;
             }
             if i >= n {
                 break;
@@ -882,12 +901,26 @@ pub fn diff_ranges_at(before: &[u8], after: &[u8], base: usize, out: &mut Vec<(u
         }
         let start = i;
         let mut end = i + 1;
-        let mut j = end;
-        while j < n && j < end + GAP {
-            if before[j] != after[j] && !(12..20).contains(&(j + base)) {
-                end = j + 1;
+        // Extend over every changed byte less than GAP past the end: to
+        // the last changed one among the next GAP bytes, until there is
+        // none (the same end as a byte-by-byte scan reaches).
+        loop {
+            if end + base >= 20 && end + GAP <= n {
+                let x = word(end);
+                if x == 0 {
+                    break;
+                }
+                end += 8 - (x.leading_zeros() / 8) as usize;
+                continue;
             }
-            j += 1;
+            let lim = (end + GAP).min(n);
+            match (end..lim)
+                .rev()
+                .find(|&j| before[j] != after[j] && !(12..20).contains(&(j + base)))
+            {
+                Some(j) => end = j + 1,
+                None => break,
+            }
         }
         let (start, end_abs) = (start + base, end + base);
         match out.last_mut() {
@@ -897,6 +930,7 @@ pub fn diff_ranges_at(before: &[u8], after: &[u8], base: usize, out: &mut Vec<(u
         i = end;
     }
 }
+const _: () = assert!(DIFF_GAP == 8, "diff_ranges_at reads the gap as one word");
 
 /// Apply a decoded page record to a page image.
 ///

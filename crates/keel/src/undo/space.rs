@@ -58,7 +58,7 @@ use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::mtr::{mtr_bound, Mtr};
-use crate::page::{get_u32, get_u64, put_u16, put_u32, PageBytes, PageId, PageType};
+use crate::page::{get_u32, get_u64, put_u32, PageBytes, PageId, PageType};
 
 /// One rollback segment's mutexes (module doc).
 struct Rseg {
@@ -364,7 +364,7 @@ impl UndoSpace {
                     h.purged
                 )));
             }
-            put_u16(&mut p, PURGED, done as u16);
+            p.set_u16(PURGED, done as u16);
             mtr.keep(p);
             mtr.commit()?;
             step.records += n;
