@@ -242,7 +242,12 @@ impl<'a> Mtr<'a> {
     fn finish(&mut self) -> Result<Lsn> {
         let mut payload = Vec::new();
         let mut changed = Vec::new();
-        for (i, p) in self.pages.iter().chain(self.header.iter()).enumerate() {
+        for (i, p) in self
+            .pages
+            .iter_mut()
+            .chain(self.header.iter_mut())
+            .enumerate()
+        {
             if let Some((zeroed, changes)) = p.changes() {
                 let id = p.id();
                 format::encode_page_changes(

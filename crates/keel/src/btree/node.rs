@@ -254,6 +254,13 @@ impl<'a> NodeRef<'a> {
         let start = off + h;
         &self.b[start..start + get_u16(self.b, off) as usize]
     }
+    /// Ask for cell `i`'s first bytes to be brought into the cache.
+    #[inline]
+    fn prefetch_cell(&self, i: usize) {
+        if let Some(c) = self.b.get(self.offset(i)..) {
+            prefetch(c);
+        }
+    }
     /// Value of leaf cell `i`.
     pub fn value(&self, i: usize) -> &'a [u8] {
         cell_value(self.cell(i))
@@ -275,11 +282,22 @@ impl<'a> NodeRef<'a> {
         (hidden != 0).then_some(hidden)
     }
     /// Binary search: `Ok(i)` if cell `i` has `key`, else `Err(insertion point)`.
+    ///
+    /// Each step reads a cell far from the last one, usually a cache miss
+    /// on a page out of the CPU's caches (`key_after` was the top function
+    /// of a single-threaded `read_write` profile). So before comparing
+    /// with cell `mid`, it asks for the cells of both possible next steps
+    /// ([`prefetch`]); the next step then waits for at most what is left
+    /// of a miss started one comparison earlier.
     pub fn search(&self, key: &[u8]) -> std::result::Result<usize, usize> {
         let (mut lo, mut hi) = (0, self.n_cells());
         let h = self.cell_header();
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
+            if hi - lo > 2 {
+                self.prefetch_cell(lo + (mid - lo) / 2);
+                self.prefetch_cell(mid + 1 + (hi - mid - 1) / 2);
+            }
             match cmp_keys(self.key_after(mid, h), key) {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
@@ -502,6 +520,23 @@ impl<'a, P: PageBytes + ?Sized> NodeMut<'a, P> {
         self.set_content_start(start);
         self.set_frag(0);
     }
+}
+
+/// A hint to bring the cache line holding `b`'s first byte into the cache
+/// (a no-op off x86-64).
+#[inline]
+fn prefetch(b: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unsafe_code)]
+    // SAFETY: a prefetch reads nothing the program sees and never faults,
+    // whatever the address; this one is inside a live slice anyway. SSE,
+    // which the instruction needs, is part of every x86-64 CPU.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(b.as_ptr().cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = b;
 }
 
 /// `a.cmp(b)` (byte-wise, shorter first on a tie), deciding most pairs of

@@ -66,6 +66,11 @@ struct Spans {
     list: Vec<(usize, usize)>,
     /// Their bytes as they were, one range after another.
     saved: Vec<u8>,
+    /// Scratch for [`Spans::changes`]: the windows, and one window's
+    /// bytes as they were (kept with the spans so that a commit allocates
+    /// neither).
+    wins: Vec<(usize, usize)>,
+    was: Vec<u8>,
 }
 
 impl Spans {
@@ -109,31 +114,40 @@ impl Spans {
 
     /// The changes from the page as it was to `now`, diffing only windows
     /// around the ranges (module doc).
-    fn changes(&self, now: &[u8]) -> Vec<Change> {
+    fn changes(&mut self, now: &[u8]) -> Vec<Change> {
         let n = now.len();
-        let mut wins: Vec<(usize, usize)> = self
-            .list
-            .iter()
-            .filter(|(s, e)| s < e)
-            .map(|&(s, e)| (s, (e + DIFF_WINDOW_SLACK).min(n)))
-            .collect();
+        let mut wins = std::mem::take(&mut self.wins);
+        let mut was = std::mem::take(&mut self.was);
+        wins.clear();
+        wins.extend(
+            self.list
+                .iter()
+                .filter(|(s, e)| s < e)
+                .map(|&(s, e)| (s, (e + DIFF_WINDOW_SLACK).min(n))),
+        );
         wins.sort_unstable();
-        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(wins.len());
-        for (s, e) in wins {
-            match merged.last_mut() {
-                // Closer than the slack: one window (see `diff_changes_at`).
-                Some(last) if s <= last.1 + DIFF_WINDOW_SLACK => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
+        // Merge in place: windows closer than the slack become one (see
+        // `diff_changes_at`).
+        let mut k = 0;
+        for i in 0..wins.len() {
+            let (s, e) = wins[i];
+            if k > 0 && s <= wins[k - 1].1 + DIFF_WINDOW_SLACK {
+                wins[k - 1].1 = wins[k - 1].1.max(e);
+            } else {
+                wins[k] = (s, e);
+                k += 1;
             }
         }
-        let mut out = Vec::new();
-        let mut was = Vec::new();
-        for (a, b) in merged {
+        wins.truncate(k);
+        let mut out = Vec::with_capacity(2 * k + 2);
+        for &(a, b) in &wins {
             was.clear();
             was.extend_from_slice(&now[a..b]);
             self.restore(&mut was, a);
             format::diff_changes_at(&was, &now[a..b], a, &mut out);
         }
+        self.wins = wins;
+        self.was = was;
         out
     }
 }
@@ -248,8 +262,11 @@ impl<'a> PageWrite<'a> {
     /// one, whose changes are its bytes). None when nothing was changed.
     ///
     /// [`diff_changes`]: crate::redo::format::diff_changes
-    pub(crate) fn changes(&self) -> Option<(bool, Vec<Change>)> {
-        let now: &[u8] = self;
+    pub(crate) fn changes(&mut self) -> Option<(bool, Vec<Change>)> {
+        let Some(g) = &self.guard else {
+            unreachable!("page guard used after release");
+        };
+        let now: &[u8] = g;
         if self.zeroed || self.reinit {
             let zeros = vec![0u8; now.len()];
             let r = crate::redo::format::diff_ranges(&zeros, now);
@@ -258,7 +275,7 @@ impl<'a> PageWrite<'a> {
                 r.into_iter().map(|(s, e)| Change::Bytes(s, e)).collect(),
             ));
         }
-        let r = match (&self.before, &self.spans) {
+        let r = match (&self.before, &mut self.spans) {
             (Some(before), _) => format::diff_changes(before, now),
             (None, Some(spans)) => spans.changes(now),
             (None, None) => return None,
