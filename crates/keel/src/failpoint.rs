@@ -28,6 +28,9 @@
 //! - `commit.undo_appended`: in a commit's apply, after an op's undo
 //!   record was appended and before the row pointing to it is written
 //!   (recovery appends the record again: two records hold one version).
+//! - `undo.appending`: in an undo append (`undo::space`), after it took
+//!   an rseg's append mutex and before it latches the tail, holding that
+//!   mutex: another appender must go to a free rseg, not wait.
 //! - `lob.written`: after each mini-transaction that writes pages of an
 //!   overflow chain (`lob`), before the next, holding no latch: the
 //!   bundle is in the directory, nothing references it yet.

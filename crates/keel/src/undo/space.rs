@@ -29,6 +29,22 @@
 //! Nobody waits for log space holding any of them: each mtr's budget is
 //! ensured before the mutex or the first latch is taken.
 //!
+//! # Which rseg
+//!
+//! An appender names an rseg (the commit's, from its transaction id) but
+//! takes the first one after it whose append mutex is free, and waits
+//! for the one it named only when all are held. An appender holds the
+//! mutex for a whole mtr, latches and log append included, so with more
+//! threads than cores one preempted appender used to put every thread of
+//! its rseg to sleep behind it: at 256 threads on 2 cores this mutex was
+//! where threads blocked most. Any rseg will do: an undo record stands
+//! alone (it names its table, key and commit; the row's roll pointer
+//! names its page), purge takes each record on its own, and a commit's
+//! records already lay in rsegs of other commits' interleaved. A commit's
+//! records may now lie in several rsegs; a record appended again after a
+//! crash or a retry may lie in another rseg than the first copy, which
+//! purge already allows for (two records holding one version).
+//!
 //! # What a failure leaves behind
 //!
 //! Every change is one mtr: an append that fails leaves the pages as they
@@ -154,7 +170,24 @@ impl UndoSpace {
         })
     }
 
-    /// Append `rec` to rseg `rseg` in its own mtr, paid by `budget`;
+    /// The append mutex of rseg `hint` if it is free, else of the first
+    /// free one after it, else (all held) of `hint`, waiting for it (a
+    /// counted wait): which rseg it took, and its guard.
+    fn lock_some_rseg(&self, e: &Engine, hint: usize) -> (usize, parking_lot::MutexGuard<'_, u32>) {
+        let n = self.rsegs.len();
+        for k in 0..n {
+            let i = (hint + k) % n;
+            if let Some(g) = self.rsegs[i].append.try_lock() {
+                return (i, g);
+            }
+        }
+        Metrics::add(&e.metrics.wait_rseg_mutex, 1);
+        (hint, self.rsegs[hint].append.lock())
+    }
+
+    /// Append `rec` in its own mtr, paid by `budget`, to rseg `rseg` or,
+    /// if another thread is appending there, to the first rseg after it
+    /// that nobody is appending to (see "Which rseg" in the module doc);
     /// returns where it lies. The caller holds no latch (module doc).
     pub fn append(
         &self,
@@ -163,7 +196,7 @@ impl UndoSpace {
         rseg: usize,
         rec: &UndoRecord<'_>,
     ) -> Result<RollPtr> {
-        let r = self.rseg(rseg)?;
+        self.rseg(rseg)?;
         let ps = e.page_size();
         let len = rec.encoded_len();
         if RECORDS_START + len > page_end(ps) || rec.key.len() > usize::from(u16::MAX) {
@@ -176,7 +209,8 @@ impl UndoSpace {
         // Old tail, new page, directory, space header.
         budget.ensure(mtr_bound(4, ps))?;
         let space = e.space_id();
-        let mut tail = crate::metrics::lock_counted(&r.append, &e.metrics.wait_rseg_mutex);
+        let (rseg, mut tail) = self.lock_some_rseg(e, rseg);
+        e.failpoints.hit("undo.appending");
         let mut mtr = Mtr::new(e, budget);
         let mut old = None;
         let mut fits = false;
