@@ -375,8 +375,8 @@ registry! {
     /// manager is sharded by key hash: `txn::lock`), a short wait, not a
     /// row-lock wait (`lock_row_lock_waits`).
     wait_lock_sys_mutex,
-    /// Wait event: a rollback segment's append mutex found held (undo
-    /// records of concurrent commits that picked the same segment).
+    /// Wait event: an undo append found every rollback segment's append
+    /// mutex held and waited for its own (it takes any free one).
     wait_rseg_mutex,
     /// Wait event: the redo log's write mutex found held: a commit waited
     /// for another thread's write of the log buffer to the OS (most such

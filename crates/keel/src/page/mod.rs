@@ -189,27 +189,22 @@ pub trait PageBytes {
     }
 }
 
-impl PageBytes for [u8] {
-    #[inline]
-    fn bytes(&self) -> &[u8] {
-        self
-    }
-    #[inline]
-    fn range_mut(&mut self, r: std::ops::Range<usize>) -> &mut [u8] {
-        &mut self[r]
-    }
+/// Plain images (a node being built, a test's page) track nothing.
+macro_rules! plain_page_bytes {
+    ($($t:ty),*) => {$(
+        impl PageBytes for $t {
+            #[inline]
+            fn bytes(&self) -> &[u8] {
+                self
+            }
+            #[inline]
+            fn range_mut(&mut self, r: std::ops::Range<usize>) -> &mut [u8] {
+                &mut self[r]
+            }
+        }
+    )*};
 }
-
-impl PageBytes for Vec<u8> {
-    #[inline]
-    fn bytes(&self) -> &[u8] {
-        self
-    }
-    #[inline]
-    fn range_mut(&mut self, r: std::ops::Range<usize>) -> &mut [u8] {
-        &mut self[r]
-    }
-}
+plain_page_bytes!([u8], Vec<u8>);
 
 /// A header field of `N` bytes at `off`; zeros if `b` is too short, so that
 /// the header accessors never panic (such an image fails [`verify_page`]).
