@@ -33,11 +33,12 @@
 //!
 //! An appender names an rseg (the commit's, from its transaction id) but
 //! takes the first one after it whose append mutex is free, and waits
-//! for the one it named only when all are held. An appender holds the
-//! mutex for a whole mtr, latches and log append included, so with more
-//! threads than cores one preempted appender used to put every thread of
-//! its rseg to sleep behind it: at 256 threads on 2 cores this mutex was
-//! where threads blocked most. Any rseg will do: an undo record stands
+//! for the one it named only when all are held (trying the others never
+//! waits and holds nothing, so the lock order above stands). An
+//! appender holds the mutex for a whole mtr, latches and log append
+//! included, so with more threads than cores one preempted appender used
+//! to put every thread of its rseg to sleep behind it: at 256 threads on
+//! 2 cores this mutex was where threads blocked most. Any rseg will do: an undo record stands
 //! alone (it names its table, key and commit; the row's roll pointer
 //! names its page), purge takes each record on its own, and a commit's
 //! records already lay in rsegs of other commits' interleaved. A commit's
