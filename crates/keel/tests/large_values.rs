@@ -56,18 +56,6 @@ fn metric(db: &Db, name: &str) -> u64 {
     db.metrics().get(name).unwrap()
 }
 
-fn drained(db: &Db) {
-    let t0 = Instant::now();
-    while db.history().history_len > 0 {
-        assert!(
-            t0.elapsed() < WAIT,
-            "history never drained: {:?}",
-            db.history()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// `Db::check`, then close and check that no page leaked; returns the
 /// free pages.
 fn checked_close(bed: &Bed, db: Db, t: Table) -> u32 {
@@ -142,7 +130,7 @@ fn a_view_reads_the_old_large_value_until_it_ends_then_purge_frees_it() {
     let v2 = value(2, 200_000);
     t.put(b"k", &v1).unwrap();
     t.put(b"gone", &v1).unwrap();
-    drained(&db);
+    common::drained(&db, WAIT);
 
     let view = db.begin_with(Isolation::RepeatableRead);
     assert!(view.get(&t, b"k").unwrap().unwrap() == v1);
@@ -161,7 +149,7 @@ fn a_view_reads_the_old_large_value_until_it_ends_then_purge_frees_it() {
     let freed = metric(&db, "lob_chains_freed");
     view.commit().unwrap();
 
-    drained(&db);
+    common::drained(&db, WAIT);
     // v1 of `k`, the first v2, v1 of `gone`.
     assert_eq!(metric(&db, "lob_chains_freed") - freed, 3);
     assert_value(&t, b"k", &v2);
@@ -433,7 +421,7 @@ fn a_crash_between_an_undo_record_and_its_row_frees_the_old_chain_once() {
     let t = db.table("t").unwrap();
     assert_value(&t, b"k", &v2);
     db.check().unwrap();
-    drained(&db);
+    common::drained(&db, WAIT);
     assert_value(&t, b"k", &v2);
     checked_close(&bed, db, t);
 }
@@ -464,7 +452,7 @@ fn the_longest_key_with_a_large_value_through_history_and_a_power_loss() {
     let t = db.table("t").unwrap();
     assert_eq!(t.get(&key(b'a')).unwrap().unwrap(), v2);
     assert_value(&t, &key(b'b'), &v1);
-    drained(&db);
+    common::drained(&db, WAIT);
     checked_close(&bed, db, t);
 }
 
@@ -566,7 +554,7 @@ fn random_stress_of_large_values_with_snapshots_and_purge() {
         "{commits} commits, {checked} pairs read"
     );
     assert!(metric(&db, "lob_chains_written") > 20);
-    drained(&db);
+    common::drained(&db, WAIT);
     assert!(metric(&db, "lob_chains_freed") > 10);
     checked_close(&bed, db, t);
 }

@@ -15,20 +15,6 @@ fn opts() -> Options {
     }
 }
 
-/// Wait until the history list is empty; how long it took.
-fn drained(db: &Db, within: Duration) -> Duration {
-    let t0 = Instant::now();
-    while db.history().history_len > 0 {
-        assert!(
-            t0.elapsed() < within,
-            "history still {:?} after {within:?}",
-            db.history()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    t0.elapsed()
-}
-
 #[test]
 fn a_row_written_again_while_purge_removes_its_delete_mark_keeps_its_new_version() {
     let dir = tempfile::tempdir().unwrap();
@@ -36,7 +22,7 @@ fn a_row_written_again_while_purge_removes_its_delete_mark_keeps_its_new_version
     let t = db.create_table("t").unwrap();
     t.put(b"k", b"old").unwrap();
     t.put(b"other", b"x").unwrap();
-    drained(&db, Duration::from_secs(10));
+    common::drained(&db, Duration::from_secs(10));
     // Purge stops after choosing the delete mark of `k`, before its leaf.
     let hold = db.failpoint("purge.del_mark");
     assert!(t.delete(b"k").unwrap());
@@ -47,13 +33,13 @@ fn a_row_written_again_while_purge_removes_its_delete_mark_keeps_its_new_version
     // Meanwhile the row is written again: a new version over the mark.
     assert!(!t.put(b"k", b"new").unwrap());
     hold.release();
-    drained(&db, Duration::from_secs(10));
+    common::drained(&db, Duration::from_secs(10));
     assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"new"[..]));
     db.check().unwrap();
     assert_eq!(db.metrics().snapshot()["purge_del_mark_records"], 0);
     // A mark nobody wrote over is removed.
     assert!(t.delete(b"other").unwrap());
-    drained(&db, Duration::from_secs(10));
+    common::drained(&db, Duration::from_secs(10));
     let t0 = Instant::now();
     while db.metrics().snapshot()["purge_del_mark_records"] == 0 {
         assert!(t0.elapsed() < Duration::from_secs(10));
@@ -103,7 +89,7 @@ fn purge_resumes_after_a_crash_and_empties_the_history() {
 
     // No view survives; purge starts with the open and empties the history.
     let db = Db::open(dir.path(), opts()).unwrap();
-    let took = drained(&db, Duration::from_secs(30));
+    let took = common::drained(&db, Duration::from_secs(30));
     let after = db.history();
     assert_eq!(after.views_open, 0);
     assert!(after.purged_records >= 2000, "{after:?}");

@@ -5,7 +5,9 @@ pub mod bank;
 pub mod bulk;
 pub mod crash_cycles;
 
-use keel::Options;
+use std::time::{Duration, Instant};
+
+use keel::{Db, Options};
 
 /// Options for tests: small pages, a pool of `frames` pages, no syncs.
 pub fn small_opts(frames: u64) -> Options {
@@ -41,4 +43,19 @@ pub fn seed(test: &str) -> u64 {
         });
     eprintln!("{test}: seed {s} (replay with KEEL_TEST_SEED={s})");
     s
+}
+
+/// Wait until purge has emptied the history list, failing after `within`;
+/// how long it took.
+pub fn drained(db: &Db, within: Duration) -> Duration {
+    let t0 = Instant::now();
+    while db.history().history_len > 0 {
+        assert!(
+            t0.elapsed() < within,
+            "history still {:?} after {within:?}",
+            db.history()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    t0.elapsed()
 }
