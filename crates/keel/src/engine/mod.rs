@@ -385,6 +385,11 @@ impl Engine {
                 .checkpoint_bound(|| self.pool.oldest_modification())
         };
         let (pages, mut pin) = bound();
+        // Every page clean when the oldest modification was read had its
+        // write counted before: these marks cover it (and not the writes
+        // completed later, of pages that were still dirty then and so
+        // hold `pages` back).
+        let marks = self.pool.space.sync_marks();
         // Relocating costs the records' bytes; do it when the pins hold the
         // checkpoint back by more than that is worth.
         let worth = (self.log.capacity() / 64).max(4096);
@@ -419,7 +424,7 @@ impl Engine {
         if target <= self.log.checkpoint_lsn() {
             return Ok(false);
         }
-        self.pool.space.sync()?;
+        self.pool.space.sync_up_to(&marks)?;
         self.log.write_checkpoint(target)
     }
 
