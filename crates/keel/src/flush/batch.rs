@@ -80,7 +80,20 @@
 //!    is reused; a failed sync poisons the data files (no checkpoint
 //!    passes them, so recovery replays these pages from the log) and the
 //!    area is not given back. Without doublewrite the checkpoint's sync
-//!    covers the writes.
+//!    covers the writes. One sync covers the chunks of a call two at a
+//!    time: a chunk whose writes have returned keeps its area, unsynced,
+//!    until the next chunk's writes have returned too (at most
+//!    [`MAX_UNSYNCED_AREAS`] such areas), or until the call needs an area
+//!    and none is free, or ends. Each sync reaches the device as a cache
+//!    flush per data file written, and on a disk limited in operations a
+//!    second it costs as much as a page write: per chunk of 128 pages in
+//!    four files, 8 of the 140 operations went to these syncs (with the
+//!    journal-less file system of the development VM, an inode write per
+//!    file as well). Holding an area longer changes nothing for recovery:
+//!    a page released after its write may be written again from another
+//!    area before this one's sync, and recovery takes the newest copy of
+//!    a page (areas carry a sequence number). A call never waits for an
+//!    area while it holds unsynced ones: it syncs and frees them first.
 //!
 //! # One batch across instances
 //! Steps 4 and 7 cost the same for a chunk of 10 pages as for one of 128:
@@ -113,7 +126,7 @@ use crate::buffer::{BufferPool, Claim};
 use crate::error::{Error, Result};
 use crate::io::AlignedBuf;
 use crate::metrics::Metrics;
-use crate::page::{page_lsn, page_type, stamp_checksum, PageId, PageType};
+use crate::page::{page_lsn, page_type, stamp_checksum, Lsn, PageId, PageType};
 use crew::{CloseOnDrop, Crew, Unit};
 
 /// Why a batch is written (selects the counter it is charged to).
@@ -138,14 +151,25 @@ pub enum FlushKind {
 /// Pages claimed at once: a batch is written this many pages at a time,
 /// each group claimed only when its turn comes (plus, with neighbors, the
 /// neighbors of its last page), so that a batch holds a bounded set of
-/// frames and buffer. A doublewrite area's worth by default: one
-/// doublewrite copy and one data-file sync per group. (While claims held
-/// the page latch through the I/O this was 64, to bound how long a writer
-/// of a hot page waited; the latch is now held only for the copy. While
-/// each group's writes were joined before the next group was claimed, a
-/// deep device took 8 pages per write in flight; with the pipeline, a
-/// group of 128 keeps 32 writes busy while the next is prepared.)
-pub(crate) const CLAIM_GROUP: usize = 128;
+/// frames and buffer. Two doublewrite areas' worth by default: one log
+/// sync for the write-ahead rule per group, two doublewrite copies, and
+/// one data-file sync for both (step 7). (While claims held the page
+/// latch through the I/O this was 64, to bound how long a writer of a hot
+/// page waited; the latch is now held only for the copy. While each
+/// group's writes were joined before the next group was claimed, a deep
+/// device took 8 pages per write in flight; with the pipeline, a group of
+/// 128 kept 32 writes busy while the next was prepared. At 128, `steady`'s
+/// batches of 256 pages made two groups, with a log sync each, and often
+/// three chunks, the group that passed 128 pages split in two: on a disk
+/// throttled to 300 write IOPS, 14 cache flushes a batch where 8 do.)
+pub(crate) const CLAIM_GROUP: usize = 256;
+
+/// Areas a flush call may hold after their chunk's writes returned, not
+/// yet synced (module doc, step 7): with one, a sync covers two chunks.
+/// A call then holds at most three areas (this one, the chunk in flight,
+/// the chunk being started); the pool has two per page cleaner and two
+/// more, so the other cleaners' two each and a spare stay free.
+pub(crate) const MAX_UNSYNCED_AREAS: usize = 1;
 
 struct Item<'a> {
     claim: Claim<'a>,
@@ -240,6 +264,8 @@ impl WriteBack {
                 pending,
                 outstanding: 0,
                 staged: Vec::new(),
+                unsynced: Vec::new(),
+                group_newest: 0,
             };
             for (k, &(inst, fids)) in lists.iter().enumerate() {
                 if !self.gather(&mut p, inst, fids, kind, k == 0) {
@@ -289,9 +315,12 @@ impl WriteBack {
 
     /// Step 2: the redo of every change in the batch must be durable before
     /// any of its pages reaches the data files. Checked in every build.
-    fn check_wal(&self, items: &[Item<'_>], copies: &[u8]) -> Result<()> {
+    fn check_wal(&self, items: &[Item<'_>], copies: &[u8], group_newest: Lsn) -> Result<()> {
         let newest = items.iter().map(|i| i.claim.newest).max().unwrap_or(0);
-        self.wal.flush_up_to(newest)?;
+        // The whole group's redo at once: its pages were all copied
+        // before the first chunk's I/O, so one log sync covers every
+        // chunk (a sync per chunk cost a flush and a log write each).
+        self.wal.flush_up_to(newest.max(group_newest))?;
         let durable = self.wal.flushed_lsn();
         let ps = self.space.page_size();
         for (it, copy) in items.iter().zip(copies.chunks_exact(ps)) {
@@ -345,14 +374,18 @@ impl WriteBack {
         (kept, err)
     }
 
-    /// Step 7: sync the data files, then free the chunk's doublewrite area.
-    fn sync_chunk(&self, area: AreaGuard<'_>) -> Result<()> {
+    /// Step 7: sync the data files, then free the doublewrite areas of the
+    /// chunks the sync covers.
+    fn sync_chunks(&self, areas: Vec<AreaGuard<'_>>) -> Result<()> {
+        if areas.is_empty() {
+            return Ok(());
+        }
         if let Err(e) = self.space.sync() {
             // The sync poisoned the data files; the copies stay for recovery.
-            area.keep_forever();
+            areas.into_iter().for_each(AreaGuard::keep_forever);
             return Err(e);
         }
-        drop(area);
+        drop(areas);
         Ok(())
     }
 }
@@ -386,6 +419,12 @@ struct Pipeline<'w, 'a, 'c> {
     pending: &'w AtomicU64,
     /// What this call has added to `pending` and not yet taken off.
     outstanding: u64,
+    /// Areas of chunks whose writes returned, not yet synced (module doc,
+    /// step 7).
+    unsynced: Vec<AreaGuard<'w>>,
+    /// The newest change of the group being written: one log sync covers
+    /// all its chunks.
+    group_newest: Lsn,
     /// Claimed pages not yet written, fewer than [`CLAIM_GROUP`]: a group
     /// is written once it is full or the call ends, so that the short
     /// lists of several instances make one group (module doc, "One batch
@@ -417,6 +456,7 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
             .fetch_add(items.len() as u64, Ordering::Relaxed);
         self.outstanding += items.len() as u64;
         self.groups += 1;
+        self.group_newest = items.iter().map(|i| i.claim.newest).max().unwrap_or(0);
         items.sort_by_key(|i| (i.file, i.offset));
         let per = self
             .wb
@@ -456,7 +496,7 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
     /// error means the chunk's claims were released unwritten.
     fn start(&mut self, chunk: Vec<Item<'a>>, mut buf: AlignedBuf) -> Result<()> {
         let wb = self.wb;
-        if let Err(e) = wb.check_wal(&chunk, &buf) {
+        if let Err(e) = wb.check_wal(&chunk, &buf, self.group_newest) {
             self.release_unwritten(chunk);
             return Err(e);
         }
@@ -474,14 +514,16 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
         let area = match &wb.dblwr {
             None => None,
             Some(d) => {
-                // A second area only if one is free: otherwise the chunk
-                // before gives its own back first (never wait for an area
-                // while holding one), unless its writes failed: then this
-                // chunk is not tried (it would only set an area aside).
+                // Another area only if one is free: otherwise the chunk
+                // before and those waiting for their sync give theirs back
+                // first (never wait for an area while holding one), unless
+                // a write or sync failed: then this chunk is not tried (it
+                // would only set an area aside).
                 let claimed = match d.try_claim() {
                     Some(a) => Ok(a),
                     None => {
                         self.retire();
+                        self.sync_unsynced();
                         self.err.take().map_or_else(|| d.claim(), Err)
                     }
                 };
@@ -552,13 +594,25 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
                     ));
                     pool.release_written(it.claim);
                 }
-                match f.area {
-                    Some(area) => self.wb.sync_chunk(area),
-                    None => Ok(()),
+                if let Some(area) = f.area {
+                    self.unsynced.push(area);
                 }
+                if self.unsynced.len() > MAX_UNSYNCED_AREAS {
+                    self.sync_unsynced();
+                }
+                Ok(())
             }
         };
         if let Err(e) = r {
+            self.err.get_or_insert(e);
+        }
+    }
+
+    /// Step 7 for the chunks whose writes returned: one sync, then their
+    /// areas are free. A failure is recorded.
+    fn sync_unsynced(&mut self) {
+        let areas = std::mem::take(&mut self.unsynced);
+        if let Err(e) = self.wb.sync_chunks(areas) {
             self.err.get_or_insert(e);
         }
     }
@@ -583,6 +637,7 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
         let group = std::mem::take(&mut self.staged);
         self.write_group(group);
         self.retire();
+        self.sync_unsynced();
         self.left(usize::MAX);
         let r = match self.err.take() {
             Some(e) => Err(e),

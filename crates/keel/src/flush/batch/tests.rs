@@ -80,6 +80,11 @@ impl TestPool {
         Self::build(flush_neighbors, wal, fs, None)
     }
 
+    /// Over `fs`, with room for more than two claim groups of dirty pages.
+    fn large(fs: &dyn FileSystem) -> TestPool {
+        Self::build_sized(0, Arc::new(HonestWal::default()), fs, None, 1, 4 * FRAMES)
+    }
+
     /// With doublewrite areas of `pages_per_area` pages.
     pub(super) fn with_doublewrite(fs: &dyn FileSystem, pages_per_area: usize) -> TestPool {
         Self::build(0, Arc::new(HonestWal::default()), fs, Some(pages_per_area))
@@ -101,6 +106,17 @@ impl TestPool {
         dblwr_pages: Option<usize>,
         instances: usize,
     ) -> TestPool {
+        Self::build_sized(flush_neighbors, wal, fs, dblwr_pages, instances, FRAMES)
+    }
+
+    fn build_sized(
+        flush_neighbors: u8,
+        wal: Arc<dyn Wal>,
+        fs: &dyn FileSystem,
+        dblwr_pages: Option<usize>,
+        instances: usize,
+        frames: usize,
+    ) -> TestPool {
         let dir = tempfile::tempdir().unwrap();
         let metrics = Arc::new(Metrics::default());
         let space = Arc::new(Tablespace::create(fs, dir.path(), PS, 2, metrics.clone()).unwrap());
@@ -117,7 +133,7 @@ impl TestPool {
         });
         let cfg = PoolConfig {
             page_size: PS,
-            frames: FRAMES,
+            frames,
             instances,
             old_blocks_pct: 37,
             old_blocks_time_ms: 1000,
@@ -556,13 +572,14 @@ fn a_page_changed_while_its_copy_is_written_stays_dirty_from_that_change() {
         .all(|f| !f.flushing.load(Ordering::Acquire) && f.redirty.load(Ordering::Acquire) == 0));
 }
 
-/// Pages 0..64, 128..192 and 256..276: all in data file 0 (extents 0, 2
-/// and 4 of two files), so one writer writes them in order; the first
-/// [`CLAIM_GROUP`] are one group, the last 20 the next.
+/// The first [`CLAIM_GROUP`] + 20 pages of data file 0 (its extents are
+/// every other one of two files), so one writer writes them in order; the
+/// first [`CLAIM_GROUP`] are one group, the last 20 the next.
 fn two_groups_in_file_0(t: &TestPool) -> Vec<u32> {
-    let pages: Vec<u32> = (0..64).chain(128..192).chain(256..276).collect();
-    assert!(pages.iter().all(|&p| t.pool.space.locate(p).0 == 0));
-    assert_eq!(pages.len(), super::CLAIM_GROUP + 20);
+    let pages: Vec<u32> = (0..)
+        .filter(|&p| t.pool.space.locate(p).0 == 0)
+        .take(super::CLAIM_GROUP + 20)
+        .collect();
     // Oldest first in page order: the flush list yields them so.
     for (k, &p) in pages.iter().enumerate() {
         t.put(p, Some(100 + 10 * k as u64));
@@ -586,13 +603,13 @@ impl TestPool {
 #[test]
 fn the_next_group_is_prepared_while_the_first_is_written() {
     let fs = FaultyFs::new();
-    let t = TestPool::with_fs(0, Arc::new(HonestWal::default()), &fs);
+    let t = TestPool::large(&fs);
     let pages = two_groups_in_file_0(&t);
     let second = &pages[super::CLAIM_GROUP..];
     let hold = fs.arm("data-.write:hold", 0).unwrap();
     std::thread::scope(|s| {
         let flusher = s.spawn(|| {
-            t.wb.flush_list_batch(&t.pool, 0, 256, u64::MAX, FlushKind::Background)
+            t.wb.flush_list_batch(&t.pool, 0, 1024, u64::MAX, FlushKind::Background)
         });
         hold.wait_held(Duration::from_secs(10)).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -624,12 +641,12 @@ fn the_next_group_is_prepared_while_the_first_is_written() {
 #[test]
 fn a_failed_group_stays_dirty_and_the_group_in_flight_behind_it_is_written() {
     let fs = FaultyFs::new();
-    let t = TestPool::with_fs(0, Arc::new(HonestWal::default()), &fs);
+    let t = TestPool::large(&fs);
     let pages = two_groups_in_file_0(&t);
     let (first, second) = pages.split_at(super::CLAIM_GROUP);
     fs.arm("data-.write:eio", 0).unwrap();
     let err =
-        t.wb.flush_list_batch(&t.pool, 0, 256, u64::MAX, FlushKind::Background)
+        t.wb.flush_list_batch(&t.pool, 0, 1024, u64::MAX, FlushKind::Background)
             .unwrap_err();
     assert!(err.to_string().contains("write"), "{err}");
     assert_eq!(t.dirty_pages(), first);
@@ -637,7 +654,7 @@ fn a_failed_group_stays_dirty_and_the_group_in_flight_behind_it_is_written() {
     assert!(pages.iter().all(|&p| !t.is_flushing(p)));
     assert_eq!(t.metric("buffer_pages_written"), second.len() as u64);
     let n =
-        t.wb.flush_list_batch(&t.pool, 0, 256, u64::MAX, FlushKind::Background)
+        t.wb.flush_list_batch(&t.pool, 0, 1024, u64::MAX, FlushKind::Background)
             .unwrap();
     assert_eq!(n, first.len());
     assert!(t.dirty_pages().is_empty());
@@ -683,6 +700,68 @@ fn a_group_is_unlatched_before_its_first_doublewrite_copy() {
     assert!(t.dirty_pages().is_empty());
     assert!(pages.iter().all(|&p| t.on_disk(p)));
     assert_eq!(t.metric("buffer_flush_batches"), 1);
+}
+
+/// One data-file sync covers two chunks (module doc, step 7), and each
+/// chunk's doublewrite area stays claimed until the sync that covers its
+/// in-place writes: 16 pages in areas of 4 are four chunks and two syncs
+/// (four before). Power fails while the first sync is held: both areas it
+/// covers still hold their copies (no flusher could have reused them),
+/// and recovery restores every page of both chunks the crash dropped.
+#[test]
+fn a_sync_covers_two_chunks_and_their_areas_wait_for_it() {
+    use crate::io::faulty::CrashMode;
+    let put_16 = |t: &TestPool| {
+        let pages: Vec<u32> = (0..16).collect();
+        assert!(pages.iter().all(|&p| t.pool.space.locate(p).0 == 0));
+        for (k, &p) in pages.iter().enumerate() {
+            t.put(p, Some(100 + 10 * k as u64));
+        }
+        pages
+    };
+    let fs = FaultyFs::new();
+    let t = TestPool::with_doublewrite(&fs, 4);
+    let pages = put_16(&t);
+    let n =
+        t.wb.flush_list_batch(&t.pool, 0, 16, u64::MAX, FlushKind::Background)
+            .unwrap();
+    assert_eq!(n, 16);
+    assert_eq!(t.metric("os_data_fsyncs"), 2);
+    assert!(pages.iter().all(|&p| t.on_disk(p)));
+
+    let fs = FaultyFs::new();
+    let t = TestPool::with_doublewrite(&fs, 4);
+    let pages = put_16(&t);
+    let sync = fs.arm("/data-.sync:hold", 0).unwrap();
+    std::thread::scope(|s| {
+        let flusher = s.spawn(|| {
+            t.wb.flush_list_batch(&t.pool, 0, 16, u64::MAX, FlushKind::Background)
+        });
+        sync.wait_held(Duration::from_secs(10)).unwrap();
+        let dw = t.wb.dblwr.as_ref().unwrap();
+        assert!(
+            dw.try_claim().is_none(),
+            "an area was free before the sync of its chunk's writes"
+        );
+        // The first two chunks' pages were written and released.
+        assert!(pages[..8].iter().all(|&p| !t.is_flushing(p)));
+        fs.crash(CrashMode::DropUnsynced);
+        sync.release();
+        assert!(flusher.join().unwrap().is_err());
+    });
+    let dir = t.dir.path();
+    let m = Arc::new(Metrics::default());
+    let space = Tablespace::open(&fs, dir, PS, 2, m.clone()).unwrap();
+    let g = Geometry {
+        files: 1,
+        areas: 2,
+        pages_per_area: 4,
+        page_size: PS,
+    };
+    let mut dw = Doublewrite::open_or_create(&fs, dir, g, space.creation_id(), m).unwrap();
+    let report = dw.repair_torn_pages(&fs, &space).unwrap();
+    let restored: Vec<u32> = report.pages_restored.iter().map(|p| p.page_no).collect();
+    assert_eq!(restored, pages[..8], "{report}");
 }
 
 /// With `neighbors_in_batch_size` (steady), neighbors count against the
