@@ -310,7 +310,10 @@ fn before_the_device_is_measured_a_round_is_small() {
     let t = p.decide(&s);
     assert_eq!(t.instances[0].list_pages, UNMEASURED_ROUND_PAGES);
     // Once the device has been busy for a tick writing 100 pages, a round
-    // takes two ticks of its speed (1 000 pages/s of busy time).
+    // takes two ticks of its speed (1 000 pages/s of busy time), or, as
+    // here, where the device was busy all the tick and the flusher left
+    // most of what was due (the device is the bottleneck), a whole batch
+    // if that is more (see `full_batch_target`).
     s.now = Duration::from_millis(200);
     s.current_lsn = 820_000;
     s.pages_written = 100;
@@ -318,7 +321,28 @@ fn before_the_device_is_measured_a_round_is_small() {
     s.data_write_us = 100_000;
     s.data_write_busy_us = 100_000;
     let t = p.decide(&s);
-    assert_eq!(t.instances[0].list_pages, 200);
+    assert!(p.device_bound);
+    let f = t.decision.steady.clone().unwrap();
+    let span = ((f.hard - f.setpoint) as f64 * BATCH_BAND_SHARE) as u64;
+    let batch = list_batch(&merged_oldest(&s), span, 1);
+    assert_eq!(t.instances[0].list_pages, batch.max(200));
+    // With room to spare on the device (busy a tenth of the tick), two
+    // ticks of its speed alone.
+    let mut p = Steady::new();
+    s.now = Duration::from_millis(100);
+    s.pages_written = 0;
+    s.data_writes = 0;
+    s.data_write_us = 0;
+    s.data_write_busy_us = 0;
+    p.decide(&s);
+    s.now = Duration::from_millis(200);
+    s.pages_written = 20;
+    s.data_writes = 20;
+    s.data_write_us = 20_000;
+    s.data_write_busy_us = 10_000;
+    let t = p.decide(&s);
+    assert!(!p.device_bound);
+    assert_eq!(t.instances[0].list_pages, 400);
 }
 
 #[test]
@@ -728,4 +752,70 @@ fn a_busy_flusher_lifts_the_setpoint_while_the_device_has_room() {
     assert_eq!(run(0.6, 100), 0.0);
     // A batch left unwritten at every round: no lift.
     assert_eq!(run(0.25, 300), 0.0);
+}
+
+#[test]
+fn a_round_is_raised_to_a_whole_batch_only_when_some_pages_are_due_and_fewer() {
+    let oldest: Vec<Lsn> = (0..10).map(|i| 1_000 + i * 100).collect();
+    // Nothing due: nothing is written early.
+    assert_eq!(full_batch_target(&oldest, 1_000, 4), 1_000);
+    // Two due, a batch is four: the target passes the fourth oldest.
+    assert_eq!(full_batch_target(&oldest, 1_150, 4), 1_301);
+    // As many due as a batch, or more: unchanged.
+    assert_eq!(full_batch_target(&oldest, 1_350, 4), 1_350);
+    assert_eq!(full_batch_target(&oldest, 5_000, 4), 5_000);
+    // A sample shorter than a batch: all of it.
+    assert_eq!(full_batch_target(&oldest, 1_150, 64), 1_901);
+    assert_eq!(full_batch_target(&[], 1_150, 64), 1_150);
+}
+
+/// While the device is the bottleneck, a round with a few pages due
+/// writes a whole batch of the oldest (every batch pays the same syncs
+/// and checkpoint); with room to spare it writes only what is due.
+#[test]
+fn a_device_bound_flusher_writes_a_whole_batch_per_round() {
+    // Age 700 kB of a 1 MB limit, over F (600 kB): with nothing measured,
+    // the flusher writes what is older than F, the page at 299 kB alone.
+    let mut oldest = vec![299_000];
+    oldest.extend((0..99).map(|i| 401_000 + i * 1000));
+    let s = snapshot(0, 1_000_000, 300_000, &oldest);
+    let round = |bound: bool| {
+        let mut p = Steady::new();
+        p.device_bound = bound;
+        // The first decision estimates nothing, so the flag stands.
+        p.decide(&s).instances[0].list_pages
+    };
+    let due = round(false);
+    let bound = round(true);
+    // A batch: the pages within half the band from S to H (25 kB) of the
+    // oldest, at least 16.
+    let batch = list_batch(&oldest, 25_000, 1);
+    assert_eq!(due, 1);
+    assert!(batch > 1, "{batch}");
+    assert_eq!(bound, batch, "{due}");
+}
+
+/// The flag itself: a backlog (rounds taking the whole tick) on a device
+/// written at its busy-time speed is device-bound; the same backlog on a
+/// device busy a tenth of the time is not (the flusher's time goes to
+/// latency, and writing early would only cost combining).
+#[test]
+fn device_bound_means_a_backlog_and_no_room_on_the_device() {
+    let run = |device_busy_share: f64| {
+        let mut p = Steady::new();
+        let mut s = snapshot(0, 1_000_000, 0, &[]);
+        p.estimate(&s);
+        for _ in 0..3 {
+            s.now += TICK;
+            s.pages_written += 100;
+            s.data_writes += 100;
+            s.data_write_us += 100 * 1000;
+            s.data_write_busy_us += (device_busy_share * 100_000.0) as u64;
+            s.flusher_busy_us += 100_000;
+            p.estimate(&s);
+        }
+        p.device_bound
+    };
+    assert!(run(1.0));
+    assert!(!run(0.1));
 }
