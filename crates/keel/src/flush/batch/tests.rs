@@ -588,6 +588,23 @@ fn two_groups_in_file_0(t: &TestPool) -> Vec<u32> {
 }
 
 impl TestPool {
+    /// After a crash of `fs`: the pages the open's doublewrite repair
+    /// restores (the pool's geometry, areas of `pages_per_area` pages).
+    pub(super) fn restored_after_crash(&self, fs: &FaultyFs, pages_per_area: usize) -> Vec<u32> {
+        let dir = self.dir.path();
+        let m = Arc::new(Metrics::default());
+        let space = Tablespace::open(fs, dir, PS, 2, m.clone()).unwrap();
+        let g = Geometry {
+            files: 1,
+            areas: 2,
+            pages_per_area,
+            page_size: PS,
+        };
+        let mut dw = Doublewrite::open_or_create(fs, dir, g, space.creation_id(), m).unwrap();
+        let report = dw.repair_torn_pages(fs, &space).unwrap();
+        report.pages_restored.iter().map(|p| p.page_no).collect()
+    }
+
     pub(super) fn is_flushing(&self, page_no: u32) -> bool {
         let fid = self.pool.frame_of(0, PageId::new(0, page_no)).unwrap();
         self.pool.instances[0].frames[fid as usize]
@@ -749,19 +766,7 @@ fn a_sync_covers_two_chunks_and_their_areas_wait_for_it() {
         sync.release();
         assert!(flusher.join().unwrap().is_err());
     });
-    let dir = t.dir.path();
-    let m = Arc::new(Metrics::default());
-    let space = Tablespace::open(&fs, dir, PS, 2, m.clone()).unwrap();
-    let g = Geometry {
-        files: 1,
-        areas: 2,
-        pages_per_area: 4,
-        page_size: PS,
-    };
-    let mut dw = Doublewrite::open_or_create(&fs, dir, g, space.creation_id(), m).unwrap();
-    let report = dw.repair_torn_pages(&fs, &space).unwrap();
-    let restored: Vec<u32> = report.pages_restored.iter().map(|p| p.page_no).collect();
-    assert_eq!(restored, pages[..8], "{report}");
+    assert_eq!(t.restored_after_crash(&fs, 4), pages[..8]);
 }
 
 /// With `neighbors_in_batch_size` (steady), neighbors count against the

@@ -1,19 +1,17 @@
 //! Held page writes on a real pool over the faulty device: what a failed
 //! in-place write keeps, who retries it, and what a crash or a failed sync
 //! during the retry leaves.
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::buffer::FrameWriter;
 use crate::error::Error;
 use crate::flush::batch::tests::TestPool;
 use crate::flush::batch::FlushKind;
-use crate::flush::doublewrite::{Doublewrite, Geometry};
+use crate::flush::doublewrite::Doublewrite;
 use crate::io::faulty::CrashMode;
 use crate::io::FaultyFs;
-use crate::metrics::Metrics;
 use crate::page::{page_lsn, PageId};
-use crate::space::{data_file_name, Tablespace};
+use crate::space::data_file_name;
 
 const PS: usize = 4096;
 /// Pages per doublewrite area in these tests (the pool has two areas).
@@ -175,19 +173,7 @@ fn a_crash_before_the_retry_is_synced_leaves_the_copies_for_recovery() {
         sync.release();
         assert!(retry.join().unwrap().is_err());
     });
-    let dir = t.dir.path();
-    let m = Arc::new(Metrics::default());
-    let space = Tablespace::open(&fs, dir, PS, 2, m.clone()).unwrap();
-    let g = Geometry {
-        files: 1,
-        areas: 2,
-        pages_per_area: AREA,
-        page_size: PS,
-    };
-    let mut dw = Doublewrite::open_or_create(&fs, dir, g, space.creation_id(), m).unwrap();
-    let report = dw.repair_torn_pages(&fs, &space).unwrap();
-    let restored: Vec<u32> = report.pages_restored.iter().map(|p| p.page_no).collect();
-    assert_eq!(restored, pages, "{report}");
+    assert_eq!(t.restored_after_crash(&fs, AREA), pages);
 }
 
 /// The doublewrite copy itself fails, its write or its sync: nothing was

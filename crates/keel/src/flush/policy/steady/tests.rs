@@ -631,20 +631,33 @@ fn the_queue_depth_is_raised_only_for_a_flusher_that_falls_behind() {
     assert_eq!(d.depth, 9);
 }
 
+/// Three ticks of 100 pages written, nothing left below the target, the
+/// flusher's rounds taking `flusher_share` of each tick and, if
+/// `device_share` is given, the device busy that share of it.
+fn busy_ticks(flusher_share: f64, device_share: Option<f64>) -> Steady {
+    let mut p = Steady::new();
+    let mut s = snapshot(0, 1_000_000, 0, &[]);
+    p.estimate(&s);
+    for _ in 0..3 {
+        s.now += TICK;
+        s.pages_written += 100;
+        s.flusher_busy_us += (flusher_share * 100_000.0) as u64;
+        if let Some(share) = device_share {
+            s.data_writes += 100;
+            s.data_write_us += 100 * 1000;
+            s.data_write_busy_us += (share * 100_000.0) as u64;
+        }
+        p.estimate(&s);
+    }
+    p
+}
+
 #[test]
 fn a_flusher_busy_all_the_time_shows_its_capacity() {
     // No page left below the target after any round, but the rounds took
     // the whole tick: the flusher is at its capacity.
     let run = |busy_share: f64| {
-        let mut p = Steady::new();
-        let mut s = snapshot(0, 1_000_000, 0, &[]);
-        p.estimate(&s);
-        for _ in 0..3 {
-            s.now += TICK;
-            s.pages_written += 100;
-            s.flusher_busy_us += (busy_share * 100_000.0) as u64;
-            p.estimate(&s);
-        }
+        let p = busy_ticks(busy_share, None);
         (p.capacity.get(), p.device.backlog)
     };
     let (capacity, behind) = run(1.0);
@@ -801,21 +814,8 @@ fn a_device_bound_flusher_writes_a_whole_batch_per_round() {
 /// latency, and writing early would only cost combining).
 #[test]
 fn device_bound_means_a_backlog_and_no_room_on_the_device() {
-    let run = |device_busy_share: f64| {
-        let mut p = Steady::new();
-        let mut s = snapshot(0, 1_000_000, 0, &[]);
-        p.estimate(&s);
-        for _ in 0..3 {
-            s.now += TICK;
-            s.pages_written += 100;
-            s.data_writes += 100;
-            s.data_write_us += 100 * 1000;
-            s.data_write_busy_us += (device_busy_share * 100_000.0) as u64;
-            s.flusher_busy_us += 100_000;
-            p.estimate(&s);
-        }
-        p.device_bound
-    };
-    assert!(run(1.0));
-    assert!(!run(0.1));
+    assert!(busy_ticks(1.0, Some(1.0)).device_bound);
+    assert!(!busy_ticks(1.0, Some(0.1)).device_bound);
+    // No backlog: not bound, however busy the device.
+    assert!(!busy_ticks(0.3, Some(1.0)).device_bound);
 }
