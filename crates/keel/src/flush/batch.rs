@@ -20,11 +20,15 @@
 //! queue depth, or `write_io_threads` one stream per file), and while the
 //! crew writes chunk *k* the calling thread claims, copies, checks and
 //! (with doublewrite) copies to its area chunk *k + 1*; then it waits for
-//! chunk *k*, releases its pages and syncs (steps 6–7). At most two chunks
-//! are in flight per call, so a call holds at most two chunks' claims and
-//! copies; with doublewrite the second chunk's area is taken only if one
-//! is free (`try_claim`), otherwise chunk *k* is finished first, so a
-//! flusher never waits for an area while holding one. (Before, each group
+//! chunk *k*, releases its pages and syncs (steps 6–7; one sync for two
+//! chunks). At most two chunks are in flight per call, so a call holds at
+//! most two chunks' claims and copies, and at most three doublewrite
+//! areas (see [`MAX_UNSYNCED_AREAS`]); with doublewrite the next chunk's
+//! area is taken only if one is free (`try_claim`), otherwise chunk *k* is
+//! finished and the areas waiting for their sync are synced and freed
+//! first, so a flusher never waits for an area while holding one. A call
+//! that ends by a panic syncs the areas waiting for their sync before it
+//! gives them back, or keeps them for recovery if that fails. (Before, each group
 //! was written by threads spawned for it and joined: the depth fell to
 //! zero between groups, and a flush at 16 and 32 writes in flight reached
 //! 43 % and 53 % of the device's random-write IOPS on `sata-ssd`.)
@@ -644,6 +648,18 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
             None => Ok(()),
         };
         (std::mem::take(&mut self.done), self.groups, r)
+    }
+}
+
+impl Drop for Pipeline<'_, '_, '_> {
+    /// A call that ends by a panic may leave areas waiting for their sync
+    /// (a finished call leaves none): given back as they are, a later
+    /// chunk could overwrite their copies while the pages' in-place writes
+    /// are not yet durable, and a power loss then leave a torn page with
+    /// no copy. So they are synced first, or, if that fails, kept for
+    /// recovery (`sync_chunks`).
+    fn drop(&mut self) {
+        self.sync_unsynced();
     }
 }
 

@@ -11,8 +11,8 @@ use crate::flush::{Wal, WriteBack, WriteConfig};
 use crate::io::{AlignedBuf, FaultyFs, FileSystem, FlushMethod, OsFileSystem};
 use crate::metrics::Metrics;
 use crate::page::Lsn;
-use crate::page::{init_page, page_lsn, PageId, PageType};
-use crate::space::Tablespace;
+use crate::page::{init_page, page_lsn, verify_page, PageId, PageType};
+use crate::space::{data_file_name, Tablespace};
 
 const PS: usize = 4096;
 /// 256 frames: areas of 16 pages.
@@ -45,6 +45,21 @@ impl Wal for PanickingWal {
     }
     fn flushed_lsn(&self) -> Lsn {
         self.1.flushed_lsn()
+    }
+}
+
+/// A log whose `n`-th flush panics (counting from 1).
+struct PanicAtWal(AtomicU64, u64, HonestWal);
+
+impl Wal for PanicAtWal {
+    fn flush_up_to(&self, lsn: Lsn) -> Result<()> {
+        if self.0.fetch_add(1, Ordering::AcqRel) + 1 == self.1 {
+            panic!("the log's flush panicked");
+        }
+        self.2.flush_up_to(lsn)
+    }
+    fn flushed_lsn(&self) -> Lsn {
+        self.2.flushed_lsn()
     }
 }
 
@@ -767,6 +782,42 @@ fn a_sync_covers_two_chunks_and_their_areas_wait_for_it() {
         assert!(flusher.join().unwrap().is_err());
     });
     assert_eq!(t.restored_after_crash(&fs, 4), pages[..8]);
+}
+
+/// A call that panics while a chunk's area waits for its sync syncs it
+/// before giving it back (`Drop for Pipeline`): given back unsynced, a
+/// later chunk could overwrite the copies of pages whose in-place writes
+/// a power loss may still tear. The third chunk's write-ahead check
+/// panics, with the first chunk written and waiting for its sync and the
+/// second in flight: the first chunk's pages are durable, and both areas
+/// are free again.
+#[test]
+fn a_panic_syncs_the_areas_waiting_for_their_sync_before_giving_them_back() {
+    use crate::io::faulty::CrashMode;
+    let fs = FaultyFs::new();
+    let wal = Arc::new(PanicAtWal(AtomicU64::new(0), 3, HonestWal::default()));
+    let t = TestPool::build(0, wal, &fs, Some(4));
+    for p in 0..16 {
+        assert_eq!(t.pool.space.locate(p).0, 0);
+        t.put(p, Some(100 + 10 * u64::from(p)));
+    }
+    let batch = || {
+        t.wb.flush_list_batch(&t.pool, 0, 16, u64::MAX, FlushKind::Background)
+    };
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(batch));
+    assert!(panicked.is_err());
+    assert_eq!(t.metric("os_data_fsyncs"), 1, "given back unsynced");
+    let dw = t.wb.dblwr.as_ref().unwrap();
+    assert!(dw.try_claim().is_some() && dw.try_claim().is_some());
+    fs.crash(CrashMode::DropUnsynced);
+    let image = fs
+        .durable_image(&t.dir.path().join(data_file_name(0)))
+        .unwrap();
+    for p in 0..4 {
+        let (_, off) = t.pool.space.locate(p);
+        let page = &image[off as usize..off as usize + PS];
+        assert!(verify_page(page, PageId::new(0, p)).is_ok(), "page {p}");
+    }
 }
 
 /// With `neighbors_in_batch_size` (steady), neighbors count against the

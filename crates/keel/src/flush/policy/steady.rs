@@ -699,9 +699,10 @@ pub fn headroom_rate(
 /// ([`list_batch`]), a small part of the age.
 pub fn full_batch_target(oldest: &[Lsn], target: Lsn, batch: usize) -> Lsn {
     let due = oldest.partition_point(|&l| l < target);
-    if due == 0 || due >= batch || batch == 0 {
+    if due == 0 || due >= batch {
         return target;
     }
+    // 1 <= due < batch, and the sample holds at least `due` pages.
     let last = oldest[batch.min(oldest.len()) - 1];
     target.max(last.saturating_add(1))
 }
