@@ -319,12 +319,12 @@ impl WriteBack {
 
     /// Step 2: the redo of every change in the batch must be durable before
     /// any of its pages reaches the data files. Checked in every build.
+    /// `group_newest` is the newest change of the group `items` belong
+    /// to: the whole group's redo is made durable at once (its pages were
+    /// all copied before the first chunk's I/O), so one log sync covers
+    /// every chunk (a sync per chunk cost a flush and a log write each).
     fn check_wal(&self, items: &[Item<'_>], copies: &[u8], group_newest: Lsn) -> Result<()> {
-        let newest = items.iter().map(|i| i.claim.newest).max().unwrap_or(0);
-        // The whole group's redo at once: its pages were all copied
-        // before the first chunk's I/O, so one log sync covers every
-        // chunk (a sync per chunk cost a flush and a log write each).
-        self.wal.flush_up_to(newest.max(group_newest))?;
+        self.wal.flush_up_to(group_newest)?;
         let durable = self.wal.flushed_lsn();
         let ps = self.space.page_size();
         for (it, copy) in items.iter().zip(copies.chunks_exact(ps)) {

@@ -1082,8 +1082,7 @@ impl FlushPolicy for Steady {
             true => target.max(full_batch_target(&oldest, target, merged)),
             false => target,
         };
-        let (instances, below) =
-            self.instance_targets(s, target, capacity.or(bw), batch, self.device_bound);
+        let (instances, below) = self.instance_targets(s, target, capacity.or(bw), batch);
         self.last_below = below;
         let requested: usize = instances.iter().map(|t| t.list_pages).sum();
         // Writers: free below F, then the curve around the rate the flusher
@@ -1211,7 +1210,6 @@ impl Steady {
         target: Lsn,
         pages_per_s: Option<f64>,
         batch: usize,
-        full_batches: bool,
     ) -> (Vec<InstanceTarget>, usize) {
         let n = s.instances.len().max(1) as f64;
         let cap = pages_per_s.map_or(UNMEASURED_ROUND_PAGES, |r| {
@@ -1219,7 +1217,11 @@ impl Steady {
         });
         // A whole batch per round while the device is the bottleneck (see
         // `full_batch_target`), whatever two ticks of the capacity are.
-        let cap = if full_batches { cap.max(batch) } else { cap };
+        let cap = if self.device_bound {
+            cap.max(batch)
+        } else {
+            cap
+        };
         let mut all_below = 0;
         let targets = s
             .instances
