@@ -282,7 +282,7 @@ impl BufferPool {
     /// evicter does (latch, then hash): nobody waits for a latch while
     /// holding the hash lock, so this cannot deadlock.
     pub(crate) fn frame_of(&self, inst: usize, id: PageId) -> Option<u32> {
-        self.instances[inst].hash.read().get(&id).copied()
+        self.instances[inst].hash(id).read().get(&id).copied()
     }
 
     /// Up to `max` entries (oldest modification, frame) from the oldest

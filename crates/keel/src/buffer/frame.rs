@@ -2,11 +2,13 @@
 //! shared/exclusive latch, plus the bookkeeping the pool and the flushers need.
 //!
 //! Field protocol:
-//! - `page` changes only while the instance's page-hash write lock *and* the
-//!   frame's exclusive latch are held (eviction, loading).
-//! - `fix` is incremented only under the page-hash read (or write) lock, so an
-//!   evicter holding the write lock sees a stable count; it is decremented
-//!   freely. A fixed frame is never evicted.
+//! - `page` changes only while the write lock of the page-hash shard of the
+//!   id it leaves or takes *and* the frame's exclusive latch are held
+//!   (eviction, loading).
+//! - `fix` is incremented only under the read (or write) lock of the
+//!   page-hash shard of the frame's page, so an evicter holding that shard's
+//!   write lock sees a stable count; it is decremented freely. A fixed frame
+//!   is never evicted.
 //! - `oldest_mod`/`newest_mod` change only under the exclusive latch (marking
 //!   dirty) or under the shared latch by the single flusher that wrote the
 //!   page (marking clean); a page being written is held under a shared latch

@@ -1,8 +1,22 @@
 //! One buffer-pool instance: frames, page hash, free list, LRU list and
 //! flush list.
 //!
-//! Lock order: `lists` mutex → `hash` lock → frame latch (the latch only with
-//! `try_*` while a mutex is held). The flush-list mutex is a leaf.
+//! Lock order: `lists` mutex → one page-hash shard's lock → frame latch (the
+//! latch only with `try_*` while a mutex is held). No thread holds two
+//! shards' locks at once. The flush-list mutex is a leaf.
+//!
+//! # The page hash is sharded
+//! Every page access takes the page hash's lock to look its page up, shared.
+//! A shared lock is still a write to the lock's word: with one lock per
+//! instance, every thread that reads a page of the instance writes the same
+//! cache line, and on a machine with many cores that line moves from core to
+//! core on nearly every access (InnoDB split its page hash into
+//! `innodb_page_hash_locks` partitions for the same reason). So the hash is
+//! [`HASH_SHARDS`] maps, each behind its own lock on its own cache line, a
+//! page id's shard picked by bits of its hash that the map itself does not
+//! use. What the single lock guarded, a shard's lock guards for the ids in
+//! that shard: an id's entry, and the `page` and `fix` of the frame it
+//! names (`frame.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -14,6 +28,7 @@ use super::frame::Frame;
 use super::lru::Lru;
 use crate::io::aligned::Slab;
 use crate::io::AlignedBuf;
+use crate::metrics::CacheAligned;
 use crate::page::Lsn;
 use crate::page::PageId;
 
@@ -51,10 +66,18 @@ pub(crate) struct Lists {
     pub free: Vec<u32>,
 }
 
+/// Page-hash shards per instance (a power of two).
+pub(crate) const HASH_SHARDS: usize = 16;
+
+/// One shard of an instance's page hash.
+pub(crate) type HashShard = CacheAligned<RwLock<PageMap<u32>>>;
+
 pub(crate) struct Instance {
     /// The frames; their page buffers lie in `_slab` when it is there.
     pub frames: Box<[Frame]>,
-    pub hash: RwLock<PageMap<u32>>,
+    /// The page hash, in [`HASH_SHARDS`] shards (see the module doc);
+    /// [`Instance::hash`] picks an id's.
+    hash: Box<[HashShard]>,
     pub lists: Mutex<Lists>,
     /// Dirty frames by (oldest modification, frame id).
     pub flush_list: Mutex<BTreeSet<(Lsn, u32)>>,
@@ -103,7 +126,18 @@ impl Instance {
         Instance {
             _slab: slab,
             frames: frames.into_boxed_slice(),
-            hash: RwLock::new(PageMap::with_capacity_and_hasher(n, Default::default())),
+            // Each shard sized for its share and a quarter more: the ids
+            // spread evenly (test `page_ids_spread_over_the_hash_shards`),
+            // and a map growing is only slower, never wrong.
+            hash: (0..HASH_SHARDS)
+                .map(|_| {
+                    let cap = n / HASH_SHARDS + n / HASH_SHARDS / 4 + 8;
+                    CacheAligned(RwLock::new(PageMap::with_capacity_and_hasher(
+                        cap,
+                        Default::default(),
+                    )))
+                })
+                .collect(),
             lists: Mutex::new(Lists {
                 lru: Lru::new(n, old_pct),
                 free: (0..n as u32).rev().collect(),
@@ -124,8 +158,13 @@ impl Instance {
         idx as u32
     }
 
+    /// The page-hash shard holding `id`'s entry, if it has one.
+    pub fn hash(&self, id: PageId) -> &RwLock<PageMap<u32>> {
+        &self.hash[hash_shard(id)]
+    }
+
     pub fn lookup_and_fix(&self, id: PageId) -> Option<u32> {
-        let h = self.hash.read();
+        let h = self.hash(id).read();
         let fid = *h.get(&id)?;
         self.frames[fid as usize].fix();
         Some(fid)
@@ -135,7 +174,7 @@ impl Instance {
     /// another thread installed the page first. The frame comes out fixed.
     pub fn install(&self, id: PageId, fid: u32) -> bool {
         {
-            let mut h = self.hash.write();
+            let mut h = self.hash(id).write();
             if h.contains_key(&id) {
                 return false;
             }
@@ -156,7 +195,7 @@ impl Instance {
     pub fn uninstall(&self, id: PageId, fid: u32) {
         let mut lists = self.lists.lock();
         {
-            let mut h = self.hash.write();
+            let mut h = self.hash(id).write();
             h.remove(&id);
             self.frames[fid as usize].set_page(None);
         }
@@ -194,15 +233,17 @@ impl Instance {
         if f.is_dirty() {
             return None;
         }
-        {
-            let mut h = self.hash.write();
+        // The exclusive latch keeps the frame's page as it is (`frame.rs`),
+        // so the shard to lock is known before locking it.
+        if let Some(id) = f.page() {
+            let mut h = self.hash(id).write();
             if f.is_fixed() {
                 return None;
             }
-            if let Some(id) = f.page() {
-                h.remove(&id);
-            }
+            h.remove(&id);
             f.set_page(None);
+        } else if f.is_fixed() {
+            return None;
         }
         lists.lru.remove(fid);
         Some(g)
@@ -229,12 +270,17 @@ impl Instance {
             }
         }
         if let Some(fid) = dirty {
-            // Fix under the hash lock so no evicter can take it meanwhile.
-            let h = self.hash.read();
+            // Fix under the page's hash-shard lock so no evicter can take
+            // it meanwhile. The page read before the lock may have changed
+            // by then: the entry, read under the lock, must still name
+            // this frame.
             let f = &self.frames[fid as usize];
-            if f.page().is_some_and(|p| h.get(&p) == Some(&fid)) {
-                f.fix();
-                return Victim::Dirty(fid);
+            if let Some(p) = f.page() {
+                let h = self.hash(p).read();
+                if h.get(&p) == Some(&fid) {
+                    f.fix();
+                    return Victim::Dirty(fid);
+                }
             }
         }
         Victim::None
@@ -254,7 +300,17 @@ impl Instance {
     }
 }
 
+/// The page-hash shard of `id`: bits 40 and up of its hash. The map uses
+/// the low bits for the bucket and the top seven for its control bytes, so
+/// the ids of one shard still spread over both.
+fn hash_shard(id: PageId) -> usize {
+    use std::hash::BuildHasher;
+    let h = BuildHasherDefault::<PageIdHasher>::default().hash_one(id);
+    (h >> 40) as usize & (HASH_SHARDS - 1)
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -282,6 +338,93 @@ mod tests {
                 "space {space}: a bucket holds {worst} of {buckets} ids"
             );
             assert_eq!(top.len(), 128, "space {space}: control bytes used");
+        }
+    }
+
+    /// The shards share the ids of what a pool holds (runs of page numbers
+    /// in a few spaces) evenly: each of [`HASH_SHARDS`] gets its share
+    /// within a fifth, so that the quarter of slack each is sized with
+    /// covers it, and the ids of one shard still spread over the map's
+    /// buckets.
+    #[test]
+    fn page_ids_spread_over_the_hash_shards() {
+        use std::hash::BuildHasher;
+        let b = BuildHasherDefault::<PageIdHasher>::default();
+        for (space, start) in [(0u32, 0u32), (1, 0), (7, 123_456)] {
+            let n = 1u32 << 14;
+            let mut load = [0u32; HASH_SHARDS];
+            let mut buckets = vec![0u32; 1 << 11];
+            for page_no in start..start + n {
+                let id = PageId { space, page_no };
+                let s = hash_shard(id);
+                load[s] += 1;
+                if s == 0 {
+                    buckets[b.hash_one(id) as usize & ((1 << 11) - 1)] += 1;
+                }
+            }
+            let share = n / HASH_SHARDS as u32;
+            for (s, &l) in load.iter().enumerate() {
+                assert!(
+                    l.abs_diff(share) <= share / 5,
+                    "space {space}: shard {s} holds {l} ids, a share is {share}"
+                );
+            }
+            let worst = buckets.iter().max().copied().unwrap_or(0);
+            assert!(
+                worst <= 8,
+                "space {space}: a bucket of shard 0 holds {worst}"
+            );
+        }
+    }
+
+    /// A lookup waits for its own page's shard and no other: while the
+    /// write lock of page `p`'s shard is held (as an evicter or a loader
+    /// holds it), a lookup of `p` neither finds nor fixes its frame, and a
+    /// lookup of a page in another shard goes through.
+    #[test]
+    fn a_lookup_waits_for_its_own_shard_only() {
+        let inst = Instance::new(64, 4096, 37);
+        let p = PageId::new(0, 1);
+        let q = (2..)
+            .map(|n| PageId::new(0, n))
+            .find(|&q| hash_shard(q) != hash_shard(p))
+            .unwrap();
+        let mut fids = Vec::new();
+        for id in [p, q] {
+            let Victim::Free(fid, g) = inst.take_free_or_evict() else {
+                panic!("a fresh instance has free frames");
+            };
+            assert!(inst.install(id, fid));
+            drop(g);
+            inst.frames[fid as usize].unfix();
+            fids.push(fid);
+        }
+        let held = inst.hash(p).write();
+        std::thread::scope(|s| {
+            let lookup = s.spawn(|| inst.lookup_and_fix(p));
+            let fq = inst.lookup_and_fix(q).expect("q is cached");
+            assert_eq!(fq, fids[1]);
+            inst.frames[fq as usize].unfix();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(
+                !lookup.is_finished(),
+                "the lookup of p passed its shard's lock"
+            );
+            assert!(!inst.frames[fids[0] as usize].is_fixed());
+            drop(held);
+            assert_eq!(lookup.join().unwrap(), Some(fids[0]));
+        });
+        assert!(inst.frames[fids[0] as usize].is_fixed());
+    }
+
+    /// Two shards' locks never share a cache line.
+    #[test]
+    fn hash_shards_lie_on_lines_of_their_own() {
+        let inst = Instance::new(64, 4096, 37);
+        let addr = |i: usize| &inst.hash[i] as *const HashShard as usize;
+        for i in 1..HASH_SHARDS {
+            assert!(addr(i) - addr(i - 1) >= 128);
+            assert!(addr(i).is_multiple_of(128));
         }
     }
 

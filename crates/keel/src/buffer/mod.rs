@@ -111,7 +111,7 @@ impl BufferPool {
     pub fn read(&self, id: PageId) -> Result<PageRead<'_>> {
         let inst_no = self.instance_of(id);
         let inst = &self.instances[inst_no];
-        Metrics::add(&self.metrics.buffer_pool_read_requests, 1);
+        self.metrics.buffer_pool_read_requests.add(1);
         loop {
             match self.lookup_or_load(inst_no, id, false)? {
                 Fetched::Loaded(fid, g) => {
@@ -151,7 +151,7 @@ impl BufferPool {
     fn write_impl(&self, id: PageId, fresh: bool) -> Result<PageWrite<'_>> {
         let inst_no = self.instance_of(id);
         let inst = &self.instances[inst_no];
-        Metrics::add(&self.metrics.buffer_pool_read_requests, 1);
+        self.metrics.buffer_pool_read_requests.add(1);
         loop {
             match self.lookup_or_load(inst_no, id, fresh)? {
                 Fetched::Loaded(fid, g) => {
@@ -203,7 +203,7 @@ impl BufferPool {
     /// Whether `id` is in the pool now (it may leave or arrive at once).
     pub(crate) fn contains(&self, id: PageId) -> bool {
         self.instances[self.instance_of(id)]
-            .hash
+            .hash(id)
             .read()
             .contains_key(&id)
     }

@@ -337,7 +337,11 @@ fn neighbors_area_writes_every_dirty_page_of_the_area() {
 fn single_page_flush_never_takes_neighbors() {
     let t = pattern_pool(2);
     let inst = &t.pool.instances[0];
-    let fid = *inst.hash.read().get(&PageId::new(0, P)).unwrap();
+    let fid = *inst
+        .hash(PageId::new(0, P))
+        .read()
+        .get(&PageId::new(0, P))
+        .unwrap();
     t.wb.flush_frames(&t.pool, 0, &[fid], FlushKind::Single)
         .unwrap();
     assert_eq!(t.metric("buffer_pages_written"), 1);
@@ -367,7 +371,11 @@ fn requested_pages_are_written_once_and_not_counted_as_neighbors() {
 fn lru_batch_takes_neighbors() {
     let t = pattern_pool(1);
     let inst = &t.pool.instances[0];
-    let fid = *inst.hash.read().get(&PageId::new(0, P)).unwrap();
+    let fid = *inst
+        .hash(PageId::new(0, P))
+        .read()
+        .get(&PageId::new(0, P))
+        .unwrap();
     let n =
         t.wb.flush_frames(&t.pool, 0, &[fid], FlushKind::Lru)
             .unwrap();
