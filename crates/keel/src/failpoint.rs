@@ -67,6 +67,9 @@
 //!   no log mutex there; threads that need the log durable join the round
 //!   and wait. The log keeps its own points (`Log::failpoints`), which
 //!   `Db::failpoint` arms for names starting with `log.`.
+//! - `log.write.taken`: in a write-out of the redo log (`redo::writer`),
+//!   after the writer took the buffer and before its `pwrite`, holding the
+//!   log's `write` mutex: threads needing their bytes written wait for it.
 
 #[cfg(any(test, feature = "test-util"))]
 pub use imp::*;

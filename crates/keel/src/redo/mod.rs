@@ -25,7 +25,9 @@
 //! - `write`: held while the buffer is taken from `state` (swapped with a
 //!   spare, so `state` is held for the swap only) and written to the OS
 //!   (`pwrite`), never during an fdatasync. Its holder raises `written`
-//!   once the bytes are written.
+//!   once the bytes are written. Only taken with `try_lock`: a thread that
+//!   finds it held parks until the holder releases it, then looks at
+//!   `written` again.
 //! - `sync`, with the condvars `round_ended` and `gathered`: which sync
 //!   *round* runs. A round's *leader* may first wait a short, bounded time
 //!   for the threads it expects to join (*gathering*), then writes out
@@ -160,7 +162,11 @@ pub struct Log {
     /// (see `writer`). Holds the spare buffer: empty, with the capacity of
     /// an earlier write, it replaces the buffer a write-out takes.
     write: Mutex<Vec<u8>>,
-    /// Every byte below this LSN has been written to the OS.
+    /// Tests: threads parked for the write-out in progress.
+    #[cfg(test)]
+    write_waiting: std::sync::atomic::AtomicUsize,
+    /// Every byte below this LSN has been written to the OS. Its address is
+    /// also where threads park while another holds `write` (see `writer`).
     written: AtomicU64,
     /// Every byte below this LSN is durable: raised only when a sync round
     /// covering it succeeded, under `sync`.
@@ -348,6 +354,8 @@ impl Log {
             }),
             end: AtomicU64::new(cp.lsn),
             write: Mutex::new(Vec::new()),
+            #[cfg(test)]
+            write_waiting: Default::default(),
             written: AtomicU64::new(cp.lsn),
             flushed: AtomicU64::new(cp.lsn),
             sync: Mutex::new(SyncState::default()),

@@ -565,3 +565,84 @@ fn a_failed_write_out_by_the_leader_fails_the_threads_waiting_for_its_round() {
     assert!(log.check_poisoned().is_err());
     assert!(log.write_up_to(b.end, true).is_err());
 }
+
+fn log_writes(log: &Log) -> u64 {
+    log.metrics
+        .log_writes
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Wait until `n` threads wait for the write-out in progress.
+fn wait_for_write_waiters(log: &Log, n: usize) {
+    let deadline = Instant::now() + WAIT;
+    while log.write_waiting.load(std::sync::atomic::Ordering::Relaxed) < n {
+        assert!(Instant::now() < deadline, "{n} write waiters never came");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A writer is held after it took the buffer, holding the `write` mutex.
+/// Threads needing their bytes written wait for it instead of queueing on
+/// the mutex: the one whose bytes it took returns when it is done, without
+/// writing; of the two that appended after it took the buffer, one writes
+/// both groups, once. Nobody returns before its bytes are written.
+#[test]
+fn threads_finding_a_write_under_way_wait_for_it_and_one_more_write_covers_the_rest() {
+    let (fs, log) = faulty_log(2, 16 << 10);
+    let a = append(&log, 100, 0xa1);
+    let b = append(&log, 100, 0xb2);
+    let taken = log.failpoints.arm("log.write.taken");
+    let writer = spawn_write(&log, a.end, false);
+    assert!(taken.wait_held(WAIT), "the writer never took the buffer");
+    let c = append(&log, 100, 0xc3);
+    let d = append(&log, 100, 0xd4);
+    let waiters: Vec<_> = [&b, &c, &d]
+        .into_iter()
+        .map(|g| spawn_write(&log, g.end, false))
+        .collect();
+    wait_for_write_waiters(&log, 3);
+    assert_eq!(log_writes(&log), 0);
+    assert!(written(&log) < a.end);
+    assert!(waiters.iter().all(|t| !t.is_finished()));
+    taken.release();
+    join_within(writer, "the held writer").unwrap();
+    for t in waiters {
+        join_within(t, "a thread waiting for the write").unwrap();
+    }
+    assert_eq!(written(&log), d.end);
+    assert_eq!(log_writes(&log), 2, "the held write, then one for C and D");
+    assert_eq!(
+        log.write_waiting.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    log.write_up_to(d.end, true).unwrap();
+    fs.crash(CrashMode::DropUnsynced);
+    for g in [&a, &b, &c, &d] {
+        assert_eq!(durable(&fs, &log, g.start, g.end), g.bytes);
+    }
+}
+
+/// A writer that panics after it took the buffer poisons the log as its
+/// hold of `write` ends (the same guard that wakes the waiters): a thread
+/// whose bytes it took fails instead of finding them written by nobody,
+/// and nothing more is appended (a write after the lost buffer would leave
+/// a hole).
+#[test]
+fn a_writer_panicking_with_the_buffer_poisons_the_log() {
+    let (_fs, log) = faulty_log(2, 16 << 10);
+    let a = append(&log, 100, 0xa1);
+    let b = append(&log, 100, 0xb2);
+    let _panic = log.failpoints.arm_panic("log.write.taken");
+    let writer = spawn_write(&log, a.end, false);
+    let deadline = Instant::now() + WAIT;
+    while !writer.is_finished() {
+        assert!(Instant::now() < deadline, "the writer never panicked");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(writer.join().is_err(), "the writer panicked");
+    let e = log.write_up_to(b.end, false).unwrap_err();
+    assert!(e.to_string().contains("abandoned by a panic"), "{e}");
+    assert!(log.append(kind::MTR, &[1; 10], |s, _| s).is_err());
+    assert!(written(&log) < a.end);
+    assert!(!log.write.is_locked());
+}
