@@ -34,9 +34,32 @@
 //! while it releases, it waits for nothing, so it is a sink in the graph
 //! and its remaining locks cannot be part of a cycle.
 //!
-//! Waiters sleep on their shard's condvar with a deadline: every loop that
-//! waits has a timeout, and a hand-over wakes only the waiters of its
-//! shard.
+//! # Hand-over: the new owner wakes alone, and takes no mutex
+//! A waiter queues a [`Parker`] of its own with its transaction id and,
+//! having released the shard, parks on the parker's address (with
+//! `parking_lot_core`) until its deadline. A release hands the lock to the
+//! first waiter under the shard's mutex, sets that waiter's `granted`
+//! there, releases the mutex, and only then unparks that one thread. The
+//! new owner sees `granted` and returns without touching the shard: until
+//! 2026-11-29 every waiter of the shard slept on one condvar, a hand-over
+//! woke them all, and each had to take the shard's mutex again to learn
+//! whether the lock was now its own; with many more threads than cores
+//! they did so one after another, and at 256 threads on 2 cores the shard
+//! mutexes became where threads slept most (11,560 of some 18,000 sleeps
+//! in 2 s, once the redo log's write-out no longer queued its threads). A
+//! condvar per waiter was tried before (it still retakes the mutex on
+//! waking) and lost throughput; this takes nothing on waking.
+//!
+//! No wakeup is lost: the waiter parks only if, under the parking lot's
+//! queue lock for its parker, `granted` is still false; the releaser sets
+//! `granted` before it takes that queue lock to unpark, so the waiter
+//! either sees it set and does not park, or was queued before the unpark.
+//! The releaser keeps its own reference to the parker until the unpark is
+//! done, so the address stays the parker's meanwhile. A waiter whose
+//! deadline passes takes the shard's mutex, and under it `granted` is
+//! final: set, the lock was handed to it first and it returns granted;
+//! clear, it leaves the queue and the wait-for graph and times out. Every
+//! wait has a deadline.
 //!
 //! # Waiting for oneself
 //! A thread can also wait for itself: it holds an open transaction's lock
@@ -55,7 +78,9 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::metrics::{lock_counted, Metrics};
 
@@ -81,7 +106,51 @@ pub(crate) enum LockError {
 
 struct Entry {
     owner: u64,
-    waiters: VecDeque<u64>,
+    waiters: VecDeque<(u64, Arc<Parker>)>,
+}
+
+/// Where one waiting transaction's thread parks, and how it learns the
+/// lock is its own (module doc, "Hand-over").
+#[derive(Default)]
+struct Parker {
+    /// Set, under the shard's mutex, when the lock is handed to it.
+    granted: AtomicBool,
+}
+
+impl Parker {
+    /// The parking lot's key: this parker's address.
+    fn key(&self) -> usize {
+        self as *const Parker as usize
+    }
+
+    /// Park until granted, unparked, or `deadline`.
+    fn park(&self, deadline: Instant) {
+        #[allow(unsafe_code)]
+        // SAFETY: the key is this parker's address, kept alive by the
+        // waiter's `Arc` and by the releaser's until its unpark is done,
+        // and parked on by nothing else; the validation only loads an
+        // atomic, and neither it nor the timeout callback panics or enters
+        // the parking lot.
+        unsafe {
+            parking_lot_core::park(
+                self.key(),
+                || !self.granted.load(Ordering::Acquire),
+                || {},
+                |_, _| {},
+                parking_lot_core::DEFAULT_PARK_TOKEN,
+                Some(deadline),
+            );
+        }
+    }
+
+    /// Wake the thread parked here, if any (after `granted` was set).
+    fn unpark(&self) {
+        #[allow(unsafe_code)]
+        // SAFETY: as for `park`: the caller holds an `Arc` of this parker.
+        unsafe {
+            parking_lot_core::unpark_all(self.key(), parking_lot_core::DEFAULT_UNPARK_TOKEN);
+        }
+    }
 }
 
 /// One edge of the wait-for graph: a transaction waits for the row
@@ -103,8 +172,6 @@ pub(crate) struct Waiting {
 /// One shard of the lock table.
 struct Shard {
     locks: Mutex<HashMap<LockKey, Entry, RandomState>>,
-    /// Notified when a lock of this shard is handed over.
-    granted: Condvar,
 }
 
 /// Exclusive row locks for every transaction of one database.
@@ -137,7 +204,6 @@ impl LockManager {
             shards: (0..SHARDS)
                 .map(|_| Shard {
                     locks: Mutex::new(HashMap::with_hasher(hasher.clone())),
-                    granted: Condvar::new(),
                 })
                 .collect(),
             hasher,
@@ -209,20 +275,27 @@ impl LockManager {
             }
             graph.insert(txn, edge);
         }
-        entry.waiters.push_back(txn);
+        let parker = Arc::new(Parker::default());
+        entry.waiters.push_back((txn, Arc::clone(&parker)));
+        drop(st);
         let deadline = start + timeout;
         loop {
-            if st.get(key).is_some_and(|e| e.owner == txn) {
+            parker.park(deadline);
+            if parker.granted.load(Ordering::Acquire) {
                 return Ok(Some(start.elapsed()));
             }
             if Instant::now() >= deadline {
+                let mut st = self.table(shard);
+                // Under the mutex `granted` is final (module doc).
+                if parker.granted.load(Ordering::Acquire) {
+                    return Ok(Some(start.elapsed()));
+                }
                 if let Some(e) = st.get_mut(key) {
-                    e.waiters.retain(|&w| w != txn);
+                    e.waiters.retain(|(w, _)| *w != txn);
                 }
                 self.graph.lock().remove(&txn);
                 return Err(LockError::Timeout(start.elapsed()));
             }
-            shard.granted.wait_until(&mut st, deadline);
         }
     }
 
@@ -252,19 +325,20 @@ impl LockManager {
                 None => {
                     st.remove(key);
                 }
-                Some(next) => {
+                Some((next, parker)) => {
                     entry.owner = next;
                     {
                         let mut graph = self.graph.lock();
                         graph.remove(&next);
-                        for w in &entry.waiters {
+                        for (w, _) in &entry.waiters {
                             if let Some(edge) = graph.get_mut(w) {
                                 edge.owner = next;
                             }
                         }
                     }
+                    parker.granted.store(true, Ordering::Release);
                     drop(st);
-                    shard.granted.notify_all();
+                    parker.unpark();
                 }
             }
         }
@@ -381,6 +455,57 @@ mod tests {
         assert!(matches!(e, LockError::Timeout(_)));
         m.release(1, [&k("a")]);
         assert_eq!(m.held(), 1);
+    }
+
+    /// The new owner learns of the hand-over without the shard's mutex:
+    /// held by the test right after the release, it does not keep the
+    /// waiter from returning granted. The other waiter of the same lock
+    /// stays parked until the next hand-over, and a waiter whose deadline
+    /// passes while the mutex is held times out once it gets it.
+    #[test]
+    fn a_hand_over_wakes_the_new_owner_alone_and_it_takes_no_mutex() {
+        let m = Arc::new(LockManager::default());
+        lk(&m, 1, &k("a"), T).unwrap();
+        let spawn = |txn: u64, timeout: Duration| {
+            let m = m.clone();
+            std::thread::spawn(move || lk(&m, txn, &k("a"), timeout))
+        };
+        let h2 = spawn(2, T);
+        while m.waits_for().is_empty() {
+            std::thread::yield_now();
+        }
+        let h3 = spawn(3, T);
+        while m.waits_for().len() < 2 {
+            std::thread::yield_now();
+        }
+        let h4 = spawn(4, Duration::from_millis(50));
+        while m.waits_for().len() < 3 {
+            std::thread::yield_now();
+        }
+        m.release(1, [&k("a")]);
+        let held = m.table(m.shard(&k("a")));
+        let deadline = Instant::now() + T;
+        while !h2.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "the new owner waited for the shard's mutex"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(h2.join().unwrap().unwrap().is_some());
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!h3.is_finished(), "a waiter not handed the lock returned");
+        assert!(
+            !h4.is_finished(),
+            "a timed-out waiter left without the shard's mutex"
+        );
+        drop(held);
+        assert!(matches!(h4.join().unwrap(), Err(LockError::Timeout(_))));
+        assert_eq!(m.waits_for().get(&3), Some(&2));
+        m.release(2, [&k("a")]);
+        assert!(h3.join().unwrap().unwrap().is_some());
+        m.release(3, [&k("a")]);
+        assert_eq!(m.held(), 0);
     }
 
     #[test]
