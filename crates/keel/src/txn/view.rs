@@ -119,6 +119,10 @@ impl Views {
     /// Open a view for transaction `txn_id` (0 for a read outside one).
     pub(crate) fn open(self: &Arc<Self>, txn_id: u64) -> Arc<ReadView> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        // Taken before the mutex: only the log snapshot and the entry need
+        // it (module doc), and every transaction opens a view.
+        let opened = Instant::now();
+        let thread = std::thread::current().name().map(str::to_string);
         let mut open = self.open.lock();
         let (low, active) = self.log.commit_snapshot();
         let min = active.first().copied().unwrap_or(low).min(low);
@@ -127,8 +131,8 @@ impl Views {
             Open {
                 min,
                 txn_id,
-                opened: Instant::now(),
-                thread: std::thread::current().name().map(str::to_string),
+                opened,
+                thread,
             },
         );
         Metrics::set(&self.metrics.trx_read_views_open, open.len() as u64);
