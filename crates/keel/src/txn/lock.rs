@@ -47,8 +47,8 @@
 //! they did so one after another, and at 256 threads on 2 cores the shard
 //! mutexes became where threads slept most (11,560 of some 18,000 sleeps
 //! in 2 s, once the redo log's write-out no longer queued its threads). A
-//! condvar per waiter was tried before (it still retakes the mutex on
-//! waking) and lost throughput; this takes nothing on waking.
+//! condvar per waiter was tried before and not kept: it still retakes the
+//! mutex on waking, where this takes nothing.
 //!
 //! No wakeup is lost: the waiter parks only if, under the parking lot's
 //! queue lock for its parker, `granted` is still false; the releaser sets
