@@ -1077,10 +1077,12 @@ impl FlushPolicy for Steady {
         let target = target.max(deadline_target(s, &oldest, due_at, log_rate, pace));
         let span = (hard.saturating_sub(setpoint) as f64 * BATCH_BAND_SHARE) as u64;
         let batch = list_batch(&oldest, span, s.instances.len());
-        let merged = (batch * s.instances.len().max(1)).min(LIST_BATCH);
-        let target = match self.device_bound {
-            true => target.max(full_batch_target(&oldest, target, merged)),
-            false => target,
+        let target = if self.device_bound {
+            // The merged batch: every instance's, as the cleaners sum them.
+            let merged = (batch * s.instances.len().max(1)).min(LIST_BATCH);
+            full_batch_target(&oldest, target, merged)
+        } else {
+            target
         };
         let (instances, below) = self.instance_targets(s, target, capacity.or(bw), batch);
         self.last_below = below;
