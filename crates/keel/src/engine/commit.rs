@@ -87,7 +87,8 @@ impl Engine {
     pub fn resume_commit(&self, lsn: Lsn, record: Arc<[u8]>) -> Result<CommitTicket<'_>> {
         let record_len = record.len() as u64;
         self.adm.reserve(MARKER, Purpose::InFlight)?;
-        self.log.resume_commit(lsn, record);
+        // Recovery entered it in flight already; this keeps that entry.
+        self.log.resume_commit(lsn, lsn, record);
         self.adm.resume_record(record_len);
         Ok(CommitTicket::new(
             self,

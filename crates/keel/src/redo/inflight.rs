@@ -81,6 +81,15 @@ impl InFlight {
         }
     }
 
+    /// Enter a commit recovery found unfinished, its newest record copy
+    /// starting at `pin`; one already in flight is left as it is.
+    pub fn resume(&mut self, commit: Lsn, pin: Lsn, record: Arc<[u8]>) {
+        if let std::collections::btree_map::Entry::Vacant(v) = self.map.entry(commit) {
+            self.record_bytes += record.len();
+            v.insert(Entry { pin, record });
+        }
+    }
+
     /// The commit's marker was appended, ending at `marker_end`: it leaves
     /// the set, and its pin holds until the log is durable through the
     /// marker (`durable`: the durable end now). False if it was not in
@@ -223,6 +232,21 @@ mod tests {
         assert_eq!(f.min_pin(0), Some(9000));
         f.finish(100, 9100, 9100);
         f.finish(300, 9200, 9200);
+        assert!(f.is_empty());
+        assert_eq!(f.relocation_len(), 4);
+    }
+
+    #[test]
+    fn a_resumed_commit_is_pinned_at_its_newest_copy_and_resuming_again_keeps_it() {
+        let mut f = InFlight::default();
+        // Relocated at 900: recovery resumes commit 100 pinned there.
+        f.resume(100, 900, Arc::from(&b"abc"[..]));
+        assert_eq!(f.min_pin(0), Some(900));
+        // The open's own resume (pin = the id) changes nothing.
+        f.resume(100, 100, Arc::from(&b"abc"[..]));
+        assert_eq!(f.min_pin(0), Some(900));
+        assert_eq!(f.relocation_len(), 4 + RELOCATED_ENTRY_OVERHEAD + 3);
+        assert!(f.finish(100, 1000, 1000));
         assert!(f.is_empty());
         assert_eq!(f.relocation_len(), 4);
     }

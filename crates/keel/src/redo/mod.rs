@@ -513,9 +513,12 @@ impl Log {
     }
 
     /// Enter a commit that recovery found unfinished in flight again: its
-    /// record is in the log at `commit` (after the checkpoint).
-    pub(crate) fn resume_commit(&self, commit: Lsn, record: Arc<[u8]>) {
-        self.state.lock().in_flight.insert(commit, record);
+    /// id is `commit` (its original record's LSN) and its newest record
+    /// copy starts at `pin`, after the checkpoint. A commit already in
+    /// flight keeps its entry. Recovery enters every such commit before it
+    /// returns (`recovery`, "Unfinished commits pin the checkpoint").
+    pub(crate) fn resume_commit(&self, commit: Lsn, pin: Lsn, record: Arc<[u8]>) {
+        self.state.lock().in_flight.resume(commit, pin, record);
     }
 
     /// Bytes of the group [`Log::relocate_in_flight`] would append now.

@@ -9,6 +9,21 @@
 //! database (`crate::db`) finishes them once the page cleaners run, through
 //! the same path as any commit (the log knows nothing of transactions).
 //!
+//! # Unfinished commits pin the checkpoint
+//!
+//! Before it returns, recovery enters every commit it hands up in the log's
+//! set of commits in flight (`Log::resume_commit`), pinned at the newest
+//! group holding its record (`inflight`). The database finishes them one at
+//! a time while the page cleaners run, and a cleaner may checkpoint at any
+//! moment: a commit entered only when its turn came could have its record
+//! passed by a checkpoint that made its replayed first operation durable
+//! (the replay dirtied that page, the cleaner wrote it). A power loss then
+//! left a commit nobody was told of half there, its record behind the next
+//! recovery's start (found by the power-loss test that kills the process
+//! and cuts the power during the next open: a transfer's credit without its
+//! debit or its log row). Being in flight from the start also keeps a read
+//! view opened meanwhile from seeing the half-applied commit.
+//!
 //! # Batches, applied page by page
 //!
 //! Applying the log group by group in LSN order reads each page the moment
@@ -455,7 +470,10 @@ struct Rec<'a> {
 struct State {
     rep: RecoveryReport,
     touched: HashSet<PageId>,
-    commits: BTreeMap<Lsn, Arc<[u8]>>,
+    /// Commits whose record was read and no marker yet, by id (their
+    /// original record's LSN): the start of the newest group holding the
+    /// record, and the record.
+    commits: BTreeMap<Lsn, (Lsn, Arc<[u8]>)>,
 }
 
 /// For a read-only open: where the redo after the checkpoint of `log`
@@ -528,10 +546,15 @@ pub(crate) fn recover(
     // Appends continue at the end of the valid log.
     log.reset_end(rep.end_lsn);
     rep.pages_touched = st.touched.len() as u64;
+    // In flight from here on, before anything can checkpoint
+    // ("Unfinished commits pin the checkpoint").
     let unfinished = st
         .commits
         .into_iter()
-        .map(|(lsn, record)| Unfinished { lsn, record })
+        .map(|(lsn, (pin, record))| {
+            log.resume_commit(lsn, pin, record.clone());
+            Unfinished { lsn, record }
+        })
         .collect();
     rep.time_ms = t0.elapsed().as_millis() as u64;
     let m = metrics;
@@ -647,13 +670,13 @@ fn take_group<'c>(
             .map_err(|m| Error::Corruption(format!("redo group ending at LSN {}: {m}", g.end)))?;
         }
         kind::TXN_COMMIT => {
-            st.commits.insert(g.start, Arc::from(payload));
+            st.commits.insert(g.start, (g.start, Arc::from(payload)));
         }
         kind::TXN_RELOCATED => {
             let moved = super::inflight::decode_relocation(payload)
                 .map_err(|m| Error::Corruption(format!("redo group at LSN {}: {m}", g.start)))?;
             for (lsn, record) in moved {
-                st.commits.insert(lsn, Arc::from(record));
+                st.commits.insert(lsn, (g.start, Arc::from(record)));
             }
         }
         kind::TXN_APPLIED => {

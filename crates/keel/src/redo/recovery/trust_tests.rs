@@ -306,6 +306,88 @@ fn a_checkpoint_does_not_pass_a_commit_whose_marker_is_not_durable() {
     u.check().unwrap();
 }
 
+/// Recovery hands up the commits it found logged and not finished, and the
+/// open finishes them one at a time while the page cleaners run, any of
+/// which may checkpoint meanwhile. Each such commit must pin the checkpoint
+/// from the moment recovery returns: a checkpoint taken before its turn
+/// (here the test's, right after recovery) would make its replayed first
+/// operation durable and pass its record, and a power loss then keeps that
+/// operation alone for good (`recovery`, "Unfinished commits pin the
+/// checkpoint").
+#[test]
+fn a_checkpoint_after_recovery_does_not_pass_a_commit_it_has_not_finished_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultyFs::new());
+    let db = open(dir.path(), &fs);
+    let (t, u) = (db.create_table("t").unwrap(), db.create_table("u").unwrap());
+    t.put(b"k", b"old").unwrap();
+    u.put(b"k", b"old").unwrap();
+    db.flush().unwrap();
+    db.set_option("flush_log_at_trx_commit", "0").unwrap();
+    let log = db.inner.engine.log.clone();
+
+    // The commit stops after its first operation (t's row), which a sync
+    // makes durable with the record; then the power fails.
+    let hold = db.failpoint("commit.between_ops");
+    let writer = {
+        let (db, t, u) = (db.clone(), t.clone(), u.clone());
+        std::thread::spawn(move || {
+            let mut tx = db.begin();
+            tx.put(&t, b"k", b"new").unwrap();
+            tx.put(&u, b"k", b"new").unwrap();
+            // The device is gone by the second operation.
+            let _ = tx.commit();
+        })
+    };
+    assert!(hold.wait_held(std::time::Duration::from_secs(10)));
+    let record = log.commit_snapshot().1[0];
+    log.write_up_to(log.lsn(), true).unwrap();
+    fs.crash(CrashMode::DropUnsynced);
+    hold.release();
+    writer.join().unwrap();
+    drop((t, u, log));
+    db.simulate_crash();
+
+    // Recovery alone, then a checkpoint before the open finishes the
+    // commit, as a page cleaner may take one.
+    let (e, created) = crate::engine::Engine::open(
+        dir.path(),
+        opts(),
+        Some(fs.clone() as Arc<dyn FileSystem>),
+        crate::btree::node::validate,
+    )
+    .unwrap();
+    assert!(!created);
+    let (rep, unfinished) = crate::redo::recovery::recover(&e.log, &e.pool, &e.metrics, 0).unwrap();
+    assert!(rep.page_records_applied > 0, "{rep}");
+    assert_eq!(
+        unfinished.iter().map(|u| u.lsn).collect::<Vec<_>>(),
+        [record]
+    );
+    e.log.begin_epoch().unwrap();
+    e.flush_and_checkpoint().unwrap();
+    assert!(
+        e.log.checkpoint_lsn() <= record,
+        "the checkpoint ({}) passed the record ({record}) of a commit recovery handed up \
+         unfinished",
+        e.log.checkpoint_lsn()
+    );
+    fs.crash(CrashMode::DropUnsynced);
+    e.release_dir_lock();
+    drop(e);
+
+    let db = open(dir.path(), &fs);
+    let (t, u) = (db.table("t").unwrap(), db.table("u").unwrap());
+    let rows = (t.get(b"k").unwrap(), u.get(b"k").unwrap());
+    assert_eq!(
+        rows,
+        (Some(b"new".to_vec()), Some(b"new".to_vec())),
+        "after recovery the commit recovery had handed up is not whole"
+    );
+    t.check().unwrap();
+    u.check().unwrap();
+}
+
 /// The other side of the rule above: a finished commit's pin is released
 /// by a sync of the log, and a checkpoint held back by it makes that sync
 /// itself instead of waiting for the next one (about a second at
