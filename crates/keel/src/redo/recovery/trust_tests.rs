@@ -249,21 +249,30 @@ fn unsynced_page_writes_of_a_crashed_process(mode: crate::DoublewriteMode) {
 /// operation alone unless the record's pin holds until the marker is
 /// durable (`redo::inflight`). Both rows of the commit, or neither, must be
 /// there after recovery.
-#[test]
-fn a_checkpoint_does_not_pass_a_commit_whose_marker_is_not_durable() {
-    let dir = tempfile::tempdir().unwrap();
-    let fs = Arc::new(FaultyFs::new());
-    let db = open(dir.path(), &fs);
+/// Tables `t` and `u` with row `k` "old" in both, durable, and a commit
+/// setting both rows "new" held at `commit.between_ops` after its first
+/// operation (t's row), at `flush_log_at_trx_commit = 0` (nothing of the
+/// commit asks for a sync); the log is then synced, making the record and
+/// that operation durable. Returns the database, the tables, the hold
+/// (still holding), the committing thread and the record's LSN.
+#[allow(clippy::type_complexity)]
+fn a_commit_held_after_its_first_operation_synced(
+    dir: &Path,
+    fs: &Arc<FaultyFs>,
+) -> (
+    Db,
+    crate::Table,
+    crate::Table,
+    Arc<crate::failpoint::Hold>,
+    std::thread::JoinHandle<crate::error::Result<()>>,
+    Lsn,
+) {
+    let db = open(dir, fs);
     let (t, u) = (db.create_table("t").unwrap(), db.create_table("u").unwrap());
     t.put(b"k", b"old").unwrap();
     u.put(b"k", b"old").unwrap();
     db.flush().unwrap();
     db.set_option("flush_log_at_trx_commit", "0").unwrap();
-    let log = db.inner.engine.log.clone();
-
-    // The commit stops after its first operation (t's row); a sync then
-    // makes that operation durable, and at level 0 nothing of the commit
-    // asks for the rest.
     let hold = db.failpoint("commit.between_ops");
     let writer = {
         let (db, t, u) = (db.clone(), t.clone(), u.clone());
@@ -271,14 +280,25 @@ fn a_checkpoint_does_not_pass_a_commit_whose_marker_is_not_durable() {
             let mut tx = db.begin();
             tx.put(&t, b"k", b"new").unwrap();
             tx.put(&u, b"k", b"new").unwrap();
-            tx.commit().unwrap();
+            tx.commit().map(|_| ())
         })
     };
     assert!(hold.wait_held(std::time::Duration::from_secs(10)));
+    let log = &db.inner.engine.log;
     let record = log.commit_snapshot().1[0];
     log.write_up_to(log.lsn(), true).unwrap();
+    (db, t, u, hold, writer, record)
+}
+
+#[test]
+fn a_checkpoint_does_not_pass_a_commit_whose_marker_is_not_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultyFs::new());
+    let (db, t, u, hold, writer, record) =
+        a_commit_held_after_its_first_operation_synced(dir.path(), &fs);
+    let log = db.inner.engine.log.clone();
     hold.release();
-    writer.join().unwrap();
+    writer.join().unwrap().unwrap();
     let marker_end = log.lsn();
     // Its pages are dirty since after the record, and the log is durable
     // past the record: only the pin keeps the checkpoint at the record,
@@ -318,34 +338,14 @@ fn a_checkpoint_does_not_pass_a_commit_whose_marker_is_not_durable() {
 fn a_checkpoint_after_recovery_does_not_pass_a_commit_it_has_not_finished_yet() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultyFs::new());
-    let db = open(dir.path(), &fs);
-    let (t, u) = (db.create_table("t").unwrap(), db.create_table("u").unwrap());
-    t.put(b"k", b"old").unwrap();
-    u.put(b"k", b"old").unwrap();
-    db.flush().unwrap();
-    db.set_option("flush_log_at_trx_commit", "0").unwrap();
-    let log = db.inner.engine.log.clone();
-
-    // The commit stops after its first operation (t's row), which a sync
-    // makes durable with the record; then the power fails.
-    let hold = db.failpoint("commit.between_ops");
-    let writer = {
-        let (db, t, u) = (db.clone(), t.clone(), u.clone());
-        std::thread::spawn(move || {
-            let mut tx = db.begin();
-            tx.put(&t, b"k", b"new").unwrap();
-            tx.put(&u, b"k", b"new").unwrap();
-            // The device is gone by the second operation.
-            let _ = tx.commit();
-        })
-    };
-    assert!(hold.wait_held(std::time::Duration::from_secs(10)));
-    let record = log.commit_snapshot().1[0];
-    log.write_up_to(log.lsn(), true).unwrap();
+    let (db, t, u, hold, writer, record) =
+        a_commit_held_after_its_first_operation_synced(dir.path(), &fs);
+    // The power fails with the record and the first operation durable;
+    // the commit's second operation finds the device gone.
     fs.crash(CrashMode::DropUnsynced);
     hold.release();
-    writer.join().unwrap();
-    drop((t, u, log));
+    let _ = writer.join().unwrap();
+    drop((t, u));
     db.simulate_crash();
 
     // Recovery alone, then a checkpoint before the open finishes the
