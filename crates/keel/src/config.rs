@@ -8,6 +8,7 @@
 
 mod builder;
 mod commit;
+mod neighbors;
 mod size;
 mod toml_text;
 
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub use builder::OptionsBuilder;
 pub use commit::FlushLogAtTrxCommit;
+pub use neighbors::FlushNeighbors;
 use size::parse_size;
 use size::size_serde;
 pub use size::ByteSize;
@@ -88,8 +90,9 @@ pub struct Options {
     /// ignore `io_capacity`.
     pub flush_sync: bool,
     /// Also write dirty neighbors of a flushed page: 0 = none, 1 = the
-    /// contiguous dirty run around it, 2 = every dirty page of its area.
-    pub flush_neighbors: u8,
+    /// contiguous dirty run around it, 2 = every dirty page of its area,
+    /// `auto` (the default) = the policy chooses ([`FlushNeighbors`]).
+    pub flush_neighbors: FlushNeighbors,
     /// Threads that write one flush batch in parallel (one stream per data file at most).
     pub write_io_threads: usize,
     /// Size of each redo log file in bytes.
@@ -159,7 +162,7 @@ impl Default for Options {
             adaptive_flushing_lwm: 10.0,
             flushing_avg_loops: 30,
             flush_sync: true,
-            flush_neighbors: 0,
+            flush_neighbors: FlushNeighbors::Auto,
             write_io_threads: 4,
             log_file_size: 48 << 20,
             log_files_in_group: 2,
@@ -380,10 +383,6 @@ impl Options {
                 "between 1 and 1000 seconds",
                 loops,
             ));
-        }
-        if self.flush_neighbors > 2 {
-            let rule = "0 (none), 1 (contiguous run) or 2 (whole area)";
-            return Err(refuse("flush_neighbors", rule, self.flush_neighbors));
         }
         let threads = self.write_io_threads;
         if threads == 0 || threads > 64 {

@@ -124,8 +124,8 @@ pub(crate) mod undo;
 pub use backup::BackupReport;
 pub use btree::TreeStats;
 pub use config::{
-    ByteSize, DoublewriteMode, FlushLogAtTrxCommit, FlushPolicyName, Isolation, Options,
-    OptionsBuilder, CLASSIC_ONLY, RUNTIME_OPTIONS,
+    ByteSize, DoublewriteMode, FlushLogAtTrxCommit, FlushNeighbors, FlushPolicyName, Isolation,
+    Options, OptionsBuilder, CLASSIC_ONLY, RUNTIME_OPTIONS,
 };
 pub use db::Db;
 pub use engine::DoublewriteStatus;

@@ -71,6 +71,10 @@ fn every_runtime_option_changes_and_options_shows_it() {
     assert_eq!(db.begin().isolation(), keel::Isolation::ReadCommitted);
     // Setting a value already in effect is no change, and no error.
     db.set_option("io_capacity", "1500").unwrap();
+    // `flush_neighbors` goes back from a fixed mode to the policy's choice.
+    db.set_option("flush_neighbors", "auto").unwrap();
+    assert_eq!(value_of(&db, "flush_neighbors"), "auto");
+    assert_eq!(db.options().flush_neighbors, keel::FlushNeighbors::Auto);
     // Every option is one kind or the other.
     let mut all: Vec<String> = Options::restart_only();
     all.extend(RUNTIME_OPTIONS.iter().map(|k| k.to_string()));

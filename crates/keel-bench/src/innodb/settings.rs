@@ -162,7 +162,11 @@ pub fn server_flags(o: &Options) -> Vec<String> {
         format!("--innodb-adaptive-flushing-lwm={}", o.adaptive_flushing_lwm),
         format!("--innodb-flushing-avg-loops={}", o.flushing_avg_loops),
         format!("--innodb-flush-sync={}", on(o.flush_sync)),
-        format!("--innodb-flush-neighbors={}", o.flush_neighbors),
+        // `auto` is Keel's own: InnoDB gets 8.0's default, as `classic`.
+        format!(
+            "--innodb-flush-neighbors={}",
+            o.flush_neighbors.fixed().unwrap_or_default().as_option()
+        ),
         format!("--innodb-write-io-threads={}", o.write_io_threads),
         format!(
             "--innodb-log-file-size={}",

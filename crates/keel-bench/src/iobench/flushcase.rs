@@ -179,7 +179,7 @@ pub(super) fn options(config: &IobenchConfig, case: &Case) -> Result<Options, Io
         log_file_size: log_file_bytes(config, case.bs),
         log_files_in_group: 2,
         flush_log_at_trx_commit: 2,
-        flush_neighbors: 0,
+        flush_neighbors: keel::NeighborMode::Off.into(),
         doublewrite: keel::DoublewriteMode::from_bool(config.doublewrite),
         ..Options::default()
     };

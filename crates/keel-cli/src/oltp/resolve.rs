@@ -253,7 +253,10 @@ mod tests {
         assert_eq!(p.workload, Workload::WriteOnly);
         assert_eq!((o.io_capacity, o.io_capacity_max), (100, 200));
         assert_eq!((o.log_file_size, o.log_files_in_group), (2 << 20, 2));
-        assert_eq!((o.flush_log_at_trx_commit, o.flush_neighbors), (2, 2));
+        assert_eq!(
+            (o.flush_log_at_trx_commit, o.flush_neighbors.code()),
+            (2, 2)
+        );
         assert_eq!(o.device, "hdd-raid10");
         assert!(vary.is_empty());
         assert!(prep.contains(&"device=unlimited".to_string()), "{prep:?}");
@@ -329,7 +332,7 @@ mod tests {
         // --set on a key the preset varies: one run with the user's value.
         let (_, o, vary, _, _) = resolved(&["--preset", "neighbors", "--set", "flush_neighbors=0"]);
         assert!(vary.is_empty(), "{vary:?}");
-        assert_eq!(o.flush_neighbors, 0);
+        assert_eq!(o.flush_neighbors, keel::NeighborMode::Off.into());
         // The user's own --vary on that key replaces the preset's; on
         // another key it adds an axis.
         let (_, _, vary, _, _) =

@@ -2,9 +2,11 @@
 
 use std::time::Duration;
 
-use super::{ByteSize, DoublewriteMode, FlushLogAtTrxCommit, FlushPolicyName, Isolation, Options};
+use super::{
+    ByteSize, DoublewriteMode, FlushLogAtTrxCommit, FlushNeighbors, FlushPolicyName, Isolation,
+    Options,
+};
 use crate::error::Result;
-use crate::flush::neighbors::NeighborMode;
 use crate::io::{FlushMethod, ThrottleSpec};
 
 /// Options set from Rust: one method per option, taking the option's type
@@ -125,8 +127,10 @@ impl OptionsBuilder {
     }
 
     /// [`Options::flush_neighbors`].
-    pub fn flush_neighbors(mut self, mode: NeighborMode) -> Self {
-        self.opts.flush_neighbors = mode.as_option();
+    /// A [`NeighborMode`](crate::NeighborMode) fixes the mode; [`FlushNeighbors::Auto`] lets the
+    /// policy choose.
+    pub fn flush_neighbors(mut self, mode: impl Into<FlushNeighbors>) -> Self {
+        self.opts.flush_neighbors = mode.into();
         self
     }
 
@@ -192,7 +196,7 @@ mod tests {
             .adaptive_flushing_lwm(20.0)
             .flushing_avg_loops(10)
             .flush_sync(false)
-            .flush_neighbors(NeighborMode::Area)
+            .flush_neighbors(crate::NeighborMode::Area)
             .write_io_threads(2)
             .log_file_size(ByteSize::mib(64))
             .log_files_in_group(3)

@@ -161,13 +161,19 @@ mod tests {
             e.reason,
             "`\"abc\"` is not accepted; expected a whole number"
         );
-        let e = issue("\n\nflush_neighbors = 300");
-        assert_eq!((e.line, e.key.as_deref()), (3, Some("flush_neighbors")));
+        let e = issue("\n\nflush_log_at_trx_commit = 300");
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (3, Some("flush_log_at_trx_commit"))
+        );
         assert!(
             e.reason.contains("`300`") && e.reason.contains("0 to 255"),
             "{}",
             e.reason
         );
+        let e = issue("flush_neighbors = 3");
+        assert_eq!(e.key.as_deref(), Some("flush_neighbors"));
+        assert!(e.reason.contains("`3` is not auto"), "{}", e.reason);
         let e = issue("log_file_size = true");
         assert!(
             e.reason

@@ -311,6 +311,9 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
         data_writes: get(&m.os_data_writes),
         data_write_us: get(&m.os_data_write_us_total),
         data_write_busy_us: get(&m.os_data_write_busy_us_total),
+        dblwr_writes: get(&m.dblwr_writes),
+        dblwr_pages: get(&m.dblwr_pages_written),
+        dblwr_write_us: get(&m.dblwr_write_us_total),
         // Kept by the coordinator, which sets it.
         flusher_busy_us: 0,
         frames_taken: get(&m.buffer_pool_frames_taken),
@@ -339,6 +342,10 @@ fn publish(m: &Metrics, t: &FlushTargets) {
         Metrics::set(
             &m.steady_stall_spell_ms,
             (f.stall_spell * 1000.0).round() as u64,
+        );
+        Metrics::set(
+            &m.steady_write_cost_pages_x1000,
+            (f.write_cost_pages.min(1e9) * 1000.0).round() as u64,
         );
     }
     if t.full_round {
@@ -455,6 +462,11 @@ fn coordinate_rounds<H: CleanerHost + ?Sized>(
         wb.set_io_depth(targets.io_depth);
         wb.set_eager_lru(targets.eager_lru);
         wb.set_neighbors_in_batch_size(targets.neighbors_in_batch_size);
+        wb.set_chosen_neighbors(targets.neighbors);
+        Metrics::set(
+            &pool.metrics.buffer_flush_neighbors_mode,
+            u64::from(wb.flush_neighbors().as_option()),
+        );
         wb.set_oldest_latch_wait(targets.oldest_latch_wait);
         if targets.full_round {
             *wb.last_decision.lock() = targets.decision.clone();

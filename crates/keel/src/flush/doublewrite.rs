@@ -664,9 +664,16 @@ impl AreaGuard<'_> {
         .encode(&mut buf[..header_len]);
         let (file, offset) = g.area_location(self.area);
         let f = &dw.files[file];
+        let started = std::time::Instant::now();
         f.dev
             .write_at(&buf, offset)
             .map_err(|e| Error::io(&f.path, "write", e))?;
+        // The write alone, not its sync: the policy compares it with the
+        // in-place writes (see `policy::steady::merge`).
+        Metrics::add(
+            &dw.metrics.dblwr_write_us_total,
+            started.elapsed().as_micros() as u64,
+        );
         Metrics::add(&dw.metrics.dblwr_written_bytes, buf.len() as u64);
         f.dev.sync().map_err(|e| Error::io(&f.path, "sync", e))?;
         Metrics::add(&dw.metrics.dblwr_writes, 1);

@@ -18,9 +18,10 @@ use crate::space::EXTENT_PAGES;
 pub const MAX_AREA: u32 = 64;
 
 /// What the `flush_neighbors` option asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum NeighborMode {
     /// 0: the page alone.
+    #[default]
     Off,
     /// 1: the contiguous run of dirty, flushable pages around the page
     /// (Percona's `cont`), inside its area.

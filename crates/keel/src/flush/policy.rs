@@ -9,6 +9,7 @@ pub mod steady;
 use std::time::Duration;
 
 use super::batch::FlushKind;
+use super::neighbors::NeighborMode;
 use crate::config::{FlushPolicyName, Options};
 use crate::page::Lsn;
 
@@ -79,6 +80,12 @@ pub struct Snapshot {
     pub data_write_us: u64,
     /// Microseconds with at least one data-file write in flight.
     pub data_write_busy_us: u64,
+    /// Doublewrite area writes since start (each one write and one sync).
+    pub dblwr_writes: u64,
+    /// Pages those writes carried (images, or entries in `detect_only`).
+    pub dblwr_pages: u64,
+    /// Microseconds those writes took, their syncs not included.
+    pub dblwr_write_us: u64,
     /// Microseconds the page cleaners' coordinator spent in rounds (from
     /// the snapshot to the checkpoint, the slowest cleaner included): a
     /// flusher busy all the time is at its capacity.
@@ -243,6 +250,9 @@ pub struct SteadyFigures {
     /// write, retired nothing (a decaying peak, seconds): the band from
     /// `setpoint` to `hard` holds at least 1.5 × its redo.
     pub stall_spell: f64,
+    /// What one write costs the device beyond the pages it carries, in
+    /// pages (0 until measured; see `steady::merge`).
+    pub write_cost_pages: f64,
 }
 
 /// The writers' redo rate limit as a curve over the checkpoint age:
@@ -336,6 +346,12 @@ pub struct FlushTargets {
     /// 256 pages became 1,400 writes that kept the checkpoint still for
     /// over a second on `hdd-raid10`).
     pub neighbors_in_batch_size: bool,
+    /// The neighbor mode batches follow where `flush_neighbors = auto`
+    /// (a fixed option overrides it). `classic` always says
+    /// [`NeighborMode::Off`], InnoDB 8.0's default; `steady` says
+    /// [`NeighborMode::Contiguous`] while the device charges a write much
+    /// more than the pages it carries (see `steady::merge`).
+    pub neighbors: NeighborMode,
     /// How long a flush-list batch's first claim (the list's oldest page,
     /// which holds the checkpoint back) may wait for a user thread's
     /// exclusive latch (zero: it never waits, and a latched page is passed

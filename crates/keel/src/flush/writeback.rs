@@ -29,8 +29,10 @@ use parking_lot::{Condvar, Mutex};
 
 use super::batch::{FlushKind, HeldWrites};
 use super::doublewrite::Doublewrite;
+use super::neighbors::NeighborMode;
 use super::policy::Decision;
 use crate::buffer::{BufferPool, FrameWriter};
+use crate::config::FlushNeighbors;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::page::Lsn;
@@ -53,9 +55,9 @@ pub struct WriteConfig {
     /// at most).
     pub write_io_threads: usize,
     /// Neighbor flushing: 0 = none, 1 = the contiguous dirty run around a
-    /// written page, 2 = every dirty page of its area (single-page flushes
-    /// never write neighbors).
-    pub flush_neighbors: u8,
+    /// written page, 2 = every dirty page of its area, `auto` = as the
+    /// policy chooses (single-page flushes never write neighbors).
+    pub flush_neighbors: FlushNeighbors,
 }
 
 /// Write-back: the data files' writer side, the doublewrite areas, the
@@ -87,9 +89,13 @@ pub struct WriteBack {
     /// Microseconds a flush-list batch's first claim may wait for a latch
     /// (see `FlushTargets::oldest_latch_wait`).
     oldest_latch_wait_us: AtomicU64,
-    /// `flush_neighbors` now (starts as `cfg.flush_neighbors`; changed by
-    /// `Db::set_option`, read once per batch).
+    /// `flush_neighbors` now, as [`FlushNeighbors::code`] (starts as
+    /// `cfg.flush_neighbors`; changed by `Db::set_option`, read once per
+    /// batch).
     flush_neighbors: std::sync::atomic::AtomicU8,
+    /// The mode the policy chose for `auto`, as `NeighborMode::as_option`
+    /// (set by the cleaners' coordinator every round, read once per batch).
+    chosen_neighbors: std::sync::atomic::AtomicU8,
     /// Cleaner failures so far, and the last one's message and whether it
     /// may pass ([`Error::may_pass`]).
     failures: (AtomicU64, Mutex<(String, bool)>),
@@ -120,7 +126,8 @@ impl WriteBack {
             eager_lru: std::sync::atomic::AtomicBool::new(false),
             neighbors_in_batch_size: std::sync::atomic::AtomicBool::new(false),
             oldest_latch_wait_us: AtomicU64::new(0),
-            flush_neighbors: std::sync::atomic::AtomicU8::new(cfg.flush_neighbors),
+            flush_neighbors: std::sync::atomic::AtomicU8::new(cfg.flush_neighbors.code()),
+            chosen_neighbors: std::sync::atomic::AtomicU8::new(0),
             failures: Default::default(),
             held: HeldWrites::default(),
         }
@@ -176,13 +183,26 @@ impl WriteBack {
 
     /// The `flush_neighbors` option now: batches started from here on
     /// follow `mode`, batches under way finish as they began.
-    pub(crate) fn set_flush_neighbors(&self, mode: u8) {
-        self.flush_neighbors.store(mode, Ordering::Relaxed);
+    pub(crate) fn set_flush_neighbors(&self, mode: FlushNeighbors) {
+        self.flush_neighbors.store(mode.code(), Ordering::Relaxed);
     }
 
-    /// The `flush_neighbors` option in effect.
-    pub(crate) fn flush_neighbors(&self) -> u8 {
-        self.flush_neighbors.load(Ordering::Relaxed)
+    /// The mode the policy chose for `flush_neighbors = auto`
+    /// (`FlushTargets::neighbors`).
+    pub(crate) fn set_chosen_neighbors(&self, mode: NeighborMode) {
+        self.chosen_neighbors
+            .store(mode.as_option(), Ordering::Relaxed);
+    }
+
+    /// The neighbor mode batches follow now: the option's, or under `auto`
+    /// the policy's choice.
+    pub(crate) fn flush_neighbors(&self) -> NeighborMode {
+        match FlushNeighbors::from_code(self.flush_neighbors.load(Ordering::Relaxed)) {
+            FlushNeighbors::Fixed(m) => m,
+            FlushNeighbors::Auto => {
+                NeighborMode::from_option(self.chosen_neighbors.load(Ordering::Relaxed))
+            }
+        }
     }
 
     /// Wake the page cleaners.

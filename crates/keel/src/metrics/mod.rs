@@ -376,6 +376,16 @@ registry! {
     /// peak that halves in about six seconds); the band from the setpoint
     /// to the hard level holds 1.5 × its redo.
     steady_stall_spell_ms,
+    /// Gauge (`steady`): what one write costs the device beyond the pages
+    /// it carries, in pages, times 1000 (from the doublewrite's long
+    /// writes against the in-place ones; 0 until measured): `steady`
+    /// writes contiguous neighbors under `flush_neighbors = auto` while it
+    /// is high (see `flush::policy::steady::merge`).
+    steady_write_cost_pages_x1000,
+    /// Gauge: the neighbor mode flush batches follow now (0 none, 1
+    /// contiguous run, 2 whole area): the `flush_neighbors` option, or
+    /// the policy's choice where it is `auto`.
+    buffer_flush_neighbors_mode,
     /// Pages written by sync flushing.
     buffer_flush_sync_total_pages,
     /// Batches written and synced to a doublewrite area.
@@ -384,6 +394,9 @@ registry! {
     /// `doublewrite = on`, listed in the area header alone under
     /// `detect_only`.
     dblwr_pages_written,
+    /// Microseconds doublewrite area writes took (their syncs not
+    /// included).
+    dblwr_write_us_total,
     /// Bytes written to the doublewrite files (page copies and area
     /// headers, and the files' own headers when they are formatted;
     /// headers alone under `detect_only`, nothing under `atomic` and

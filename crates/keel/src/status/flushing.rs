@@ -95,6 +95,12 @@ pub struct SteadyStatus {
     pub base_rate_bytes: u64,
     /// The position on the throttle curve (2 below F, 1 at S, 0 at H).
     pub pos_ratio: f64,
+    /// The neighbor mode batches follow now (`flush_neighbors`, or the
+    /// policy's choice under `auto`).
+    pub neighbors_mode: u64,
+    /// What one write costs the device beyond its pages, in pages (0 until
+    /// measured).
+    pub write_cost_pages: f64,
     /// Writer pauses.
     pub pauses: u64,
     /// Their total, in microseconds.
@@ -104,6 +110,26 @@ pub struct SteadyStatus {
     /// The histogram bucket bound at or under which 99% of them fall
     /// (`None`: no pause, or beyond the largest bound).
     pub pause_us_p99: Option<u64>,
+}
+
+/// `flush_neighbors` under `steady`: the option, and under `auto` the mode
+/// chosen and the write cost it was chosen by.
+fn steady_neighbors(o: &Options, s: &SteadyStatus) -> String {
+    match o.flush_neighbors.fixed() {
+        Some(m) => m.as_option().to_string(),
+        None if s.write_cost_pages >= 1000.0 => format!(
+            "auto: {} now, a write costs over 1000 pages more than it carries",
+            s.neighbors_mode
+        ),
+        None if s.write_cost_pages > 0.0 => format!(
+            "auto: {} now, a write costs {:.1} pages more than it carries",
+            s.neighbors_mode, s.write_cost_pages
+        ),
+        None => format!(
+            "auto: {} now, write cost not measured yet",
+            s.neighbors_mode
+        ),
+    }
 }
 
 /// FLUSHING.
@@ -173,6 +199,8 @@ impl FlushingStatus {
                 redo_bytes_per_page: g("log_bytes_per_page_flushed"),
                 base_rate_bytes: g("steady_base_rate"),
                 pos_ratio: g("steady_pos_ratio") as f64 / 1000.0,
+                neighbors_mode: g("buffer_flush_neighbors_mode"),
+                write_cost_pages: g("steady_write_cost_pages_x1000") as f64 / 1000.0,
                 pauses,
                 pause_us_total: g("buffer_flush_throttle_delay_us_total"),
                 pause_us_max: g("writer_pause_us_max"),
@@ -243,7 +271,7 @@ impl FlushingStatus {
              Writers             allowed {:.2} MiB/s x position {:.2} on the curve\n\
              Writer pauses       {} ({:.1} ms in total, {p99}, longest {:.1} ms)\n",
             o.flush_policy.ignored_options().join(", "),
-            o.flush_neighbors,
+            steady_neighbors(o, s),
             self.reason(),
             s.redo_rate_bytes as f64 / MIB,
             s.redo_rate_peak_bytes as f64 / MIB,

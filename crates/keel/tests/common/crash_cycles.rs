@@ -82,7 +82,7 @@ pub fn opts_in_mode(seed: u64, mode: DoublewriteMode) -> Options {
         buffer_pool_size: 4 * 24 * PAGE_SIZE as u64,
         buffer_pool_instances: 4,
         page_cleaners: 4,
-        flush_neighbors: 1 + (seed % 2) as u8,
+        flush_neighbors: keel::FlushNeighbors::from_code(1 + (seed % 2) as u8),
         data_files: 2,
         lru_scan_depth: 8,
         log_file_size: 1 << 20,

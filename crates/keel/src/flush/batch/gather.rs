@@ -27,7 +27,7 @@ impl WriteBack {
         let pool = p.pool;
         let mode = match kind {
             FlushKind::Single => NeighborMode::Off,
-            _ => NeighborMode::from_option(self.flush_neighbors()),
+            _ => self.flush_neighbors(),
         };
         // A flush-list batch's first page is the list's oldest: its claim,
         // taken holding nothing, may wait a little for a user thread's

@@ -157,7 +157,7 @@ impl TestPool {
         };
         let wcfg = WriteConfig {
             write_io_threads: 2,
-            flush_neighbors,
+            flush_neighbors: crate::config::FlushNeighbors::from_code(flush_neighbors),
         };
         let wb = WriteBack::new(space.clone(), metrics.clone(), wal, dblwr, wcfg);
         let pool = BufferPool::new(cfg, space, metrics.clone());
@@ -331,6 +331,32 @@ fn neighbors_contiguous_writes_the_dirty_run() {
 fn neighbors_area_writes_every_dirty_page_of_the_area() {
     // Runs 2, 5, 8..=12 and 15; pages 15 and 32 (other areas) stay dirty.
     flush_p(2, &DIRTY, 4);
+}
+
+/// Under `flush_neighbors = auto` a batch follows the mode the policy
+/// chose (`FlushTargets::neighbors`, handed over by the cleaners every
+/// round); a fixed option overrides the policy's choice.
+#[test]
+fn auto_follows_the_policys_choice_and_a_fixed_mode_overrides_it() {
+    use crate::flush::neighbors::NeighborMode;
+    let run = |option: u8, chosen: NeighborMode| {
+        let t = pattern_pool(option);
+        t.wb.set_chosen_neighbors(chosen);
+        assert_eq!(t.wb.flush_neighbors(), {
+            match crate::config::FlushNeighbors::from_code(option).fixed() {
+                Some(fixed) => fixed,
+                None => chosen,
+            }
+        });
+        t.wb.flush_list_batch(&t.pool, 0, 1, u64::MAX, FlushKind::Background)
+            .unwrap()
+    };
+    let auto = crate::config::FlushNeighbors::AUTO_CODE;
+    assert_eq!(run(auto, NeighborMode::Off), 1);
+    // 8..=12: the contiguous dirty run around P.
+    assert_eq!(run(auto, NeighborMode::Contiguous), 5);
+    assert_eq!(run(0, NeighborMode::Contiguous), 1);
+    assert_eq!(run(1, NeighborMode::Off), 5);
 }
 
 #[test]

@@ -25,6 +25,7 @@ use std::time::Duration;
 use super::{Decision, FlushMode, FlushPolicy, FlushTargets, InstanceTarget, Snapshot};
 use crate::config::{FlushPolicyName, Options};
 use crate::flush::batch::FlushKind;
+use crate::flush::neighbors::NeighborMode;
 use crate::page::Lsn;
 
 /// InnoDB's `buf_flush_lsn_scan_factor`.
@@ -308,6 +309,7 @@ impl Classic {
             round_budget: None,
             eager_lru: false,
             neighbors_in_batch_size: false,
+            neighbors: NeighborMode::Off,
             oldest_latch_wait: Duration::ZERO,
             decision: Decision {
                 mode: FlushMode::Sync,
@@ -374,6 +376,7 @@ impl Classic {
                     round_budget: None,
                     eager_lru: false,
                     neighbors_in_batch_size: false,
+                    neighbors: NeighborMode::Off,
                     oldest_latch_wait: Duration::ZERO,
                     decision: self.last_decision.clone(),
                 };
@@ -399,6 +402,7 @@ impl Classic {
                 round_budget: None,
                 eager_lru: false,
                 neighbors_in_batch_size: false,
+                neighbors: NeighborMode::Off,
                 oldest_latch_wait: Duration::ZERO,
                 decision: Decision {
                     reason: "first round: measuring".into(),
@@ -426,6 +430,7 @@ impl Classic {
                 round_budget: None,
                 eager_lru: false,
                 neighbors_in_batch_size: false,
+                neighbors: NeighborMode::Off,
                 oldest_latch_wait: Duration::ZERO,
                 decision: Decision {
                     mode: FlushMode::Idle,
@@ -457,6 +462,7 @@ impl Classic {
             round_budget: None,
             eager_lru: false,
             neighbors_in_batch_size: false,
+            neighbors: NeighborMode::Off,
             oldest_latch_wait: Duration::ZERO,
             decision,
         }

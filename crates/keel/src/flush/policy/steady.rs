@@ -823,6 +823,9 @@ pub struct Steady {
     /// tick and the device had no room to spare (see
     /// [`full_batch_target`]).
     device_bound: bool,
+    /// Whether writes of runs pay on this device, for `flush_neighbors =
+    /// auto` (see [`merge`]).
+    merging: merge::WriteMerging,
 }
 
 impl Steady {
@@ -832,6 +835,7 @@ impl Steady {
     }
 
     fn estimate(&mut self, s: &Snapshot) {
+        self.merging.update(s);
         let Some(last) = self.last.replace(Last::of(s)) else {
             return;
         };
@@ -1141,6 +1145,7 @@ impl FlushPolicy for Steady {
             queue_depth: self.device.depth,
             rho,
             stall_spell: self.stall.get(),
+            write_cost_pages: self.merging.cost(),
         };
         let reason = reason(
             age,
@@ -1176,6 +1181,7 @@ impl FlushPolicy for Steady {
             round_budget: Some(TICK.mul_f64(ROUND_TICKS)),
             eager_lru: true,
             neighbors_in_batch_size: true,
+            neighbors: self.merging.mode(),
             oldest_latch_wait: OLDEST_LATCH_WAIT,
         }
     }
@@ -1297,6 +1303,9 @@ fn reason(
         f.queue_depth
     )
 }
+
+#[path = "steady/merge.rs"]
+pub mod merge;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

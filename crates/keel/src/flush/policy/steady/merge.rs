@@ -1,0 +1,291 @@
+//! Whether the device rewards long writes: `steady`'s choice of neighbor
+//! mode under `flush_neighbors = auto`.
+//!
+//! # Why
+//! A disk or volume limited in operations per second (a cloud volume's
+//! IOPS, a kernel throttle, a spindle's seeks) charges a write of a run of
+//! pages almost what it charges one page. There, writing the contiguous
+//! run of dirty pages around each page the flusher picks (InnoDB's
+//! `flush_neighbors = 1`) gives it several pages for one operation: on
+//! this project's test machine throttled to 300 write IOPS, `steady` made
+//! 1,319 transactions a second with contiguous neighbors against 834
+//! without, and 3,432 against 1,859 at 1,000 IOPS (`docs/flushing.md`).
+//! A device limited in bytes (or fast at any size, like NVMe) charges by
+//! the page, and the neighbors are pages written early, many of them to
+//! be dirtied and written again: on a model limited to 10 MiB/s the same
+//! neighbors halved `steady`'s median second. So the mode follows what the
+//! device is measured to charge.
+//!
+//! # The measure
+//! Every write is taken to cost the device `a + b·n` for `n` pages: `a` per
+//! operation, `b` per page. Two kinds of writes give two points of that
+//! line without any probe:
+//! - the in-place writes: busy time (time with a data-file write in
+//!   flight) per write call, and pages per call (one, or a run);
+//! - the doublewrite copies: time per area write (its sync not included:
+//!   the in-place writes are timed without theirs), and pages per area (up to `doublewrite_pages`, written in one call).
+//!
+//! The in-place point is measured at the flusher's queue depth, so on a
+//! device that serves writes in parallel its busy time per call is
+//! shorter than one write's latency, while the doublewrite point is one
+//! write alone: both errors make `a` look smaller, never larger, so the
+//! measure only errs towards writing pages alone, the mode that was the
+//! default before it. The ratio `a / b`, what one operation costs in
+//! pages, decides: contiguous runs from [`RUNS_ON`] up, pages alone again
+//! under [`RUNS_OFF`] (the gap between them keeps a ratio near a
+//! threshold from switching the mode at every window), and the mode
+//! follows the median of the last [`MEDIAN_OF`] windows.
+//!
+//! Without doublewrite areas (`doublewrite = atomic` or `off`), or before
+//! both kinds of writes have been seen often enough in a window
+//! ([`MIN_AREA_WRITES`], [`MIN_DATA_WRITES`]), nothing is measured and the
+//! mode stays where it is (pages alone at the start).
+
+use std::time::Duration;
+
+use crate::flush::neighbors::NeighborMode;
+use crate::flush::policy::Snapshot;
+
+/// Write cost in pages at or over which `steady` writes contiguous runs.
+/// Measured, writing pages alone, on this project's 2-core test machine
+/// (windows' medians): about 40 on its disk throttled by the kernel to
+/// 300 write IOPS and about 10 at 1,000 (the throttle's slices make single
+/// windows swing from 4 to 100), where the runs raised `steady`'s
+/// throughput by 55 % and 85 %; 3.4 to 4.2 on the `sata-ssd` model, where
+/// they cost 13 % of it; 3 on a model limited to 10 MiB/s.
+pub const RUNS_ON: f64 = 8.0;
+/// Write cost in pages under which it goes back to pages alone. With runs
+/// written in place the measure reads higher (a run's latency is less
+/// hidden by the queue depth than a page's): `sata-ssd` measured 9 to 18
+/// with runs on.
+pub const RUNS_OFF: f64 = 4.0;
+/// Shortest window over which the two kinds of writes are measured.
+pub const WINDOW: Duration = Duration::from_secs(2);
+/// Fewest doublewrite area writes a window needs to count.
+pub const MIN_AREA_WRITES: u64 = 8;
+/// Fewest in-place write calls a window needs to count.
+pub const MIN_DATA_WRITES: u64 = 64;
+/// The mode follows the median of this many last windows' costs. One
+/// window alone misleads now and then: on the kernel throttle at 300
+/// IOPS, where windows measured 5 to 11 pages (a 2 MiB doublewrite copy
+/// is split into 256 KiB requests, each one operation), one measured 0.2,
+/// its in-place writes served from the throttle's saved-up credit after
+/// an idle spell, and turned the runs off for four seconds.
+pub const MEDIAN_OF: usize = 5;
+
+/// What one write costs beyond the pages it carries, in pages, from two
+/// points of the line `t = a + b·n`: `(p1, t1)` (pages and time per
+/// in-place write) and `(pn, tn)` (per doublewrite area write). `None`
+/// when the points are too close in size to tell `a` from `b`; infinite
+/// when a longer write took no longer per call (all the cost is `a`);
+/// zero when the line passes under the origin (all the cost is per page).
+pub fn write_cost_pages(p1: f64, t1: f64, pn: f64, tn: f64) -> Option<f64> {
+    let valid = |x: f64| x.is_finite() && x > 0.0;
+    if !(valid(p1) && valid(t1) && valid(pn) && valid(tn)) || pn < 2.0 * p1 {
+        return None;
+    }
+    let b = (tn - t1) / (pn - p1);
+    if b <= 0.0 {
+        return Some(f64::INFINITY);
+    }
+    let a = t1 - b * p1;
+    Some((a / b).max(0.0))
+}
+
+/// Counters at the start of a window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Mark {
+    at: Duration,
+    pages: u64,
+    writes: u64,
+    busy_us: u64,
+    area_writes: u64,
+    area_pages: u64,
+    area_us: u64,
+}
+
+impl Mark {
+    fn of(s: &Snapshot) -> Mark {
+        Mark {
+            at: s.now,
+            pages: s.pages_written,
+            writes: s.data_writes,
+            busy_us: s.data_write_busy_us,
+            area_writes: s.dblwr_writes,
+            area_pages: s.dblwr_pages,
+            area_us: s.dblwr_write_us,
+        }
+    }
+}
+
+/// The measure and the mode it chose (see the module doc).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WriteMerging {
+    mark: Option<Mark>,
+    /// The last windows' write costs in pages, oldest first (at most
+    /// [`MEDIAN_OF`]).
+    costs: std::collections::VecDeque<f64>,
+    runs: bool,
+}
+
+impl WriteMerging {
+    /// Fold in a snapshot; a window that has lasted [`WINDOW`] and seen
+    /// enough writes of both kinds is measured and closed, one that has
+    /// not goes on.
+    pub fn update(&mut self, s: &Snapshot) {
+        let m = *self.mark.get_or_insert_with(|| Mark::of(s));
+        if s.now.saturating_sub(m.at) < WINDOW {
+            return;
+        }
+        let writes = s.data_writes.saturating_sub(m.writes);
+        let area_writes = s.dblwr_writes.saturating_sub(m.area_writes);
+        if writes < MIN_DATA_WRITES || area_writes < MIN_AREA_WRITES {
+            return;
+        }
+        let per = |x: u64, n: u64| x as f64 / n as f64;
+        let p1 = per(s.pages_written.saturating_sub(m.pages), writes);
+        let t1 = per(s.data_write_busy_us.saturating_sub(m.busy_us), writes);
+        let pn = per(s.dblwr_pages.saturating_sub(m.area_pages), area_writes);
+        let tn = per(s.dblwr_write_us.saturating_sub(m.area_us), area_writes);
+        self.mark = Some(Mark::of(s));
+        let Some(cost) = write_cost_pages(p1, t1, pn, tn) else {
+            return;
+        };
+        log::debug!(
+            "steady: a write costs {cost:.1} pages more than it carries \
+             (in place {p1:.1} pages in {t1:.0} us, doublewrite {pn:.1} in {tn:.0} us)"
+        );
+        if self.costs.len() == MEDIAN_OF {
+            self.costs.pop_front();
+        }
+        self.costs.push_back(cost);
+        let cost = self.cost();
+        if cost >= RUNS_ON {
+            self.runs = true;
+        } else if cost < RUNS_OFF {
+            self.runs = false;
+        }
+    }
+
+    /// The mode chosen.
+    pub fn mode(&self) -> NeighborMode {
+        if self.runs {
+            NeighborMode::Contiguous
+        } else {
+            NeighborMode::Off
+        }
+    }
+
+    /// The write cost in pages the mode follows: the median of the last
+    /// windows' (the lower middle one of an even count; 0 until
+    /// measured).
+    pub fn cost(&self) -> f64 {
+        let mut c: Vec<f64> = self.costs.iter().copied().collect();
+        c.sort_by(f64::total_cmp);
+        c.get(c.len().saturating_sub(1) / 2).copied().unwrap_or(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device charging `a` µs per write and `b` µs per page: the in-place
+    /// writes carry `p1` pages each, the doublewrite areas `pn`.
+    fn cost_on(a: f64, b: f64, p1: f64, pn: f64) -> f64 {
+        write_cost_pages(p1, a + b * p1, pn, a + b * pn).expect("measurable")
+    }
+
+    #[test]
+    fn the_cost_is_what_one_operation_costs_in_pages() {
+        // 300 write IOPS, pages almost free: one write costs hundreds.
+        assert!(cost_on(3333.0, 5.0, 1.0, 128.0) > 600.0);
+        // Same with runs of 3 pages in place (the mode once chosen).
+        assert!(cost_on(3333.0, 5.0, 3.0, 128.0) > 600.0);
+        // Exact where the line is exact.
+        assert!((cost_on(400.0, 100.0, 1.0, 64.0) - 4.0).abs() < 1e-9);
+        // Limited in bytes: the cost is the pages.
+        assert!(cost_on(0.0, 1600.0, 1.0, 128.0) < 1e-9);
+        // A longer write no slower per call: all the cost per operation.
+        assert_eq!(
+            write_cost_pages(1.0, 500.0, 128.0, 400.0),
+            Some(f64::INFINITY)
+        );
+        // A line under the origin (parallel in-place writes look cheap).
+        assert_eq!(write_cost_pages(1.0, 10.0, 128.0, 4400.0), Some(0.0));
+    }
+
+    #[test]
+    fn points_too_close_or_empty_measure_nothing() {
+        assert_eq!(write_cost_pages(1.0, 100.0, 1.5, 120.0), None);
+        assert_eq!(write_cost_pages(0.0, 100.0, 128.0, 120.0), None);
+        assert_eq!(write_cost_pages(1.0, f64::NAN, 128.0, 120.0), None);
+        assert_eq!(write_cost_pages(1.0, 100.0, 128.0, 0.0), None);
+    }
+
+    /// Snapshots of a device charging `a` + `b`·pages µs per write, with
+    /// `per_s` in-place writes of `p1` pages and `areas_per_s` area
+    /// writes of `pn` pages a second, from `from` for `secs` seconds.
+    fn run(
+        m: &mut WriteMerging,
+        s: &mut Snapshot,
+        (a, b): (f64, f64),
+        (per_s, p1): (u64, u64),
+        (areas_per_s, pn): (u64, u64),
+        secs: u64,
+    ) {
+        for _ in 0..secs * 10 {
+            s.now += Duration::from_millis(100);
+            s.data_writes += per_s / 10;
+            s.pages_written += per_s / 10 * p1;
+            s.data_write_busy_us += ((a + b * p1 as f64) * (per_s / 10) as f64) as u64;
+            s.dblwr_writes += areas_per_s / 10;
+            s.dblwr_pages += areas_per_s / 10 * pn;
+            s.dblwr_write_us += ((a + b * pn as f64) * (areas_per_s / 10) as f64) as u64;
+            m.update(s);
+        }
+    }
+
+    #[test]
+    fn runs_start_on_a_device_limited_in_operations_and_stop_when_it_charges_by_the_byte() {
+        let mut m = WriteMerging::default();
+        let mut s = Snapshot::default();
+        assert_eq!(m.mode(), NeighborMode::Off);
+        // 300 IOPS: 3.3 ms a write, 20 µs a page.
+        run(&mut m, &mut s, (3333.0, 20.0), (280, 1), (20, 128), 3);
+        assert_eq!(m.mode(), NeighborMode::Contiguous);
+        assert!(m.cost() > 100.0, "{}", m.cost());
+        // Runs of three pages in place keep it on.
+        run(&mut m, &mut s, (3333.0, 20.0), (280, 3), (20, 128), 4);
+        assert_eq!(m.mode(), NeighborMode::Contiguous);
+        // Between the thresholds: no change.
+        run(&mut m, &mut s, (600.0, 100.0), (200, 1), (20, 128), 4);
+        assert_eq!(m.mode(), NeighborMode::Contiguous);
+        // One window served from saved-up credit does not switch.
+        run(&mut m, &mut s, (100.0, 20.0), (280, 3), (20, 128), 2);
+        assert_eq!(m.mode(), NeighborMode::Contiguous);
+        // The disk now charges by the byte (10 MiB/s: 1.6 ms a page): the
+        // mode follows once most of the last windows say so.
+        run(&mut m, &mut s, (200.0, 1600.0), (200, 1), (10, 128), 4);
+        assert_eq!(m.mode(), NeighborMode::Contiguous);
+        run(&mut m, &mut s, (200.0, 1600.0), (200, 1), (10, 128), 4);
+        assert_eq!(m.mode(), NeighborMode::Off);
+        assert!(m.cost() < RUNS_OFF);
+    }
+
+    #[test]
+    fn too_few_writes_of_either_kind_keep_the_mode() {
+        let mut m = WriteMerging::default();
+        let mut s = Snapshot::default();
+        // No doublewrite areas (doublewrite = atomic): nothing measured.
+        run(&mut m, &mut s, (3333.0, 20.0), (300, 1), (0, 0), 10);
+        assert_eq!((m.mode(), m.cost()), (NeighborMode::Off, 0.0));
+        // Area writes but hardly any in-place writes: the window waits
+        // until it has enough of both, then measures.
+        let mut m = WriteMerging::default();
+        run(&mut m, &mut s, (3333.0, 20.0), (10, 1), (20, 128), 5);
+        assert_eq!((m.mode(), m.cost()), (NeighborMode::Off, 0.0));
+        run(&mut m, &mut s, (3333.0, 20.0), (300, 1), (20, 128), 1);
+        assert_eq!(m.mode(), NeighborMode::Contiguous);
+    }
+}
