@@ -287,6 +287,15 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
     let log = host.log_view();
     let m = &pool.metrics;
     let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    // The doublewrite's writes show what a long write costs only where
+    // they carry the pages' images: under `detect_only` an area write is
+    // its header alone, however many pages it lists.
+    let images = host
+        .write_back()
+        .dblwr
+        .as_ref()
+        .is_some_and(|d| d.page_images());
+    let area = |c: &std::sync::atomic::AtomicU64| if images { get(c) } else { 0 };
     Snapshot {
         now: started.elapsed(),
         current_lsn: log.current_lsn,
@@ -311,9 +320,9 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
         data_writes: get(&m.os_data_writes),
         data_write_us: get(&m.os_data_write_us_total),
         data_write_busy_us: get(&m.os_data_write_busy_us_total),
-        dblwr_writes: get(&m.dblwr_writes),
-        dblwr_pages: get(&m.dblwr_pages_written),
-        dblwr_write_us: get(&m.dblwr_write_us_total),
+        dblwr_writes: area(&m.dblwr_writes),
+        dblwr_pages: area(&m.dblwr_pages_written),
+        dblwr_write_us: area(&m.dblwr_write_us_total),
         // Kept by the coordinator, which sets it.
         flusher_busy_us: 0,
         frames_taken: get(&m.buffer_pool_frames_taken),

@@ -355,6 +355,12 @@ impl Doublewrite {
         self.images = images;
     }
 
+    /// Whether batches write their page images (see
+    /// [`Doublewrite::set_page_images`]).
+    pub fn page_images(&self) -> bool {
+        self.images
+    }
+
     /// Remove the files, `dblwr-0` first (a missing `dblwr-0` means "no
     /// copies"), and sync the directory: for a mode that writes no areas
     /// (`off`, `atomic`), once [`Self::repair_torn_pages`] has used them.

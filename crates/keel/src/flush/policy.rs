@@ -80,9 +80,10 @@ pub struct Snapshot {
     pub data_write_us: u64,
     /// Microseconds with at least one data-file write in flight.
     pub data_write_busy_us: u64,
-    /// Doublewrite area writes since start (each one write and one sync).
+    /// Doublewrite area writes with page images since start (0 under
+    /// `detect_only`, whose areas hold a header alone).
     pub dblwr_writes: u64,
-    /// Pages those writes carried (images, or entries in `detect_only`).
+    /// Pages those writes carried.
     pub dblwr_pages: u64,
     /// Microseconds those writes took, their syncs not included.
     pub dblwr_write_us: u64,

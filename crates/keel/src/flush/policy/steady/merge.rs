@@ -36,7 +36,8 @@
 //! threshold from switching the mode at every window), and the mode
 //! follows the median of the last [`MEDIAN_OF`] windows.
 //!
-//! Without doublewrite areas (`doublewrite = atomic` or `off`), or before
+//! Without page images in doublewrite areas (`doublewrite = detect_only`,
+//! `atomic` or `off`), or before
 //! both kinds of writes have been seen often enough in a window
 //! ([`MIN_AREA_WRITES`], [`MIN_DATA_WRITES`]), nothing is measured and the
 //! mode stays where it is (pages alone at the start).
@@ -52,7 +53,8 @@ use crate::flush::policy::Snapshot;
 /// 300 write IOPS and about 10 at 1,000 (the throttle's slices make single
 /// windows swing from 4 to 100), where the runs raised `steady`'s
 /// throughput by 55 % and 85 %; 3.4 to 4.2 on the `sata-ssd` model, where
-/// they cost 13 % of it; 3 on a model limited to 10 MiB/s.
+/// they wrote 15 % more pages per transaction for the same throughput; 3
+/// on a model limited to 10 MiB/s, where they halved the median second.
 pub const RUNS_ON: f64 = 8.0;
 /// Write cost in pages under which it goes back to pages alone. With runs
 /// written in place the measure reads higher (a run's latency is less
