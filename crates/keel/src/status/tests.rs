@@ -242,6 +242,8 @@ fn steady_status_shows_its_levels_estimates_pauses_and_the_knobs_it_ignores() {
         ("writer_pause_le_20ms", 197),
         ("writer_pause_le_50ms", 200),
         ("writer_pause_le_100ms", 200),
+        ("buffer_flush_neighbors_mode", 1),
+        ("steady_write_cost_pages_x1000", 84_812),
     ] {
         m.insert(k, v);
     }
@@ -267,6 +269,12 @@ fn steady_status_shows_its_levels_estimates_pauses_and_the_knobs_it_ignores() {
                 && p.contains("lru_scan_depth"),
             "{p}"
         );
+    assert!(
+        p.ends_with(
+            "; flush_neighbors auto: 1 now, a write costs 84.8 pages more than it carries)"
+        ),
+        "{p}"
+    );
     assert!(line(&text, "Now ").ends_with("(setpoint 78%, ...)"));
     let f = line(&text, "setpoint S");
     assert!(f.contains("744000") && f.ends_with("121.0%"), "{f}");
