@@ -78,7 +78,10 @@ impl std::str::FromStr for FlushNeighbors {
             "0" => Ok(Self::Fixed(NeighborMode::Off)),
             "1" => Ok(Self::Fixed(NeighborMode::Contiguous)),
             "2" => Ok(Self::Fixed(NeighborMode::Area)),
-            _ => Err(format!("`{s}` is not {}", Self::SPELLINGS)),
+            _ => Err(format!(
+                "`{s}` is not a neighbor mode; expected {}",
+                Self::SPELLINGS
+            )),
         }
     }
 }
@@ -142,6 +145,9 @@ mod tests {
             Some(NeighborMode::Contiguous)
         );
         let e = "3".parse::<FlushNeighbors>().unwrap_err();
-        assert!(e.contains("`3` is not auto"), "{e}");
+        assert!(
+            e.starts_with("`3` is not a neighbor mode; expected auto"),
+            "{e}"
+        );
     }
 }

@@ -173,7 +173,11 @@ mod tests {
         );
         let e = issue("flush_neighbors = 3");
         assert_eq!(e.key.as_deref(), Some("flush_neighbors"));
-        assert!(e.reason.contains("`3` is not auto"), "{}", e.reason);
+        assert!(
+            e.reason.contains("`3` is not a neighbor mode"),
+            "{}",
+            e.reason
+        );
         let e = issue("log_file_size = true");
         assert!(
             e.reason
