@@ -496,6 +496,9 @@ registry! {
     trx_oldest_view_age_ms,
     /// Undo records written (one per row a commit changes).
     trx_undo_records,
+    /// Of those, the records that keep their version as a delta of the
+    /// version that replaced it (an update that changed a few bytes).
+    trx_undo_delta_records,
     /// Older row versions rebuilt from undo records for a read view.
     trx_versions_rebuilt,
 }

@@ -60,6 +60,7 @@ impl TrxSys {
                     .map_err(|err| Error::Corruption(format!("table `{name}`: {err}")))?;
                 out.delete_marks += u64::from(v.deleted);
                 let (mut roll, mut newer) = (v.roll, v.trx_no);
+                let mut newer_bytes = stored;
                 while !roll.is_none() && newer >= limit {
                     let bad = |what: String| {
                         Error::Corruption(format!(
@@ -79,6 +80,8 @@ impl TrxSys {
                     }
                     out.versions += 1;
                     let Some(old) = u.old else { break };
+                    let old = super::version::rebuild_older(old, u.delta, &newer_bytes, root)
+                        .map_err(|err| bad(err.to_string()))?;
                     let ov = Version::decode(&old, root)?;
                     if ov.trx_no >= newer {
                         return Err(bad(format!(
@@ -88,6 +91,7 @@ impl TrxSys {
                     }
                     roll = ov.roll;
                     newer = ov.trx_no;
+                    newer_bytes = old;
                 }
             }
         }

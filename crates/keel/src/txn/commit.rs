@@ -267,13 +267,19 @@ impl Writer<'_> {
             // undo, which no read view needs once the insert committed).
             None => RollPtr::NONE,
             Some(_) => {
+                // An update keeps only what it changes where that is
+                // shorter (`version::undo_delta`).
+                let delta = cur
+                    .as_deref()
+                    .and_then(|c| version::undo_delta(c, op.value, op.external));
                 let rec = UndoRecord {
                     first: self.first,
                     del_mark: op.value.is_none(),
                     commit: self.commit,
                     root: op.root,
                     key: op.key,
-                    old: cur.as_deref(),
+                    old: delta.as_deref().or(cur.as_deref()),
+                    delta: delta.is_some(),
                 };
                 let roll = self.sys.undo.append(e, budget, self.rseg, &rec)?;
                 // Between the undo record and the row pointing to it: a
@@ -281,6 +287,9 @@ impl Writer<'_> {
                 e.failpoints.hit("commit.undo_appended");
                 self.first = false;
                 Metrics::add(&e.metrics.trx_undo_records, 1);
+                if rec.delta {
+                    Metrics::add(&e.metrics.trx_undo_delta_records, 1);
+                }
                 roll
             }
         };

@@ -60,6 +60,10 @@
 //! evicted by the buffer pool, written by the page cleaners; so a history
 //! larger than memory is only a larger tablespace. A reader whose view does
 //! not see a row's version rebuilds older ones from the chain (`read`).
+//! An update that changes a few bytes of an inline row keeps only those:
+//! its undo record is a delta of the new version's value, which a reader
+//! following the chain holds when it reaches the record
+//! (`version::undo_delta`, `undo`'s module doc, "Deltas").
 //! The commit then waits for the log as `flush_log_at_trx_commit` asks and
 //! releases its locks. Others see the commit once every row is in place,
 //! before the log is durable (as in InnoDB with group commit).

@@ -269,7 +269,8 @@ fn run(sys: &TrxSys, shared: &Shared, me: usize, n: usize) {
 /// (module doc). Both are idempotent: a crash before the record is marked
 /// purged runs them again (`lob::free_chain` finds the chain gone).
 fn purge_record(sys: &TrxSys, rec: &OwnedUndo) -> Result<()> {
-    if let Some(old) = &rec.old {
+    // A delta never keeps a large version (`version::undo_delta`).
+    if let Some(old) = rec.old.as_ref().filter(|_| !rec.delta) {
         if let Some(p) = Version::decode(old, rec.root)?.external {
             let e = &*sys.engine;
             e.failpoints.hit("purge.lob");

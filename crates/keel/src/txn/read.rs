@@ -59,6 +59,9 @@ pub(crate) fn visible(
 fn resolve(sys: &TrxSys, view: &ReadView, root: u32, key: &[u8], stored: &[u8]) -> Result<Seen> {
     let v = Version::decode(stored, root)?;
     let (deleted, mut roll, mut newer) = (v.deleted, v.roll, v.trx_no);
+    // The stored bytes of the version `roll` came from: an undo record
+    // may keep its version as a delta of them (`version::rebuild_older`).
+    let mut newer_bytes: std::borrow::Cow<'_, [u8]> = std::borrow::Cow::Borrowed(stored);
     if view.sees(newer) {
         return Ok(match (deleted, v.external) {
             (true, _) => Seen::Absent,
@@ -89,6 +92,7 @@ fn resolve(sys: &TrxSys, view: &ReadView, root: u32, key: &[u8], stored: &[u8]) 
         let Some(old) = u.old else {
             return Ok(Seen::Absent);
         };
+        let old = super::version::rebuild_older(old, u.delta, &newer_bytes, root)?;
         let ov = Version::decode(&old, root)?;
         if view.sees(ov.trx_no) {
             let e = &*sys.engine;
@@ -103,6 +107,7 @@ fn resolve(sys: &TrxSys, view: &ReadView, root: u32, key: &[u8], stored: &[u8]) 
         }
         roll = ov.roll;
         newer = ov.trx_no;
+        newer_bytes = std::borrow::Cow::Owned(old);
     }
 }
 

@@ -221,6 +221,72 @@ pub(crate) fn encode(trx_no: u64, roll: RollPtr, value: Option<&[u8]>, external:
     out
 }
 
+/// The undo delta (`undo`'s module doc, "Deltas") that keeps the version
+/// `old` (stored bytes) as a change of `new_value`, the user's value of the
+/// version a commit writes in its place; `None` where the whole version is
+/// kept instead:
+/// - the new version is a delete mark or external (a reader following the
+///   record would hold no inline value to rebuild from), or the old one is
+///   (purge frees an old version's chain, and reads it from the record
+///   alone);
+/// - or the delta would not be shorter than the version.
+///
+/// The head is the old version's header, whole. The base is the new
+/// version's *value*, not its stored bytes: those carry the roll pointer
+/// to this very record, which is not known until it is appended. A reader
+/// that reaches the record from the new version holds that value
+/// ([`rebuild_older`]); nothing changes a version's value while a roll
+/// pointer names its record (a new value is a new version, purge removes a
+/// row only once no view can reach its records, and recovery writes the
+/// same bytes again).
+pub(crate) fn undo_delta(
+    old: &[u8],
+    new_value: Option<&[u8]>,
+    new_external: bool,
+) -> Option<Vec<u8>> {
+    let new = new_value.filter(|_| !new_external)?;
+    if old.len() < HEADER || old[0] != 0 {
+        return None;
+    }
+    let (head, value) = old.split_at(HEADER);
+    let max = value.len().min(new.len()).min(usize::from(u16::MAX));
+    let prefix = value
+        .iter()
+        .zip(new)
+        .take(max)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let suffix = value[prefix..]
+        .iter()
+        .rev()
+        .zip(new[prefix..].iter().rev())
+        .take(max - prefix)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let middle = &value[prefix..value.len() - suffix];
+    let len = crate::undo::DELTA_HEADER + head.len() + middle.len();
+    (len < old.len()).then(|| crate::undo::delta_encode(head, prefix, suffix, middle))
+}
+
+/// The stored bytes of the version an undo record keeps: `old` itself, or
+/// with `delta`, rebuilt from the stored bytes `newer` of the version whose
+/// roll pointer led to the record ([`undo_delta`]). An error names the
+/// table when `newer` holds no inline value to rebuild from.
+pub(crate) fn rebuild_older(old: Vec<u8>, delta: bool, newer: &[u8], root: u32) -> Result<Vec<u8>> {
+    if !delta {
+        return Ok(old);
+    }
+    let v = Version::decode(newer, root)?;
+    if v.deleted || v.external.is_some() {
+        return Err(Error::Corruption(format!(
+            "an undo record of the table rooted at page {root} keeps its version as a delta \
+             of a {} version",
+            if v.deleted { "delete-marked" } else { "large" }
+        )));
+    }
+    crate::undo::delta_apply(&old, v.value)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -248,6 +314,64 @@ mod tests {
         fn garbage_is_an_error_not_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
             let _ = Version::decode(&bytes, 7);
         }
+    }
+
+    proptest! {
+        /// A delta rebuilds the old version exactly from the new version's
+        /// stored bytes, whatever the roll pointer written into them after
+        /// the delta was taken, and is shorter than the version it keeps.
+        #[test]
+        fn an_undo_delta_rebuilds_the_old_version(
+            old_value in proptest::collection::vec(0..4u8, 0..300),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), 0..4u8, 0..3u8), 0..6),
+            old_no in 1..u64::MAX,
+            roll in any::<u32>(),
+        ) {
+            let mut new_value = old_value.clone();
+            for (at, byte, how) in edits {
+                let i = if new_value.is_empty() { 0 } else { at.index(new_value.len() + 1) };
+                match how {
+                    0 => new_value.insert(i, byte),
+                    1 if i < new_value.len() => { new_value.remove(i); }
+                    _ if i < new_value.len() => new_value[i] = byte,
+                    _ => new_value.push(byte),
+                }
+            }
+            let old = encode(old_no, RollPtr::new(roll, 7), Some(&old_value), false);
+            if let Some(d) = undo_delta(&old, Some(&new_value), false) {
+                prop_assert!(d.len() < old.len());
+                let newer = encode(old_no + 1, RollPtr::new(roll ^ 5, 9), Some(&new_value), false);
+                prop_assert_eq!(rebuild_older(d, true, &newer, 3).unwrap(), old.clone());
+            }
+            prop_assert!(undo_delta(&old, None, false).is_none(), "a delete keeps the whole version");
+            prop_assert!(undo_delta(&old, Some(&new_value), true).is_none(), "an external new value");
+        }
+    }
+
+    #[test]
+    fn a_small_change_of_a_long_row_keeps_only_the_change() {
+        let row: Vec<u8> = (0..184u8).collect();
+        let mut changed = row.clone();
+        changed[1] ^= 0xff;
+        let old = encode(10, RollPtr::new(4, 48), Some(&row), false);
+        let d = undo_delta(&old, Some(&changed), false).unwrap();
+        assert_eq!(d.len(), crate::undo::DELTA_HEADER + HEADER + 1);
+        // Not from a delete mark, nor from a large value: no inline base.
+        let mark = encode(11, RollPtr::new(4, 48), None, false);
+        assert!(rebuild_older(d.clone(), true, &mark, 3).is_err());
+        let p = Pointer {
+            head: 9,
+            len: 100_000,
+            id: 3,
+        };
+        let large = encode(11, RollPtr::new(4, 48), Some(&p.to_bytes()), true);
+        assert!(rebuild_older(d.clone(), true, &large, 3).is_err());
+        // A base too short for what the delta keeps of it.
+        let short = encode(11, RollPtr::new(4, 48), Some(&changed[..10]), false);
+        assert!(rebuild_older(d, true, &short, 3).is_err());
+        // The old version large or deleted: kept whole.
+        let old_large = encode(9, RollPtr::NONE, Some(&p.to_bytes()), true);
+        assert!(undo_delta(&old_large, Some(&changed), false).is_none());
     }
 
     #[test]

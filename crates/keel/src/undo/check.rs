@@ -40,7 +40,8 @@ pub(crate) fn check_lists<P: Pages>(pages: &P, dir: PageId) -> Result<UndoCheck>
 }
 
 /// [`check_lists`], calling `visit` with the table (root page) and old
-/// value of every unpurged record that has one.
+/// value of every unpurged record that keeps one whole (not absent, not a
+/// delta).
 pub(crate) fn check_lists_visiting<P: Pages>(
     pages: &P,
     dir: PageId,
@@ -109,7 +110,9 @@ fn page_one(
             c.unpurged += 1;
             c.first_unpurged += u64::from(rec.first);
             c.live.insert(RollPtr::new(id.page_no, off as u16).raw());
-            if let Some(old) = rec.old {
+            // A delta is no whole version, and never a large one
+            // (`txn::version::undo_delta`): it names no chain.
+            if let Some(old) = rec.old.filter(|_| !rec.delta) {
                 visit(rec.root, old);
             }
         }

@@ -29,10 +29,25 @@
 //!
 //! A record: total length u16, flags u8 (bit 0 `FIRST`: the first record
 //! of its commit in this rseg; bit 1 `ABSENT`: there was no old value; bit
-//! 2 `DEL_MARK`: the commit delete-marked the row, which purge removes),
-//! commit u64, root u32, key length u16, key, old-value length u32, old
-//! value (length 0 when `ABSENT`); [`RECORD_HEADER`] bytes plus the key
-//! and the value. A [`RollPtr`] names a record by page number and offset.
+//! 2 `DEL_MARK`: the commit delete-marked the row, which purge removes;
+//! bit 3 `DELTA`: the old value is a delta, below), commit u64, root u32,
+//! key length u16, key, old-value length u32, old value (length 0 when
+//! `ABSENT`); [`RECORD_HEADER`] bytes plus the key and the value.
+//!
+//! # Deltas
+//!
+//! An update usually changes a few bytes of a row (InnoDB's undo keeps
+//! only the changed fields, its "update vector"). A `DELTA` record keeps
+//! the old value as a change of the *base*: the stored bytes that replaced
+//! it, which whoever follows the record has in hand, since it came to the
+//! record from them. The delta is `head length u8, prefix u16, suffix u16,
+//! head, middle` ([`DELTA_HEADER`] bytes, then the head and the middle),
+//! and the old value is `head ++ base[..prefix] ++ middle ++
+//! base[len - suffix..]` ([`delta_apply`]). This module treats both as
+//! bytes; the transaction system chooses the head and the base, and
+//! guarantees that the base a reader holds is the one the delta was taken
+//! against (`txn::version::undo_delta`). A binary that predates deltas
+//! refuses such a record (unknown flag) rather than misread it. A [`RollPtr`] names a record by page number and offset.
 //! Offsets are u16, so a page of 64 KiB uses its first 65535 bytes. The
 //! const asserts below prove that the largest record (a key of
 //! `max_key_len`, a value of `max_value_len`) fits in an empty undo page
@@ -105,6 +120,58 @@ const FLAG_FIRST: u8 = 1;
 const FLAG_ABSENT: u8 = 2;
 /// Record flag: the commit replaced the old value with a delete mark.
 const FLAG_DEL_MARK: u8 = 4;
+/// Record flag: the old value is a delta against its base (module doc).
+const FLAG_DELTA: u8 = 8;
+
+/// Bytes of a delta before its head: head length, prefix, suffix.
+pub(crate) const DELTA_HEADER: usize = 1 + 2 + 2;
+
+/// Encode the delta `head ++ base[..prefix] ++ middle ++ base[len -
+/// suffix..]` (module doc, "Deltas"). The caller keeps the head under 256
+/// bytes and the prefix and suffix under 65536.
+pub(crate) fn delta_encode(head: &[u8], prefix: usize, suffix: usize, middle: &[u8]) -> Vec<u8> {
+    debug_assert!(head.len() <= usize::from(u8::MAX));
+    debug_assert!(prefix <= usize::from(u16::MAX) && suffix <= usize::from(u16::MAX));
+    let mut out = Vec::with_capacity(DELTA_HEADER + head.len() + middle.len());
+    out.push(head.len() as u8);
+    out.extend_from_slice(&(prefix as u16).to_le_bytes());
+    out.extend_from_slice(&(suffix as u16).to_le_bytes());
+    out.extend_from_slice(head);
+    out.extend_from_slice(middle);
+    out
+}
+
+/// The value a delta stands for, given its base; an error when the delta
+/// is malformed or asks for more of the base than there is (a base that
+/// is not the one the delta was taken against).
+pub(crate) fn delta_apply(delta: &[u8], base: &[u8]) -> Result<Vec<u8>> {
+    let bad = |what: String| Err(Error::Corruption(format!("undo delta: {what}")));
+    if delta.len() < DELTA_HEADER {
+        return bad(format!("{} bytes, shorter than its header", delta.len()));
+    }
+    let head_len = usize::from(delta[0]);
+    let prefix = usize::from(get_u16(delta, 1));
+    let suffix = usize::from(get_u16(delta, 3));
+    let Some(middle) = delta.get(DELTA_HEADER + head_len..) else {
+        return bad(format!(
+            "a head of {head_len} bytes runs past its {} bytes",
+            delta.len()
+        ));
+    };
+    if prefix + suffix > base.len() {
+        return bad(format!(
+            "keeps {prefix} + {suffix} bytes of a base of only {}",
+            base.len()
+        ));
+    }
+    let head = &delta[DELTA_HEADER..DELTA_HEADER + head_len];
+    let mut out = Vec::with_capacity(head_len + prefix + middle.len() + suffix);
+    out.extend_from_slice(head);
+    out.extend_from_slice(&base[..prefix]);
+    out.extend_from_slice(middle);
+    out.extend_from_slice(&base[base.len() - suffix..]);
+    Ok(out)
+}
 
 /// End of the usable part of an undo page of `ps` bytes (offsets are u16).
 pub(crate) const fn page_end(ps: usize) -> usize {
@@ -203,8 +270,11 @@ pub(crate) struct UndoRecord<'a> {
     pub root: u32,
     /// The row's key.
     pub key: &'a [u8],
-    /// The value before the commit (`None`: the row did not exist).
+    /// The value before the commit (`None`: the row did not exist), or
+    /// with `delta`, the delta that rebuilds it from its base.
     pub old: Option<&'a [u8]>,
+    /// `old` is a delta (module doc, "Deltas").
+    pub delta: bool,
 }
 
 /// An undo record, owned (what [`UndoSpace::read`] and purge hand out).
@@ -222,6 +292,8 @@ pub(crate) struct OwnedUndo {
     pub key: Vec<u8>,
     /// See [`UndoRecord::old`].
     pub old: Option<Vec<u8>>,
+    /// See [`UndoRecord::delta`].
+    pub delta: bool,
 }
 
 impl OwnedUndo {
@@ -235,6 +307,7 @@ impl OwnedUndo {
             root: self.root,
             key: &self.key,
             old: self.old.as_deref(),
+            delta: self.delta,
         }
     }
 }
@@ -254,6 +327,7 @@ impl UndoRecord<'_> {
             root: self.root,
             key: self.key.to_vec(),
             old: self.old.map(<[u8]>::to_vec),
+            delta: self.delta,
         }
     }
 
@@ -263,7 +337,8 @@ impl UndoRecord<'_> {
         put_u16(b, 0, len as u16);
         let flags = if self.first { FLAG_FIRST } else { 0 }
             | if self.old.is_none() { FLAG_ABSENT } else { 0 }
-            | if self.del_mark { FLAG_DEL_MARK } else { 0 };
+            | if self.del_mark { FLAG_DEL_MARK } else { 0 }
+            | if self.delta { FLAG_DELTA } else { 0 };
         b[REC_FLAGS] = flags;
         put_u64(b, REC_COMMIT, self.commit);
         put_u32(b, REC_ROOT, self.root);
@@ -296,7 +371,7 @@ fn decode(page: &[u8], id: PageId, off: usize, used: usize) -> Result<(UndoRecor
     if len < RECORD_HEADER || off + len > used {
         return bad(format!("length {len} runs past the records' end {used}"));
     }
-    if flags & !(FLAG_FIRST | FLAG_ABSENT | FLAG_DEL_MARK) != 0 {
+    if flags & !(FLAG_FIRST | FLAG_ABSENT | FLAG_DEL_MARK | FLAG_DELTA) != 0 {
         return bad(format!("unknown flags {flags:#x}"));
     }
     if RECORD_HEADER + key_len > len {
@@ -315,6 +390,12 @@ fn decode(page: &[u8], id: PageId, off: usize, used: usize) -> Result<(UndoRecor
     if absent && old_len != 0 {
         return bad(format!("no old value, but an old length of {old_len}"));
     }
+    let delta = flags & FLAG_DELTA != 0;
+    if delta && (absent || old_len < DELTA_HEADER) {
+        return bad(format!(
+            "a delta of {old_len} bytes (absent: {absent}), shorter than a delta's header"
+        ));
+    }
     let rec = UndoRecord {
         first: flags & FLAG_FIRST != 0,
         del_mark: flags & FLAG_DEL_MARK != 0,
@@ -322,6 +403,7 @@ fn decode(page: &[u8], id: PageId, off: usize, used: usize) -> Result<(UndoRecor
         root: get_u32(page, off + REC_ROOT),
         key: &page[off + REC_KEY..k],
         old: (!absent).then(|| &page[k + 4..k + 4 + old_len]),
+        delta,
     };
     Ok((rec, off + len))
 }

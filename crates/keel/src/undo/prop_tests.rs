@@ -50,6 +50,7 @@ proptest! {
                         root: rseg as u32,
                         key: vec![commit as u8; key],
                         old: old.map(|n| vec![key as u8; n]),
+                        delta: old.is_some_and(|n| n >= DELTA_HEADER) && key.is_multiple_of(3),
                     };
                     let p = append(&e, &us, rseg, &r.as_record());
                     model[rseg].push_back((p, r));

@@ -45,6 +45,9 @@ fn rec(first: bool, commit: u64, key: &[u8], old: Option<&[u8]>) -> OwnedUndo {
         root: 7,
         key: key.to_vec(),
         old: old.map(<[u8]>::to_vec),
+        // Every fourth commit keeps its old value as a delta: to this
+        // module a delta is bytes, which must round-trip with the flag.
+        delta: old.is_some_and(|o| o.len() >= DELTA_HEADER) && commit.is_multiple_of(4),
     }
 }
 
@@ -429,4 +432,57 @@ fn an_appender_takes_a_free_rseg_when_its_own_is_held() {
     // Each list holds the record that went to it, and purge finds both.
     assert_eq!(purge_all(&e, &us, 0, 100, 10).1, vec![r1]);
     assert_eq!(purge_all(&e, &us, 1, 100, 10).1, vec![r2]);
+}
+
+#[test]
+fn a_delta_rebuilds_its_value_from_the_base_and_refuses_a_base_too_short() {
+    let base = b"0123456789abcdef";
+    let d = delta_encode(b"HEAD", 3, 4, b"xyz");
+    assert_eq!(d.len(), DELTA_HEADER + 4 + 3);
+    assert_eq!(delta_apply(&d, base).unwrap(), b"HEAD012xyzcdef");
+    // Prefix and suffix may cover the whole base, and nothing of it.
+    assert_eq!(
+        delta_apply(&delta_encode(b"", 10, 6, b"-"), base).unwrap(),
+        b"0123456789-abcdef"
+    );
+    assert_eq!(
+        delta_apply(&delta_encode(b"h", 0, 0, b""), base).unwrap(),
+        b"h"
+    );
+    for (bad, base) in [
+        (&delta_encode(b"", 10, 7, b""), &base[..]),
+        (&d, &base[..6]),
+        (&d[..4].to_vec(), &base[..]),
+        (&vec![9, 0, 0, 0, 0, 1], &base[..]),
+    ] {
+        let e = delta_apply(bad, base).unwrap_err();
+        assert!(matches!(e, Error::Corruption(_)), "{e}");
+    }
+}
+
+#[test]
+fn a_delta_shorter_than_its_header_is_refused_when_read() {
+    let (e, us) = undo_engine(4096);
+    let mut r = rec(false, 8, b"k", Some(&[1, 2, 3, 4, 5]));
+    r.delta = true;
+    let p = append(&e, &us, 0, &r.as_record());
+    assert_eq!(us.read(&e, p).unwrap(), r);
+    // Shrink the record's old value to 4 bytes in place: the flag says
+    // delta, the bytes cannot be one.
+    let id = PageId::new(e.space_id(), p.page_no());
+    {
+        let budget = e.adm.budget(Purpose::New);
+        budget.ensure(mtr_bound(1, 4096)).unwrap();
+        let mut mtr = Mtr::new(&e, &budget);
+        let mut page = e.pool.write(id).unwrap();
+        let off = usize::from(p.offset());
+        let len = usize::from(get_u16(&page, off));
+        put_u16(&mut page, off, (len - 1) as u16);
+        let k = off + REC_KEY + 1;
+        put_u32(&mut page, k, 4);
+        mtr.keep(page);
+        mtr.commit().unwrap();
+    }
+    let err = us.read(&e, p).unwrap_err();
+    assert!(err.to_string().contains("delta"), "{err}");
 }
