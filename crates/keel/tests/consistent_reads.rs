@@ -499,10 +499,11 @@ fn the_transaction_isolation_option() {
 }
 
 /// An update that changes a few bytes of a long row keeps only those in
-/// its undo record (a delta of the version that replaced it). Every older
+/// its undo record (a delta of the version that replaced it), and a delete
+/// only the old header (the mark keeps the row's bytes). Every older
 /// snapshot reads its own version back through a chain of such deltas,
-/// mixed with whole versions (a short new value, a delete, an insert
-/// again), by `get` and by scans, before and after the database is
+/// mixed with whole versions (an insert over the mark, a new value of
+/// other bytes), by `get` and by scans, before and after the database is
 /// checked, and after a crash the chains still check.
 #[test]
 fn snapshots_read_versions_kept_as_deltas() {
@@ -526,8 +527,8 @@ fn snapshots_read_versions_kept_as_deltas() {
         &|v| {
             v.as_mut().unwrap().truncate(250);
         },
-        &|v| *v = Some(b"short".to_vec()),
         &|v| *v = None,
+        &|v| *v = Some(b"short".to_vec()),
         &|v| *v = Some(vec![b'z'; 280]),
     ];
     let mut cur = Some(std::mem::take(&mut v));
@@ -547,8 +548,8 @@ fn snapshots_read_versions_kept_as_deltas() {
     }
     let deltas = db.metrics().snapshot()["trx_undo_delta_records"] - before;
     assert_eq!(
-        deltas, 5,
-        "the five small changes of a long row keep deltas"
+        deltas, 6,
+        "the five small changes of a long row and its delete keep deltas"
     );
     for round in 0..2 {
         for (rr, want) in views.iter().zip(&versions) {

@@ -268,10 +268,12 @@ impl Writer<'_> {
             None => RollPtr::NONE,
             Some(_) => {
                 // An update keeps only what it changes where that is
-                // shorter (`version::undo_delta`).
+                // shorter, a delete only the old header
+                // (`version::undo_delta`).
+                let base = op.value.or(Some(version::kept_by_mark(before.as_ref())));
                 let delta = cur
                     .as_deref()
-                    .and_then(|c| version::undo_delta(c, op.value, op.external));
+                    .and_then(|c| version::undo_delta(c, base, op.external));
                 let rec = UndoRecord {
                     first: self.first,
                     del_mark: op.value.is_none(),
@@ -293,7 +295,13 @@ impl Writer<'_> {
                 roll
             }
         };
-        let new = version::encode(self.commit, roll, op.value, op.external);
+        let new = match op.value {
+            Some(_) => version::encode(self.commit, roll, op.value, op.external),
+            // The mark keeps the row's inline bytes (`version`'s module
+            // doc): from the version it replaces, or on a second
+            // application from the mark itself, so the bytes are the same.
+            None => version::encode_mark(self.commit, roll, version::kept_by_mark(before.as_ref())),
+        };
         tree.put_in(e, budget, op.key, &new)?;
         Ok(existed)
     }

@@ -9,7 +9,14 @@
 //! | 0 | 1 | flags: bit 0 = delete-marked (the row was deleted by `trx_no`); bit 1 = external (the value is in an overflow chain) |
 //! | 1 | 8 | `trx_no`: the commit number (the LSN of its commit record) of the commit that wrote this version; 0 = older than any read view (bulk-loaded rows) |
 //! | 9 | 6 | roll pointer: the undo record holding the version before (`undo::RollPtr`); 0 = there was none (the row did not exist) |
-//! | 15 | … | the user's value (empty for a delete mark), or for an external value the 20-byte `lob::Pointer` to its chain |
+//! | 15 | … | the user's value, or for an external value the 20-byte `lob::Pointer` to its chain; a delete mark keeps the inline value it deleted (empty where that value was external) |
+//!
+//! A delete mark keeps the row's bytes in place, as InnoDB's does: the
+//! delete changes the header only, and its undo record keeps the old
+//! header alone (a delta of the kept value, [`undo_delta`]). Readers never
+//! return a delete mark's bytes: a view that sees the mark sees no row.
+//! An external value is not kept (the chain belongs to the version in the
+//! undo record, which purge frees).
 //!
 //! A value longer than [`max_inline_len`] is external: it lives in an
 //! overflow chain (`lob`), written before the commit record, and the row
@@ -54,7 +61,8 @@ pub(crate) struct Version<'a> {
     pub deleted: bool,
     pub trx_no: u64,
     pub roll: RollPtr,
-    /// The stored bytes after the header: the value, or the pointer to it.
+    /// The stored bytes after the header: the value, or the pointer to it;
+    /// for a delete mark, the inline value it deleted (never a row).
     pub value: &'a [u8],
     /// The chain holding the value, for an external one.
     pub external: Option<Pointer>,
@@ -72,11 +80,6 @@ impl<'a> Version<'a> {
             )));
         }
         let deleted = stored[0] & DELETED != 0;
-        if deleted && stored.len() != HEADER {
-            return Err(Error::Corruption(format!(
-                "a delete-marked row of the table rooted at page {root} carries a value"
-            )));
-        }
         let external = if stored[0] & EXTERNAL != 0 {
             match Pointer::from_bytes(&stored[HEADER..]) {
                 Some(p) if !deleted => Some(p),
@@ -205,8 +208,28 @@ pub(crate) fn free_external(e: &crate::engine::Engine, stored: &[u8]) -> Result<
     Ok(())
 }
 
-/// Encode a version: `value` `None` is a delete mark; with `external`,
-/// `value` is a `lob::Pointer`'s bytes.
+/// Encode a delete mark keeping `kept`, the inline value of the version it
+/// replaces (empty where that one was external or a mark without bytes).
+pub(crate) fn encode_mark(trx_no: u64, roll: RollPtr, kept: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + kept.len());
+    out.push(DELETED);
+    out.extend_from_slice(&trx_no.to_le_bytes());
+    out.extend_from_slice(&roll.to_bytes());
+    out.extend_from_slice(kept);
+    out
+}
+
+/// What a delete mark replacing `before` keeps of it ([`encode_mark`]):
+/// its inline value, nothing of an external one.
+pub(crate) fn kept_by_mark<'a>(before: Option<&Version<'a>>) -> &'a [u8] {
+    match before {
+        Some(v) if v.external.is_none() => v.value,
+        _ => &[],
+    }
+}
+
+/// Encode a version: `value` `None` is a delete mark keeping nothing; with
+/// `external`, `value` is a `lob::Pointer`'s bytes.
 pub(crate) fn encode(trx_no: u64, roll: RollPtr, value: Option<&[u8]>, external: bool) -> Vec<u8> {
     let v = value.unwrap_or(&[]);
     let mut out = Vec::with_capacity(HEADER + v.len());
@@ -222,13 +245,12 @@ pub(crate) fn encode(trx_no: u64, roll: RollPtr, value: Option<&[u8]>, external:
 }
 
 /// The undo delta (`undo`'s module doc, "Deltas") that keeps the version
-/// `old` (stored bytes) as a change of `new_value`, the user's value of the
-/// version a commit writes in its place; `None` where the whole version is
-/// kept instead:
-/// - the new version is a delete mark or external (a reader following the
-///   record would hold no inline value to rebuild from), or the old one is
-///   (purge frees an old version's chain, and reads it from the record
-///   alone);
+/// `old` (stored bytes) as a change of `new_value`, the bytes the version
+/// a commit writes in its place keeps after its header (a delete mark's
+/// kept value included); `None` where the whole version is kept instead:
+/// - the new version is external (a reader following the record would hold
+///   no inline bytes to rebuild from), or the old one is (purge frees an
+///   old version's chain, and reads it from the record alone);
 /// - or the delta would not be shorter than the version.
 ///
 /// The head is the old version's header, whole. The base is the new
@@ -245,7 +267,7 @@ pub(crate) fn undo_delta(
     new_external: bool,
 ) -> Option<Vec<u8>> {
     let new = new_value.filter(|_| !new_external)?;
-    if old.len() < HEADER || old[0] != 0 {
+    if old.len() < HEADER || old[0] & EXTERNAL != 0 {
         return None;
     }
     let (head, value) = old.split_at(HEADER);
@@ -271,17 +293,16 @@ pub(crate) fn undo_delta(
 /// The stored bytes of the version an undo record keeps: `old` itself, or
 /// with `delta`, rebuilt from the stored bytes `newer` of the version whose
 /// roll pointer led to the record ([`undo_delta`]). An error names the
-/// table when `newer` holds no inline value to rebuild from.
+/// table when `newer` holds no inline bytes to rebuild from.
 pub(crate) fn rebuild_older(old: Vec<u8>, delta: bool, newer: &[u8], root: u32) -> Result<Vec<u8>> {
     if !delta {
         return Ok(old);
     }
     let v = Version::decode(newer, root)?;
-    if v.deleted || v.external.is_some() {
+    if v.external.is_some() {
         return Err(Error::Corruption(format!(
             "an undo record of the table rooted at page {root} keeps its version as a delta \
-             of a {} version",
-            if v.deleted { "delete-marked" } else { "large" }
+             of a large version"
         )));
     }
     crate::undo::delta_apply(&old, v.value)
@@ -356,9 +377,13 @@ mod tests {
         let old = encode(10, RollPtr::new(4, 48), Some(&row), false);
         let d = undo_delta(&old, Some(&changed), false).unwrap();
         assert_eq!(d.len(), crate::undo::DELTA_HEADER + HEADER + 1);
-        // Not from a delete mark, nor from a large value: no inline base.
-        let mark = encode(11, RollPtr::new(4, 48), None, false);
-        assert!(rebuild_older(d.clone(), true, &mark, 3).is_err());
+        // A delete keeps the old header alone: the mark keeps the bytes.
+        let kept = Version::decode(&old, 3).unwrap();
+        let mark = encode_mark(11, RollPtr::new(4, 50), kept_by_mark(Some(&kept)));
+        let dm = undo_delta(&old, Some(kept_by_mark(Some(&kept))), false).unwrap();
+        assert_eq!(dm.len(), crate::undo::DELTA_HEADER + HEADER);
+        assert_eq!(rebuild_older(dm, true, &mark, 3).unwrap(), old);
+        // Not from a large value: no inline base.
         let p = Pointer {
             head: 9,
             len: 100_000,
@@ -383,9 +408,10 @@ mod tests {
             Version::decode(&s, 3).is_err(),
             "external without a pointer"
         );
-        let mut s = encode(1, RollPtr::NONE, Some(b"x"), false);
-        s[0] = DELETED;
-        assert!(Version::decode(&s, 3).is_err());
+        // A delete mark keeps the bytes it deleted, and is still no row.
+        let s = encode_mark(1, RollPtr::NONE, b"x");
+        let v = Version::decode(&s, 3).unwrap();
+        assert!(v.deleted && v.value == b"x");
         let mut s = encode(1, RollPtr::NONE, Some(b"x"), false);
         s[0] = 4;
         assert!(Version::decode(&s, 3).is_err(), "unknown flag");
