@@ -23,6 +23,7 @@ pub use commit::FlushLogAtTrxCommit;
 pub use neighbors::FlushNeighbors;
 use size::parse_size;
 use size::size_serde;
+use size::usize_size_serde;
 pub use size::ByteSize;
 
 use crate::error::{Error, Result};
@@ -37,6 +38,8 @@ use crate::space::header::MAX_DATA_FILES;
 #[serde(default, deny_unknown_fields)]
 pub struct Options {
     /// Page size in bytes (4096..=65536, a power of two); fixed at creation.
+    /// Accepts "16KiB" style strings in TOML and `--set`, as the other sizes.
+    #[serde(with = "usize_size_serde")]
     pub page_size: usize,
     /// Total buffer pool size in bytes (accepts "128MiB" style strings in TOML).
     #[serde(with = "size_serde")]
@@ -813,6 +816,10 @@ mod tests {
         let mut o = Options::default();
         o.set("buffer_pool_size", "64MiB").unwrap();
         assert_eq!(o.buffer_pool_size, 64 << 20);
+        o.set("page_size", "4KiB").unwrap();
+        assert_eq!(o.page_size, 4096);
+        o.set("page_size", "8192").unwrap();
+        assert_eq!(o.page_size, 8192);
         o.set("page_cleaners", "3").unwrap();
         assert_eq!(o.page_cleaners, 3);
         o.set("flush_method", "fsync").unwrap();

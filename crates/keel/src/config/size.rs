@@ -136,6 +136,25 @@ pub(super) mod size_serde {
     }
 }
 
+/// [`size_serde`] for a `usize` option (`page_size`).
+pub(super) mod usize_size_serde {
+    use serde::{de, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &usize, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(*v as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+        let n = super::size_serde::deserialize(d)?;
+        usize::try_from(n).map_err(|_| {
+            de::Error::invalid_value(
+                de::Unexpected::Unsigned(n),
+                &"a size that fits this machine",
+            )
+        })
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
