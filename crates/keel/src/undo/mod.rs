@@ -38,20 +38,23 @@
 //!
 //! An update usually changes a few bytes of a row (InnoDB's undo keeps
 //! only the changed fields, its "update vector"). A `DELTA` record keeps
-//! the old value as a change of the *base*: the stored bytes that replaced
-//! it, which whoever follows the record has in hand, since it came to the
-//! record from them. The delta is `head length u8, prefix u16, suffix u16,
-//! head, middle` ([`DELTA_HEADER`] bytes, then the head and the middle),
-//! and the old value is `head ++ base[..prefix] ++ middle ++
-//! base[len - suffix..]` ([`delta_apply`]). This module treats both as
-//! bytes; the transaction system chooses the head and the base, and
-//! guarantees that the base a reader holds is the one the delta was taken
-//! against (`txn::version::undo_delta`). A binary that predates deltas
-//! refuses such a record (unknown flag) rather than misread it. A [`RollPtr`] names a record by page number and offset.
-//! Offsets are u16, so a page of 64 KiB uses its first 65535 bytes. The
-//! const asserts below prove that the largest record (a key of
-//! `max_key_len`, a value of `max_value_len`) fits in an empty undo page
-//! of every page size.
+//! the old value as a change of a *base*: bytes of the version that
+//! replaced it, which whoever follows the record has in hand, since it
+//! came to the record from that version. The delta is `head length u8,
+//! prefix u16, suffix u16, head, middle` ([`DELTA_HEADER`] bytes, then the
+//! head and the middle), and the old value is `head ++ base[..prefix] ++
+//! middle ++ base[len - suffix..]` ([`delta_apply`]). This module treats
+//! both as bytes; the transaction system chooses the head and the base
+//! (the newer version's value), and guarantees that the base a reader
+//! holds is the one the delta was taken against
+//! (`txn::version::undo_delta`). A binary that predates deltas refuses
+//! such a record (unknown flag) rather than misread it.
+//!
+//! A [`RollPtr`] names a record by page number and offset. Offsets are
+//! u16, so a page of 64 KiB uses its first 65535 bytes. The const asserts
+//! below prove that the largest record (a key of `max_key_len`, a value of
+//! `max_value_len`) fits in an empty undo page of every page size; a delta
+//! is written only where it is shorter than the value it stands for.
 //!
 //! # Threads
 //!
