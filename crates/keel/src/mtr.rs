@@ -42,8 +42,8 @@
 //! which then belongs to the same mtr as the tree change that needed it.
 
 use crate::buffer::PageWrite;
-pub(crate) use crate::engine::admission::mtr_bound;
 use crate::engine::admission::Budget;
+pub(crate) use crate::engine::admission::{estimate, mtr_bound};
 use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;

@@ -13,8 +13,8 @@ use crate::engine::admission::Budget;
 use crate::engine::admission::Purpose;
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::mtr::mtr_bound;
 use crate::mtr::Mtr;
+use crate::mtr::{estimate, mtr_bound};
 use crate::page::PageId;
 
 impl BTree {
@@ -45,11 +45,15 @@ impl BTree {
         if key.len() > node::max_key_len(e.page_size()) {
             return Ok(false);
         }
-        budget.ensure(mtr_bound(1, e.page_size()))?;
-        if let Some(found) = self.delete_optimistic(e, budget, key, remove_if)? {
-            return Ok(found);
-        }
-        self.delete_pessimistic(e, budget, key, remove_if)
+        let ps = e.page_size();
+        // A leaf losing one cell logs its slots and header; a merge, if
+        // any, reserves its own bound as it descends.
+        budget.with_estimate(estimate(ps, 0), mtr_bound(1, ps), || {
+            if let Some(found) = self.delete_optimistic(e, budget, key, remove_if)? {
+                return Ok(found);
+            }
+            self.delete_pessimistic(e, budget, key, remove_if)
+        })
     }
 
     /// The common case: the leaf does not become underfull (or is the root).

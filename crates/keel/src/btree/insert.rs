@@ -10,8 +10,8 @@ use crate::buffer::PageWrite;
 use crate::engine::admission::{Budget, Purpose};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::mtr::mtr_bound;
 use crate::mtr::Mtr;
+use crate::mtr::{estimate, mtr_bound};
 
 impl BTree {
     /// Insert or replace `key`; true if a value was replaced. Reserves its
@@ -32,11 +32,16 @@ impl BTree {
     ) -> Result<bool> {
         node::check_entry(e.page_size(), key, value)?;
         let cell = leaf_cell(key, value);
-        budget.ensure(mtr_bound(1, e.page_size()))?;
-        if let Some(replaced) = self.put_optimistic(e, budget, key, &cell)? {
-            return Ok(replaced);
-        }
-        self.put_pessimistic(e, budget, key, &cell)
+        let ps = e.page_size();
+        // A leaf that takes the cell in place logs the cell and a few
+        // header and slot bytes (the whole page only when it compacts);
+        // the split, if any, reserves its own bound as it descends.
+        budget.with_estimate(estimate(ps, cell.len()), mtr_bound(1, ps), || {
+            if let Some(replaced) = self.put_optimistic(e, budget, key, &cell)? {
+                return Ok(replaced);
+            }
+            self.put_pessimistic(e, budget, key, &cell)
+        })
     }
 
     /// The common case: the leaf has room. `None` means "restart pessimistically".

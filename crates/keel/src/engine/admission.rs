@@ -26,23 +26,55 @@
 //!
 //! What a thread reserves, and when:
 //! - **A commit** reserves its record group, its "applied" marker and its
-//!   first operation's one-page budget before anything is logged, holding
-//!   nothing (so a one-row commit never waits once its record is logged).
+//!   first operation's estimate (below) before anything is logged, holding
+//!   nothing (so a one-row commit seldom waits once its record is logged).
 //!   Its record also counts against the *record limit* `R`: the in-flight
 //!   records together never exceed `R`,
 //!   so one relocation group (at most about `1.5 R`) always fits in the gap
 //!   `H − L`. A write set larger than `R` is refused at once with
 //!   [`Error::TransactionTooLarge`], before anything is logged.
 //! - **Each operation** of a commit reserves, before it latches anything,
-//!   the most one mini-transaction changing one page can log; a B-tree
-//!   split or merge, which holds no latch at the moment it discovers it must
-//!   change more pages, reserves the bound for its whole path first (see
-//!   [`crate::mtr::mtr_bound`]). Unused bytes are given back after the op.
-//!   A mini-transaction checks its exact size against what its thread holds
-//!   before it appends; a shortfall is a broken bound and fails the op
-//!   without logging anything. A budget of more than `L` could never be
-//!   granted: [`Budget::ensure`] refuses it at once, and `Engine::open`
-//!   refuses a log that cannot take [`MIN_MTR_PAGES`] pages in one mtr.
+//!   an estimate of what it will log, with the bound of what it may log
+//!   (see "Estimates"); a B-tree split or merge, which holds no latch at
+//!   the moment it discovers it must change more pages, reserves the bound
+//!   for its whole path first (see [`crate::mtr::mtr_bound`]). Unused bytes
+//!   are given back after the op. A mini-transaction checks its exact size
+//!   against what its thread holds before it appends; a shortfall beyond
+//!   the bound is a broken bound and fails the op without logging
+//!   anything. A budget of more than `L` could never be granted:
+//!   [`Budget::ensure`] refuses it at once, and `Engine::open` refuses a
+//!   log that cannot take [`MIN_MTR_PAGES`] pages in one mtr.
+//!
+//! # Estimates
+//!
+//! The bound of a mini-transaction changing one page is a page's worth
+//! (16 KiB with the default pages; an undo append that may start a page,
+//! four), but a row's change logs a few hundred bytes. Reserved whole, the
+//! bounds of the operations under way on `disaster-55` (32 threads, a
+//! 4 MiB log) came to 150-230 KB at once, 4-6 % of `L`: `steady` kept
+//! that much below `L` unused, and still a burst of them met the free
+//! check (nine waits in one run of 150 s, each a 48 or 64 KiB bound).
+//! So the common operations (a leaf's put or delete, an undo append,
+//! purge's mark on an undo page) reserve an estimate
+//! ([`crate::mtr::estimate`]: the bytes they change, a few header fields
+//! and a sixteenth of a page), through [`Budget::with_estimate`]:
+//! - the mini-transaction's commit, holding its latches, finds its exact
+//!   size; if that is over the estimate it takes the rest with
+//!   `try_reserve`, which never waits, under the same rule
+//!   `age + reserved + n ≤ L`;
+//! - if the log has no room for it, the commit fails before appending,
+//!   and every page goes back as it was (`mtr`, "All or nothing"); the
+//!   operation returns the error with its latches released, and
+//!   `with_estimate` waits for the whole bound, holding nothing, and runs
+//!   the operation again, which then cannot fall short;
+//! - an operation so retried changed nothing the first time: its pages
+//!   were put back, an undo append moves its rseg's tail only once logged,
+//!   and purge's callbacks run before its estimate is taken.
+//!
+//! The invariant `age + reserved ≤ L` is kept either way; what changes is
+//! that a thread may hold less than its bound while it changes pages, and
+//! may then have to undo and wait. Counted: `log_estimate_top_ups`,
+//! `log_estimate_retries`.
 //!
 //! # Why a waiting writer is eventually admitted
 //!
@@ -128,6 +160,15 @@ pub(crate) const fn mtr_bound(pages: usize, page_size: usize) -> u64 {
     GROUP_HDR as u64 + pages as u64 * page_record_max(page_size)
 }
 
+/// What a mini-transaction changing `bytes` bytes of one page usually logs:
+/// those bytes, a few header fields and a sixteenth of the page for slots
+/// moved. Not a bound: reserved by [`Budget::with_estimate`], which tops up
+/// at commit what a larger change needs (see "Estimates" in the module
+/// doc).
+pub(crate) const fn estimate(page_size: usize, bytes: usize) -> u64 {
+    (GROUP_HDR + 64 + bytes + page_size / 16) as u64
+}
+
 /// Most pages one mini-transaction may change under the free-check limit
 /// `free_limit`: the most whose [`mtr_bound`] a writer can ever reserve.
 pub(crate) const fn max_mtr_pages(free_limit: u64, page_size: usize) -> usize {
@@ -180,6 +221,9 @@ pub(crate) struct Admission {
     /// last read it: a writer's reservation can come and go between two
     /// ticks of the policy, which a sample of `reserved` misses.
     reserved_peak: AtomicU64,
+    /// The largest single reservation asked for (granted or not) since
+    /// [`Admission::take_reserved_peak`] last read it.
+    largest_need: AtomicU64,
     /// Bytes of commit records admitted and not yet finished.
     records: AtomicU64,
     /// Bytes waiting writers need, and how many wait.
@@ -228,6 +272,7 @@ impl Admission {
             record_limit,
             reserved: AtomicU64::new(0),
             reserved_peak: AtomicU64::new(0),
+            largest_need: AtomicU64::new(0),
             records: AtomicU64::new(0),
             waiting_need: AtomicU64::new(0),
             waiters: AtomicUsize::new(0),
@@ -292,12 +337,21 @@ impl Admission {
     /// once a tick: `steady` sizes the reserve under the free-check limit
     /// by it (`flush::policy::steady::levels`). Sampling `reserved` once a
     /// tick under-counted the peak by about a third on `disaster-55` at 32
-    /// to 48 threads (each operation reserves a page's worth, about 16 KB,
-    /// and logs well under 1 KB), and writers met the free-check limit.
+    /// to 48 threads (each operation then reserved a page's worth, about
+    /// 16 KB, and logged well under 1 KB), and writers met the free-check
+    /// limit.
+    ///
+    /// Plus the largest single reservation asked for in that span: while
+    /// the peak is held, one more request that large may come. Without
+    /// it, the age held at `steady`'s hard level on `disaster-55` met the
+    /// free check twice in a run of 150 s: about 100 KB reserved (the
+    /// peak the reserve covered) and one more B-tree merge asking for its
+    /// 48 KiB bound.
     pub fn take_reserved_peak(&self) -> u64 {
         let now = self.reserved.load(Ordering::Acquire);
         let peak = self.reserved_peak.swap(now, Ordering::AcqRel).max(now);
-        peak + self.waiting_need.load(Ordering::Acquire)
+        let largest = self.largest_need.swap(0, Ordering::AcqRel);
+        peak + largest + self.waiting_need.load(Ordering::Acquire)
     }
 
     /// Writers waiting for log space now.
@@ -353,6 +407,10 @@ impl Admission {
     fn try_reserve(&self, need: u64, limit: u64) -> bool {
         if self.read_only.get().is_some() {
             return false;
+        }
+        // A plain read first: most requests are under the largest.
+        if need > self.largest_need.load(Ordering::Relaxed) {
+            self.largest_need.fetch_max(need, Ordering::AcqRel);
         }
         let r = self
             .reserved
@@ -606,6 +664,8 @@ impl Admission {
             adm: self,
             purpose,
             held: Cell::new(held),
+            top_up: Cell::new(0),
+            short: Cell::new(false),
         }
     }
 }
@@ -649,6 +709,13 @@ pub(crate) struct Budget<'a> {
     adm: &'a Admission,
     purpose: Purpose,
     held: Cell<u64>,
+    /// Set by [`Budget::with_estimate`] for its operation's next
+    /// mini-transaction: the bound up to which [`Budget::check`] may top
+    /// the budget up without waiting (0: it may not).
+    top_up: Cell<u64>,
+    /// A top-up failed (the log had no room without a wait): the
+    /// operation's error is that, and [`Budget::with_estimate`] retries.
+    short: Cell<bool>,
 }
 
 impl Budget<'_> {
@@ -669,12 +736,44 @@ impl Budget<'_> {
                 ),
             ));
         }
+        // A whole bound from here on: a shortfall is a broken bound.
+        self.top_up.set(0);
         let held = self.held.get();
         if held < n {
             self.adm.reserve(n - held, self.purpose)?;
             self.held.set(n);
         }
         Ok(())
+    }
+
+    /// Run `attempt`, an operation whose one mini-transaction logs at
+    /// most `bound` bytes and usually no more than `estimate`, holding
+    /// only the estimate (see "Estimates" in the module doc): the
+    /// mini-transaction's commit tops the budget up to its exact size
+    /// without waiting. If the log has no room for that, the commit fails
+    /// with nothing logged and every page put back, and `attempt` runs
+    /// again once the whole bound is held (waiting for it holding nothing:
+    /// the caller's promise, as for [`Budget::ensure`]). `attempt` must
+    /// leave nothing changed when its mini-transaction fails.
+    pub fn with_estimate<T>(
+        &self,
+        estimate: u64,
+        bound: u64,
+        mut attempt: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        self.ensure(estimate.min(bound))?;
+        self.top_up.set(bound);
+        self.short.set(false);
+        let r = attempt();
+        self.top_up.set(0);
+        match r {
+            Err(_) if self.short.replace(false) => {
+                Metrics::add(&self.adm.metrics.log_estimate_retries, 1);
+                self.ensure(bound)?;
+                attempt()
+            }
+            r => r,
+        }
     }
 
     /// Hold at least `n` bytes if that needs no wait; may be called holding
@@ -694,6 +793,20 @@ impl Budget<'_> {
     /// Before appending `n` bytes: an error if the budget does not cover
     /// them (a bound was broken; nothing has been appended).
     pub fn check(&self, n: u64) -> Result<()> {
+        let top_up = self.top_up.replace(0);
+        if n > self.held.get() && n <= top_up {
+            // An estimate was held (`with_estimate`): top up, never wait.
+            if self.try_ensure(n) {
+                Metrics::add(&self.adm.metrics.log_estimate_top_ups, 1);
+                return Ok(());
+            }
+            self.short.set(true);
+            return Err(Error::LogOverloaded(format!(
+                "a mini-transaction of {n} redo bytes found no room in the log beyond the {} \
+                 its thread reserved; it is retried once the whole bound is reserved",
+                self.held.get()
+            )));
+        }
         if n > self.held.get() {
             return Err(Error::Corruption(format!(
                 "a mini-transaction of {n} redo bytes exceeds the {} its thread reserved: \

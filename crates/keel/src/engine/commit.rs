@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use super::admission::{mtr_bound, Applying, Budget, Purpose};
+use super::admission::{estimate, Applying, Budget, Purpose};
 use super::Engine;
 use crate::error::Result;
 use crate::page::Lsn;
@@ -65,7 +65,9 @@ impl Engine {
         self.adm.check_writable(Purpose::New)?;
         let record_len = record.len() as u64;
         let group = (GROUP_HDR + record.len()) as u64;
-        let first_op = mtr_bound(1, self.page_size());
+        // What the first operation usually logs (its undo record and its
+        // leaf change), not its bound: see `admission`, "Estimates".
+        let first_op = estimate(self.page_size(), self.page_size() / 8);
         self.adm
             .reserve_commit(record_len, group + MARKER + first_op)?;
         self.failpoints.hit("commit.admitted");

@@ -312,6 +312,13 @@ registry! {
     /// Operations of logged commits retried after a retryable error (no
     /// free frame, a full disk, a log-space wait that timed out).
     trx_apply_retries,
+    /// Mini-transactions that logged more than the estimate their thread
+    /// reserved and took the rest without waiting (see
+    /// `engine::admission`, "Estimates").
+    log_estimate_top_ups,
+    /// Operations whose mini-transaction found no room for that and ran
+    /// again once their whole bound was reserved.
+    log_estimate_retries,
     /// Writers that had to wait for a sync flush because the log was full.
     buffer_flush_sync_waits,
     /// Writers that found the checkpoint age past the free-check limit and waited.

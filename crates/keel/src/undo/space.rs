@@ -74,7 +74,7 @@ use crate::engine::admission::{Budget, Purpose};
 use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::mtr::{mtr_bound, Mtr};
+use crate::mtr::{estimate, mtr_bound, Mtr};
 use crate::page::{get_u32, get_u64, put_u32, PageBytes, PageId, PageType};
 
 /// One rollback segment's mutexes (module doc).
@@ -207,8 +207,24 @@ impl UndoSpace {
                 rec.key.len()
             )));
         }
-        // Old tail, new page, directory, space header.
-        budget.ensure(mtr_bound(4, ps))?;
+        // The record and two header fields; a new page (old tail, new
+        // page, directory, space header) is topped up at commit.
+        budget.with_estimate(estimate(ps, len + 16), mtr_bound(4, ps), || {
+            self.append_once(e, budget, rseg, rec, len)
+        })
+    }
+
+    /// [`UndoSpace::append`]'s one try: on error nothing is changed (the
+    /// mtr puts its pages back; the tail moves only once it is logged).
+    fn append_once(
+        &self,
+        e: &Engine,
+        budget: &Budget<'_>,
+        rseg: usize,
+        rec: &UndoRecord<'_>,
+        len: usize,
+    ) -> Result<RollPtr> {
+        let ps = e.page_size();
         let space = e.space_id();
         let (rseg, mut tail) = self.lock_some_rseg(e, rseg);
         e.failpoints.hit("undo.appending");
@@ -389,19 +405,21 @@ impl UndoSpace {
             n += 1;
         }
         if n > 0 {
-            budget.ensure(mtr_bound(1, e.page_size()))?;
-            let mut mtr = Mtr::new(e, budget);
-            let mut p = e.pool.write(id)?;
-            let h = page_head(&p, id)?;
-            if h.purged != from || done > h.used {
-                return Err(Error::Corruption(format!(
-                    "undo page {id}: purged offset moved from {from} to {} during a purge",
-                    h.purged
-                )));
-            }
-            p.set_u16(PURGED, done as u16);
-            mtr.keep(p);
-            mtr.commit()?;
+            let ps = e.page_size();
+            budget.with_estimate(estimate(ps, 2), mtr_bound(1, ps), || {
+                let mut mtr = Mtr::new(e, budget);
+                let mut p = e.pool.write(id)?;
+                let h = page_head(&p, id)?;
+                if h.purged != from || done > h.used {
+                    return Err(Error::Corruption(format!(
+                        "undo page {id}: purged offset moved from {from} to {} during a purge",
+                        h.purged
+                    )));
+                }
+                p.set_u16(PURGED, done as u16);
+                mtr.keep(p);
+                mtr.commit()
+            })?;
             step.records += n;
             self.history.fetch_sub(firsts, Ordering::AcqRel);
             Metrics::sub(&e.metrics.trx_rseg_history_len, firsts);

@@ -1,28 +1,26 @@
 //! Pacing at its edges, deterministically: a writer held at the hard level
 //! (where the allowed rate is zero) gets `LogOverloaded` after the wait
 //! timeout, never an endless stall; no single pause is longer than
-//! `MAX_PAUSE`; a close ends the pauses with `Closed`. No page cleaner runs
+//! `MAX_PAUSE`; a close ends the pauses with `Closed`. An operation
+//! holding an estimate of its redo tops up, or undoes and retries. No page
+//! cleaner runs
 //! in these engines, so nothing but the test moves the age or the limit.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::btree::test_engine::engine;
-use crate::engine::admission::Purpose;
+use crate::engine::admission::{estimate, Budget, Purpose};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::flush::pacer::MAX_PAUSE;
 use crate::flush::policy::WriterLimit;
 use crate::mtr::{mtr_bound, Mtr};
-use crate::page::PageType;
+use crate::page::{PageBytes, PageId, PageType};
 
 /// Log a page allocation, moving the LSN on by a few hundred bytes.
 fn log_something(e: &Engine) {
-    let budget = e.adm.budget(Purpose::New);
-    budget.ensure(mtr_bound(2, e.page_size())).unwrap();
-    let mut mtr = Mtr::new(e, &budget);
-    let page = mtr.alloc_page(PageType::BtreeLeaf).unwrap();
-    mtr.keep(page);
-    mtr.commit().unwrap();
+    new_page(e);
 }
 
 /// The curve at the hard level from the first byte of age: every writer
@@ -152,8 +150,8 @@ fn the_reserved_peak_sees_a_reservation_that_came_and_went_between_reads() {
     );
     assert_eq!(
         e.adm.take_reserved_peak(),
-        base + 15_000,
-        "the peak since the last read"
+        base + 15_000 + 10_000,
+        "the peak since the last read, and one more of the largest request"
     );
     assert_eq!(
         e.adm.take_reserved_peak(),
@@ -163,4 +161,109 @@ fn the_reserved_peak_sees_a_reservation_that_came_and_went_between_reads() {
     e.adm.release(300);
     assert_eq!(e.adm.take_reserved_peak(), base + 300);
     assert_eq!(e.adm.take_reserved_peak(), base);
+    // A request refused counts too: it is what may come next.
+    let big = e.adm.free_limit + 1;
+    assert!(!e.adm.try_reserve(big, e.adm.free_limit));
+    assert_eq!(e.adm.take_reserved_peak(), base + big);
+}
+
+/// Change 2,000 bytes of page `id` to `fill` in one mtr paid by `budget`:
+/// far more than the estimate of a one-page change.
+fn fill_page(e: &Engine, budget: &Budget<'_>, id: PageId, fill: u8) -> crate::error::Result<()> {
+    let mut mtr = Mtr::new(e, budget);
+    let mut p = e.pool.write(id)?;
+    p.range_mut(64..2064).fill(fill);
+    mtr.keep(p);
+    mtr.commit().map(|_| ())
+}
+
+/// A page allocated and logged (zeros past its header).
+fn new_page(e: &Engine) -> PageId {
+    let budget = e.adm.budget(Purpose::New);
+    budget.ensure(mtr_bound(2, e.page_size())).unwrap();
+    let mut mtr = Mtr::new(e, &budget);
+    let page = mtr.alloc_page(PageType::BtreeLeaf).unwrap();
+    let id = page.id();
+    mtr.keep(page);
+    mtr.commit().unwrap();
+    id
+}
+
+fn counter(e: &Engine, name: &str) -> u64 {
+    e.metrics.snapshot()[name]
+}
+
+/// An mtr logging more than its operation's estimate (see "Estimates" in
+/// the module doc) takes the rest at commit without waiting while the log
+/// has room. When it has not, the commit fails with nothing logged and the
+/// page put back as it was; the operation runs again once its whole bound
+/// is reserved, a wait that the test ends by giving back the space it held.
+#[test]
+fn an_mtr_over_its_estimate_tops_up_or_is_undone_and_retried() {
+    let e = engine(4096);
+    let ps = e.page_size();
+    let id = new_page(&e);
+    let (est, bound) = (estimate(ps, 0), mtr_bound(1, ps));
+
+    // Room in the log: the commit tops up.
+    let budget = e.adm.budget(Purpose::InFlight);
+    budget
+        .with_estimate(est, bound, || fill_page(&e, &budget, id, 1))
+        .unwrap();
+    drop(budget);
+    assert_eq!(counter(&e, "log_estimate_top_ups"), 1);
+    assert_eq!(counter(&e, "log_estimate_retries"), 0);
+
+    // Room for the estimate only: hold the rest of the free-check limit.
+    let hog = e.adm.free_limit - e.log.age() - e.adm.reserved_and_wanted() - est;
+    e.adm.reserve(hog, Purpose::New).unwrap();
+    let lsn = e.log.lsn();
+    let attempts = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            let budget = e.adm.budget(Purpose::InFlight);
+            budget.with_estimate(est, bound, || {
+                if attempts.fetch_add(1, Ordering::SeqCst) == 1 {
+                    // The failed try left the page as it was, unlogged.
+                    assert_eq!(e.log.lsn(), lsn);
+                    let p = e.pool.read(id).unwrap();
+                    assert!(p[64..2064].iter().all(|&b| b == 1));
+                }
+                fill_page(&e, &budget, id, 2)
+            })
+        });
+        // The retry waits for its bound, holding nothing.
+        while e.adm.waiters() == 0 {
+            assert!(!t.is_finished(), "the operation ended without waiting");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(attempts.load(Ordering::SeqCst), 1);
+        e.adm.release(hog);
+        t.join().unwrap().unwrap();
+    });
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    assert_eq!(counter(&e, "log_estimate_retries"), 1);
+    assert_eq!(counter(&e, "log_estimate_top_ups"), 1);
+    assert_eq!(counter(&e, "log_free_check_waits"), 1);
+    let p = e.pool.read(id).unwrap();
+    assert!(p[64..2064].iter().all(|&b| b == 2));
+}
+
+/// A shortfall beyond the bound given with the estimate is still a broken
+/// bound: refused as corruption, never topped up.
+#[test]
+fn an_mtr_over_the_bound_of_its_estimate_is_refused() {
+    let e = engine(4096);
+    let ps = e.page_size();
+    let id = new_page(&e);
+    let budget = e.adm.budget(Purpose::InFlight);
+    let err = budget
+        .with_estimate(estimate(ps, 0), estimate(ps, 0) + 1, || {
+            fill_page(&e, &budget, id, 3)
+        })
+        .unwrap_err();
+    assert!(matches!(err, Error::Corruption(_)), "{err}");
+    assert_eq!(counter(&e, "log_estimate_top_ups"), 0);
+    let p = e.pool.read(id).unwrap();
+    assert!(p[64..2064].iter().all(|&b| b == 0));
 }

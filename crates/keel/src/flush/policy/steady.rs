@@ -440,8 +440,8 @@ impl Device {
 /// The levels on the age axis for free-check limit `limit`, peak redo
 /// rate `peak` (bytes/s), the flusher's longest recent stall `stall` (s,
 /// see [`band`]) and the recent peak of redo reserved by writers, `held`
-/// (bytes; the true peak between ticks, `Admission::take_reserved_peak`,
-/// not a sample): (F, S, H).
+/// (bytes; the true peak between ticks and one more of the largest single
+/// request, `Admission::take_reserved_peak`, not a sample): (F, S, H).
 ///
 /// The reserve from `H` to `L` is what writers may still log once the
 /// curve has stopped letting new ones go: a quarter tick of the peak rate
