@@ -31,12 +31,15 @@
 //! # Log space
 //!
 //! The append never waits for log space: its thread reserved the bytes
-//! beforehand in a [`Budget`], holding no latch. The bound it reserved is
-//! [`mtr_bound`] (in `engine::admission`) for the number of pages it may
-//! change; before appending, the mtr checks its exact size against the
-//! budget, and if the bound was ever wrong (or the log refuses the append)
-//! it puts every page back as it was before the mtr and fails, so memory
-//! never holds a change the log does not.
+//! beforehand in a [`Budget`], holding no latch: [`mtr_bound`] (in
+//! `engine::admission`) for the number of pages it may change, or, for
+//! the common one-page operations, an [`estimate`] with that bound behind
+//! it. Before appending, the mtr checks its exact size against the
+//! budget. Past an estimate it takes the rest without waiting if the log
+//! has room ("Estimates" in `engine::admission`); if it has not, if the
+//! bound was ever wrong, or if the log refuses the append, it puts every
+//! page back as it was before the mtr and fails, so memory never holds a
+//! change the log does not.
 //!
 //! Page allocation lives here because it changes the space header page,
 //! which then belongs to the same mtr as the tree change that needed it.
