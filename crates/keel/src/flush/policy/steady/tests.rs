@@ -442,16 +442,22 @@ fn the_band_absorbs_a_lump_and_adds_almost_nothing_at_a_steady_state() {
 }
 
 #[test]
-fn lru_keeps_half_a_second_of_the_allocation_rate_free() {
+fn lru_keeps_a_fifth_of_a_second_of_the_allocation_rate_free() {
     let mut p = Steady::new();
     let mut s = snapshot(0, 1_000_000, 1_000_000, &[]);
     p.decide(&s);
     s.now = Duration::from_millis(100);
-    s.frames_taken = 100; // 1000 frames/s
+    s.frames_taken = 50; // 500 frames/s
+    s.instances[0].free = 10;
     let t = p.decide(&s);
-    // Half a second: 500 frames, capped at a quarter of the instance.
-    assert_eq!(t.instances[0].lru_want_free, 250);
-    assert_eq!(t.instances[0].lru_scan, 1000);
+    // A fifth of a second: 100 frames, under an eighth of the instance.
+    assert_eq!(t.instances[0].lru_want_free, 100);
+    assert_eq!(t.instances[0].lru_scan, 400);
+    s.now = Duration::from_millis(200);
+    s.frames_taken = 350; // 3000 frames/s: 600, capped at an eighth
+    let t = p.decide(&s);
+    assert_eq!(t.instances[0].lru_want_free, 125);
+    assert_eq!(t.instances[0].lru_scan, 500);
 }
 
 #[test]
