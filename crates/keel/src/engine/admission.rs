@@ -79,7 +79,8 @@
 //! # Why a waiting writer is eventually admitted
 //!
 //! A waiter holds no latch, and no reservation but its commit's 28-byte
-//! marker (a bounded few bytes per thread). The page
+//! marker and what its operation's budget held before it asked for more
+//! (an estimate, or a bound: bounded per thread). The page
 //! cleaners never wait for log space (the write-out never waits), so they
 //! can always flush, and while writers wait their policy flushes the age
 //! down to `L` less what is reserved and wanted (`reserved_and_wanted`),
