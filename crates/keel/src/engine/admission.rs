@@ -222,8 +222,9 @@ pub(crate) struct Admission {
     /// last read it: a writer's reservation can come and go between two
     /// ticks of the policy, which a sample of `reserved` misses.
     reserved_peak: AtomicU64,
-    /// The largest single reservation asked for (granted or not) since
-    /// [`Admission::take_reserved_peak`] last read it.
+    /// The largest single reservation under the free-check limit asked
+    /// for (granted or not) since [`Admission::take_reserved_peak`] last
+    /// read it.
     largest_need: AtomicU64,
     /// Bytes of commit records admitted and not yet finished.
     records: AtomicU64,
@@ -409,8 +410,9 @@ impl Admission {
         if self.read_only.get().is_some() {
             return false;
         }
-        // A plain read first: most requests are under the largest.
-        if need > self.largest_need.load(Ordering::Relaxed) {
+        // A plain read first: most requests are under the largest. Only
+        // requests under `L` count: a relocation's use the gap above it.
+        if limit == self.free_limit && need > self.largest_need.load(Ordering::Relaxed) {
             self.largest_need.fetch_max(need, Ordering::AcqRel);
         }
         let r = self

@@ -165,6 +165,10 @@ fn the_reserved_peak_sees_a_reservation_that_came_and_went_between_reads() {
     let big = e.adm.free_limit + 1;
     assert!(!e.adm.try_reserve(big, e.adm.free_limit));
     assert_eq!(e.adm.take_reserved_peak(), base + big);
+    // A relocation's request, above the free-check limit, does not.
+    assert!(e.adm.try_reserve_relocation(500));
+    e.adm.release(500);
+    assert_eq!(e.adm.take_reserved_peak(), base + 500);
 }
 
 /// Change 2,000 bytes of page `id` to `fill` in one mtr paid by `budget`:
