@@ -296,7 +296,7 @@ impl<'a> Mtr<'a> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::btree::test_engine::engine;
     use crate::engine::admission::page_record_max;
@@ -385,7 +385,7 @@ mod tests {
     }
 
     /// Allocate a page in its own committed mtr; returns its id.
-    fn allocated(e: &Engine) -> PageId {
+    pub(crate) fn allocated(e: &Engine) -> PageId {
         let budget = e.adm.budget(Purpose::New);
         budget.ensure(mtr_bound(2, e.page_size())).unwrap();
         let mut mtr = Mtr::new(e, &budget);

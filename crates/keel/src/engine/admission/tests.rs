@@ -15,12 +15,13 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::flush::pacer::MAX_PAUSE;
 use crate::flush::policy::WriterLimit;
+use crate::mtr::tests::allocated;
 use crate::mtr::{mtr_bound, Mtr};
-use crate::page::{PageBytes, PageId, PageType};
+use crate::page::{PageBytes, PageId};
 
 /// Log a page allocation, moving the LSN on by a few hundred bytes.
 fn log_something(e: &Engine) {
-    new_page(e);
+    allocated(e);
 }
 
 /// The curve at the hard level from the first byte of age: every writer
@@ -181,18 +182,6 @@ fn fill_page(e: &Engine, budget: &Budget<'_>, id: PageId, fill: u8) -> crate::er
     mtr.commit().map(|_| ())
 }
 
-/// A page allocated and logged (zeros past its header).
-fn new_page(e: &Engine) -> PageId {
-    let budget = e.adm.budget(Purpose::New);
-    budget.ensure(mtr_bound(2, e.page_size())).unwrap();
-    let mut mtr = Mtr::new(e, &budget);
-    let page = mtr.alloc_page(PageType::BtreeLeaf).unwrap();
-    let id = page.id();
-    mtr.keep(page);
-    mtr.commit().unwrap();
-    id
-}
-
 fn counter(e: &Engine, name: &str) -> u64 {
     e.metrics.snapshot()[name]
 }
@@ -206,7 +195,7 @@ fn counter(e: &Engine, name: &str) -> u64 {
 fn an_mtr_over_its_estimate_tops_up_or_is_undone_and_retried() {
     let e = engine(4096);
     let ps = e.page_size();
-    let id = new_page(&e);
+    let id = allocated(&e);
     let (est, bound) = (estimate(ps, 0), mtr_bound(1, ps));
 
     // Room in the log: the commit tops up.
@@ -259,7 +248,7 @@ fn an_mtr_over_its_estimate_tops_up_or_is_undone_and_retried() {
 fn an_mtr_over_the_bound_of_its_estimate_is_refused() {
     let e = engine(4096);
     let ps = e.page_size();
-    let id = new_page(&e);
+    let id = allocated(&e);
     let budget = e.adm.budget(Purpose::InFlight);
     let err = budget
         .with_estimate(estimate(ps, 0), estimate(ps, 0) + 1, || {
