@@ -25,9 +25,9 @@
 //! - `commit.between_ops`: in a commit's apply (`txn::commit`), after its
 //!   first operation is in place and before its second, holding the row
 //!   locks and no latch: readers must see neither row's new version.
-//! - `commit.undo_appended`: in a commit's apply, after an op's undo
-//!   record was appended and before the row pointing to it is written
-//!   (recovery appends the record again: two records hold one version).
+//! - `commit.undo_appended`: in a commit's apply, after its undo records
+//!   were appended and before the first row pointing to one is written
+//!   (recovery appends the records again: two records hold one version).
 //! - `undo.appending`: in an undo append (`undo::space`), after it took
 //!   an rseg's append mutex and before it latches the tail, holding that
 //!   mutex: another appender must go to a free rseg, not wait.

@@ -53,9 +53,10 @@
 //! number of the commit that wrote it (its commit record's LSN), a roll
 //! pointer to the undo record holding the version before, and a delete
 //! mark. Commit logs the whole write set as one record (`record`), then
-//! applies it in (table, key) order: for each row it appends the version it
-//! replaces to an undo page (`undo`; an insert has none to keep), then
-//! writes the new version, or a delete mark, pointing to it. Undo pages are
+//! applies it: it appends the versions it replaces to an undo page (`undo`;
+//! an insert has none to keep), all of them in one mini-transaction where
+//! they fit one page, then writes, in (table, key) order, each new
+//! version, or a delete mark, pointing to its undo record. Undo pages are
 //! ordinary pages: changed by mini-transactions, redo-logged, cached and
 //! evicted by the buffer pool, written by the page cleaners; so a history
 //! larger than memory is only a larger tablespace. A reader whose view does

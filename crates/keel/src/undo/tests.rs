@@ -160,6 +160,56 @@ fn appends_span_many_pages_and_read_back() {
     assert!(written > us.pages(), "{written} undo pages written");
 }
 
+/// A commit's records in one call: one mtr for those that fit the tail,
+/// one more per page they go on to fill; in order, each where its roll
+/// pointer says, the history counting the first. A call that failed part
+/// way (here, one stopped after its first mtr) is finished by calling
+/// again with what it appended so far.
+#[test]
+fn a_commits_records_take_one_mtr_per_page_they_fill() {
+    let (e, us) = undo_engine(4096);
+    let recs: Vec<OwnedUndo> = (0..80u64)
+        .map(|i| rec(i == 0, 10, &i.to_be_bytes(), Some(&[i as u8; 90])))
+        .collect();
+    let borrowed: Vec<UndoRecord<'_>> = recs.iter().map(OwnedUndo::as_record).collect();
+    let len = borrowed[0].encoded_len();
+    let per_page = (page_end(4096) - RECORDS_START) / len;
+    assert!(
+        80 > 2 * per_page,
+        "{per_page} records a page: 80 must fill three"
+    );
+    let budget = e.adm.budget(Purpose::New);
+    let mtrs = || e.metrics.get("mtr_commits").unwrap();
+    // 1. Records that fit the tail: one mtr, one page, side by side.
+    let before = mtrs();
+    let mut at = Vec::new();
+    us.append_all(&e, &budget, 2, &borrowed[..5], &mut at)
+        .unwrap();
+    assert_eq!(mtrs() - before, 1);
+    assert_eq!(at.len(), 5);
+    for w in at.windows(2) {
+        assert_eq!(w[1].page_no(), w[0].page_no());
+        assert_eq!(usize::from(w[1].offset() - w[0].offset()), len);
+    }
+    // 2. The rest, one mtr stopped short: its caller goes on from there.
+    let fill = per_page - 5;
+    let mut partial = borrowed[..5 + fill].to_vec();
+    us.append_all(&e, &budget, 2, &partial, &mut at).unwrap();
+    assert_eq!(mtrs() - before, 2, "the tail's room took one mtr");
+    partial = borrowed.clone();
+    us.append_all(&e, &budget, 2, &partial, &mut at).unwrap();
+    let pages: HashSet<u32> = at.iter().map(|p| p.page_no()).collect();
+    assert_eq!(at.len(), 80);
+    assert_eq!(pages.len(), 3, "80 records of {len} bytes on 4 KiB pages");
+    assert_eq!(mtrs() - before, 4, "one mtr per new page");
+    assert_eq!((us.pages(), us.history_len()), (3, 1));
+    for (p, r) in at.iter().zip(&recs) {
+        assert_eq!(&us.read(&e, *p).unwrap(), r);
+    }
+    let c = us.check(&e).unwrap();
+    assert_eq!((c.pages, c.records, c.first_unpurged), (3, 80, 1));
+}
+
 #[test]
 fn purge_stops_at_its_limit_then_frees_pages_and_resets_the_tail() {
     let (e, us) = undo_engine(4096);
