@@ -324,7 +324,9 @@ fn plan(e: &crate::engine::Engine, commit: Lsn, op: &Op<'_>) -> Result<Plan> {
         Some(_) => {
             // An update keeps only what it changes where that is shorter,
             // a delete only the old header (`version::undo_delta`).
-            let base = op.value.or(Some(version::kept_by_mark(before.as_ref())));
+            let base = op
+                .value
+                .unwrap_or_else(|| version::kept_by_mark(before.as_ref()));
             let delta = cur
                 .as_deref()
                 .and_then(|c| version::undo_delta(c, base, op.external));

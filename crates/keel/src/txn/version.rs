@@ -245,7 +245,7 @@ pub(crate) fn encode(trx_no: u64, roll: RollPtr, value: Option<&[u8]>, external:
 }
 
 /// The undo delta (`undo`'s module doc, "Deltas") that keeps the version
-/// `old` (stored bytes) as a change of `new_value`, the bytes the version
+/// `old` (stored bytes) as a change of `new`, the bytes the version
 /// a commit writes in its place keeps after its header (a delete mark's
 /// kept value included); `None` where the whole version is kept instead:
 /// - the new version is external (a reader following the record would hold
@@ -261,13 +261,8 @@ pub(crate) fn encode(trx_no: u64, roll: RollPtr, value: Option<&[u8]>, external:
 /// pointer names its record (a new value is a new version, purge removes a
 /// row only once no view can reach its records, and recovery writes the
 /// same bytes again).
-pub(crate) fn undo_delta(
-    old: &[u8],
-    new_value: Option<&[u8]>,
-    new_external: bool,
-) -> Option<Vec<u8>> {
-    let new = new_value.filter(|_| !new_external)?;
-    if old.len() < HEADER || old[0] & EXTERNAL != 0 {
+pub(crate) fn undo_delta(old: &[u8], new: &[u8], new_external: bool) -> Option<Vec<u8>> {
+    if new_external || old.len() < HEADER || old[0] & EXTERNAL != 0 {
         return None;
     }
     let (head, value) = old.split_at(HEADER);
@@ -359,13 +354,12 @@ mod tests {
                 }
             }
             let old = encode(old_no, RollPtr::new(roll, 7), Some(&old_value), false);
-            if let Some(d) = undo_delta(&old, Some(&new_value), false) {
+            if let Some(d) = undo_delta(&old, &new_value, false) {
                 prop_assert!(d.len() < old.len());
                 let newer = encode(old_no + 1, RollPtr::new(roll ^ 5, 9), Some(&new_value), false);
                 prop_assert_eq!(rebuild_older(d, true, &newer, 3).unwrap(), old.clone());
             }
-            prop_assert!(undo_delta(&old, None, false).is_none(), "a delete keeps the whole version");
-            prop_assert!(undo_delta(&old, Some(&new_value), true).is_none(), "an external new value");
+            prop_assert!(undo_delta(&old, &new_value, true).is_none(), "an external new value");
         }
     }
 
@@ -375,12 +369,12 @@ mod tests {
         let mut changed = row.clone();
         changed[1] ^= 0xff;
         let old = encode(10, RollPtr::new(4, 48), Some(&row), false);
-        let d = undo_delta(&old, Some(&changed), false).unwrap();
+        let d = undo_delta(&old, &changed, false).unwrap();
         assert_eq!(d.len(), crate::undo::DELTA_HEADER + HEADER + 1);
         // A delete keeps the old header alone: the mark keeps the bytes.
         let kept = Version::decode(&old, 3).unwrap();
         let mark = encode_mark(11, RollPtr::new(4, 50), kept_by_mark(Some(&kept)));
-        let dm = undo_delta(&old, Some(kept_by_mark(Some(&kept))), false).unwrap();
+        let dm = undo_delta(&old, kept_by_mark(Some(&kept)), false).unwrap();
         assert_eq!(dm.len(), crate::undo::DELTA_HEADER + HEADER);
         assert_eq!(rebuild_older(dm, true, &mark, 3).unwrap(), old);
         // Not from a large value: no inline base.
@@ -396,7 +390,7 @@ mod tests {
         assert!(rebuild_older(d, true, &short, 3).is_err());
         // The old version large or deleted: kept whole.
         let old_large = encode(9, RollPtr::NONE, Some(&p.to_bytes()), true);
-        assert!(undo_delta(&old_large, Some(&changed), false).is_none());
+        assert!(undo_delta(&old_large, &changed, false).is_none());
     }
 
     #[test]
