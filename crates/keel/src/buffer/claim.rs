@@ -349,14 +349,12 @@ impl BufferPool {
     }
 
     /// LRU flushing, second step: free those of `fids` that are now clean
-    /// and unfixed, until `want_free` frames are free; returns how many.
-    pub(crate) fn free_if_clean(&self, inst: usize, fids: &[u32], want_free: usize) -> usize {
+    /// and unfixed (all of them, however many frames are free: see
+    /// `WriteBack::lru_flush`); returns how many.
+    pub(crate) fn free_if_clean(&self, inst: usize, fids: &[u32]) -> usize {
         let mut lists = self.instances[inst].lists.lock();
         let mut evicted = 0;
         for &fid in fids {
-            if lists.free.len() >= want_free {
-                break;
-            }
             if self.evict_to_free_list(inst, &mut lists, fid) {
                 evicted += 1;
             }

@@ -300,7 +300,7 @@ impl BufferPool {
     pub(crate) fn evict_for_test(&self, id: PageId) -> bool {
         let inst = self.instance_of(id);
         if let Some(fid) = self.frame_of(inst, id) {
-            self.free_if_clean(inst, &[fid], usize::MAX);
+            self.free_if_clean(inst, &[fid]);
         }
         !self.contains(id)
     }

@@ -892,6 +892,30 @@ fn lru_flushing_writes_at_most_write_max_pages() {
     }
 }
 
+/// Every page an LRU flush writes leaves the pool, even when fewer free
+/// frames were wanted: kept at the tail, clean, it is changed again before
+/// it leaves and written twice.
+#[test]
+fn lru_flushing_frees_every_page_it_writes() {
+    let t = TestPool::new(0, Arc::new(HonestWal::default()));
+    for p in 0..16 {
+        t.put(p, Some(100 + 10 * u64::from(p)));
+    }
+    // One frame more than is free now: the scan meets only dirty pages.
+    let free = FRAMES - 16;
+    let (written, evicted) =
+        t.wb.lru_flush(&t.pool, 0, FRAMES, free + 1, usize::MAX)
+            .unwrap();
+    assert_eq!((written, evicted), (16, 16));
+    assert!(t.dirty_pages().is_empty());
+    for p in 0..16 {
+        assert!(
+            !t.pool.contains(PageId::new(0, p)),
+            "page {p} is still cached"
+        );
+    }
+}
+
 /// A flush-list batch's first claim, the oldest page, waits for a user
 /// thread's exclusive latch (at most `oldest_latch_wait`) instead of
 /// passing the page over: the checkpoint must not wait for a hot page to
