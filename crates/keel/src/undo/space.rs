@@ -10,7 +10,7 @@
 //!   latches the tail page exclusively; when its records do not fit it
 //!   also latches the directory page, then (allocating) the space header,
 //!   and links a new tail. Appenders hold **no tree latch** when they call
-//!   [`UndoSpace::append`] (the caller's contract), so waiting for the
+//!   [`UndoSpace::append_all`] (the caller's contract), so waiting for the
 //!   mutex or a page latch here cannot close a cycle with the trees.
 //! - the *purge mutex* admits one purge of the rseg at a time. Purge copies
 //!   a page's records out under a shared latch, releases it, hands each
@@ -57,7 +57,7 @@
 //! # Purge order
 //!
 //! Records are appended in roughly, not exactly, commit order (commits of
-//! one rseg may reach [`UndoSpace::append`] out of order), so purge stops
+//! one rseg may reach [`UndoSpace::append_all`] out of order), so purge stops
 //! at the first record whose commit is at or above its limit, even if a
 //! later one is below it: conservative, and it keeps each list a queue.
 
