@@ -220,6 +220,7 @@ mod tests {
                     freerun: 0,
                     setpoint: 1,
                     hard: 2,
+                    lump_ceiling: f64::INFINITY,
                 }),
                 sleep: Duration::from_millis(10),
                 full_round: true,

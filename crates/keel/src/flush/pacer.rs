@@ -331,6 +331,7 @@ mod tests {
             freerun: 500,
             setpoint: AT_S,
             hard: 2000,
+            lump_ceiling: f64::INFINITY,
         })
     }
 

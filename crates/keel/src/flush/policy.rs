@@ -254,24 +254,33 @@ pub struct SteadyFigures {
     /// What one write costs the device beyond the pages it carries, in
     /// pages (0 until measured; see `steady::merge`).
     pub write_cost_pages: f64,
+    /// The most writers may log per second below the setpoint while a
+    /// lump is late (`steady::lump_ceiling`; infinite: no ceiling).
+    pub lump_ceiling: f64,
 }
 
 /// The writers' redo rate limit as a curve over the checkpoint age:
 /// free up to `freerun`, then `base_rate × steady::pos_ratio(age)`, which
-/// is `base_rate` at `setpoint` and zero at `hard`. The policy sets it once
-/// a round; each writer evaluates it at the age it sees when it is about to
-/// commit, so the limit follows the age between rounds (Linux's dirty-page
-/// throttling does the same with its position ratio).
+/// is `base_rate` at `setpoint` and zero at `hard`; below the setpoint
+/// never over `lump_ceiling`. The policy sets it once a round; each writer
+/// evaluates it at the age it sees when it is about to commit, so the
+/// limit follows the age between rounds (Linux's dirty-page throttling
+/// does the same with its position ratio).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WriterLimit {
     /// Redo bytes per second at the setpoint.
     pub base_rate: f64,
-    /// Age up to which writers run free.
+    /// Age up to which writers run free (unless `lump_ceiling` is finite).
     pub freerun: u64,
     /// Age held.
     pub setpoint: u64,
     /// Age at which the allowed rate reaches zero.
     pub hard: u64,
+    /// The most writers may log per second at any age below the setpoint,
+    /// free run included (`f64::INFINITY`: no ceiling). Finite only while
+    /// pages lie denser in the log than the flusher can write them by
+    /// their deadlines (`steady::lump_ceiling`); never under `base_rate`.
+    pub lump_ceiling: f64,
 }
 
 impl WriterLimit {
@@ -285,12 +294,21 @@ impl WriterLimit {
     /// fast are slowed on the way rather than all at once at `S`.
     /// Never below 1 byte/s, so a writer at `hard` pauses and re-checks
     /// rather than dividing by zero.
+    ///
+    /// Below the setpoint the rate is also at most `lump_ceiling`, even
+    /// below `freerun`.
     pub fn rate_at(&self, age: u64) -> Option<f64> {
-        (age > self.freerun).then(|| {
-            let curve = self.base_rate * steady::pos_ratio(age, self.setpoint, self.hard);
-            let refill = self.setpoint.saturating_sub(age) as f64 / steady::APPROACH.as_secs_f64();
-            curve.max(refill).max(1.0)
-        })
+        let ceiling = if age < self.setpoint {
+            self.lump_ceiling.max(self.base_rate)
+        } else {
+            f64::INFINITY
+        };
+        if age <= self.freerun {
+            return ceiling.is_finite().then_some(ceiling.max(1.0));
+        }
+        let curve = self.base_rate * steady::pos_ratio(age, self.setpoint, self.hard);
+        let refill = self.setpoint.saturating_sub(age) as f64 / steady::APPROACH.as_secs_f64();
+        Some(curve.max(refill).min(ceiling).max(1.0))
     }
 }
 

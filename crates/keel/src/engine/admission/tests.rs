@@ -32,6 +32,7 @@ fn hard_from_the_start() -> WriterLimit {
         freerun: 0,
         setpoint: 1,
         hard: 2,
+        lump_ceiling: f64::INFINITY,
     }
 }
 
@@ -123,6 +124,7 @@ fn a_paused_writer_looks_again_when_a_new_limit_is_set() {
             freerun: 0,
             setpoint: u64::MAX / 4,
             hard: u64::MAX / 2,
+            lump_ceiling: f64::INFINITY,
         }));
         waiter.join().unwrap().unwrap();
         let took = started.elapsed();

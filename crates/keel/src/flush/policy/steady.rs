@@ -12,7 +12,8 @@
 //!   curve stops them: a quarter tick of the peak redo rate plus the
 //!   redo writers hold reserved, at least a tick of the peak rate up to
 //!   5 % of `L` and at least 1 % of `L` (see [`levels`]);
-//! - `F = 0.6 L`, below which writers run free;
+//! - `F = 0.6 L`, below which writers run free (unless a lump is late:
+//!   [`lump_ceiling`]);
 //! - `S = max((F + H) / 2, H − band)`, the setpoint, with the band half a
 //!   second of the peak redo rate, at least 5 % of `L` (see [`band`]): at
 //!   the middle of `F..H` for a log holding a few seconds of redo, close
@@ -50,7 +51,8 @@
 //!   the instance), so user threads almost never write a page themselves:
 //!   see [`LRU_LOOKAHEAD_S`].
 //! - **Writers** (`WriterLimit`, carried out by `flush::pacer` where
-//!   writers hold no latch, each at the age it sees): below `F`, no limit; above it the allowed redo
+//!   writers hold no latch, each at the age it sees): below `F`, no limit
+//!   (but see the lump ceiling below); above it the allowed redo
 //!   rate is `base_rate × pos`, with `pos = clamp(1 + x/2 + x³/2, 0, 2)`,
 //!   `x = (S − age)/(H − S)` (gentle near `S`, steep near `H`), and
 //!   `base_rate` following `capacity × ρ` (times a gain while the
@@ -61,7 +63,12 @@
 //!   with a backlog, `bw × ρ`; before anything, none below `S`), the rate
 //!   the flusher can retire, with damped steps; below `S` the allowed rate
 //!   is never under `(S − age)` per [`APPROACH`], so writers close in on
-//!   `S` at an exponential pace. Every error here must be on the generous
+//!   `S` at an exponential pace. While some page would be late even at
+//!   the flusher's pace (a lump, at a cold start on a log holding many
+//!   seconds of redo), the allowed rate below `S`, free run included, is
+//!   at most [`lump_ceiling`] (never under the base rate), so that
+//!   writers do not pile up a lump the flusher cannot retire in time.
+//!   Every error here must be on the generous
 //!   side: too high a base rate lets the age climb towards `H`, where the
 //!   curve stops writers anyway; too low a one starves writers, who then
 //!   dirty too little for the flusher to measure anything better (the
@@ -218,8 +225,12 @@ const ROUND_MIN_PAGES: usize = 64;
 /// the device is measured at the next tick.
 const UNMEASURED_ROUND_PAGES: usize = 256;
 /// How far ahead the flusher looks for pages it must start on early (see
-/// [`deadline_target`]).
-const DEADLINE_HORIZON: Duration = Duration::from_secs(2);
+/// [`deadline_target`]). Until 2026-11-30 it looked 2 s ahead, which
+/// covers a log holding a second or two of redo (every seed preset) but
+/// not one holding seven (seed 4 at 30 × scale): there the flusher began
+/// on the cold start's lump only when the age passed `F`, five seconds in,
+/// with the device idle until then.
+const DEADLINE_HORIZON: Duration = Duration::from_secs(30);
 /// The share of the device's busy-time bandwidth the deadlines count on
 /// while the flusher's capacity is unmeasured: a batch also waits for its
 /// doublewrite copy, its syncs and the checkpoint, and shares the device
@@ -612,6 +623,37 @@ pub fn deadline_target(
         }
     }
     target
+}
+
+/// The most writers may log per second below the setpoint while pages
+/// lie denser in the log than the flusher can write them by their
+/// deadlines (a lump, [`deadline_target`]): the rate that keeps the age
+/// under the deadline level `due_at` over every horizon of
+/// [`headroom_rate`], starting from the present `age` rather than from
+/// `S`, if the flusher writes the oldest pages at `list_pps`.
+///
+/// Without it, writers run free up to `F` and close in on `S` at the
+/// approach pace whatever lies in the log. At a cold start on a log
+/// holding several seconds of redo (seed 4 at 30 × the preset's scale on
+/// 16 cores: a 512 MiB log, 31,000 tps in the free run) they changed
+/// 148,000 clean pages in five seconds, the first second's 84,000 of them
+/// within a ninth of the log; at `S` the flusher (13,500 pages/s) still
+/// had most of them to write, the checkpoint crawled, and writers were
+/// held to 8,100-9,900 tps for five seconds against a median of 18,157.
+/// Held under this ceiling from the moment the lump is seen, writers
+/// slow down while the age is still low and the band is unspent, and the
+/// lump stops growing. Nothing is late at a steady state (pages spread as
+/// thinly as the flusher retires them), so there is no ceiling then.
+pub fn lump_ceiling(
+    oldest: &[Lsn],
+    all_to: Option<Lsn>,
+    list_pps: f64,
+    age: u64,
+    due_at: u64,
+    rho: f64,
+) -> f64 {
+    headroom_rate(oldest, all_to, list_pps, due_at.saturating_sub(age), rho)
+        .unwrap_or(f64::INFINITY)
 }
 
 /// The instances' samples of oldest modifications merged in LSN order, up
@@ -1097,7 +1139,12 @@ impl FlushPolicy for Steady {
         // their deadline says so (see `deadline_target`), even below F.
         let pace = capacity.or(bw.map(|b| b * DEADLINE_BW_SHARE));
         let due_at = setpoint + (hard.saturating_sub(setpoint)) / 2;
-        let target = target.max(deadline_target(s, &oldest, due_at, log_rate, pace));
+        let deadline = deadline_target(s, &oldest, due_at, log_rate, pace);
+        // Some page would be late even if the flusher wrote the oldest
+        // ones at its pace from now on: writers are held under the ceiling
+        // below (`lump_ceiling`), so that the lump stops growing.
+        let late = deadline > target;
+        let target = target.max(deadline);
         let span = (hard.saturating_sub(setpoint) as f64 * BATCH_BAND_SHARE) as u64;
         let batch = list_batch(&oldest, span, s.instances.len());
         let target = if self.device_bound {
@@ -1114,9 +1161,9 @@ impl FlushPolicy for Steady {
         // can retire.
         // ... and, just after a lump, what the band from S to the deadline
         // level can absorb while the flusher writes it (`headroom_rate`).
+        let all_to = (oldest.len() >= s.dirty()).then_some(s.current_lsn);
         let retire = match capacity {
             Some(c) => {
-                let all_to = (oldest.len() >= s.dirty()).then_some(s.current_lsn);
                 let lump = self.list_share.get().and_then(|share| {
                     headroom_rate(&oldest, all_to, c * share, due_at - setpoint, rho)
                 });
@@ -1143,11 +1190,19 @@ impl FlushPolicy for Steady {
                 .unwrap_or(hard.saturating_sub(setpoint) as f64 / TICK.as_secs_f64()),
         };
         let pos = pos_ratio(age, setpoint, hard);
+        let ceiling = match pace {
+            Some(pps) if late => {
+                let list_pps = pps * self.list_share.get().unwrap_or(1.0);
+                lump_ceiling(&oldest, all_to, list_pps, age, due_at, rho)
+            }
+            _ => f64::INFINITY,
+        };
         let limit = WriterLimit {
             base_rate: base,
             freerun,
             setpoint,
             hard,
+            lump_ceiling: ceiling,
         };
         let writer_log_rate = limit.rate_at(age);
         self.last_allowed = writer_log_rate;
@@ -1165,6 +1220,7 @@ impl FlushPolicy for Steady {
             rho,
             stall_spell: self.stall.get(),
             write_cost_pages: self.merging.cost(),
+            lump_ceiling: ceiling,
         };
         let reason = reason(
             age,
@@ -1305,6 +1361,13 @@ fn reason(
     };
     let writers = match writer_rate {
         None => "writers run free".to_string(),
+        Some(r) if f.lump_ceiling.is_finite() && age < f.setpoint && r >= f.lump_ceiling => {
+            format!(
+                "writers held to {:.1} MB/s of redo, the lump ceiling (pages lie denser in the \
+             log than the flusher can write them by their deadlines)",
+                r / 1e6
+            )
+        }
         Some(r) => format!(
             "writers held to {:.1} MB/s of redo (position {:.2} on the curve)",
             r / 1e6,

@@ -232,11 +232,13 @@ fn snapshot(now_ms: u64, lsn: Lsn, checkpoint: Lsn, oldest: &[Lsn]) -> Snapshot 
 fn below_freerun_writers_run_free_and_nothing_young_is_flushed() {
     let mut p = Steady::new();
     let oldest: Vec<Lsn> = (0..50).map(|i| 1_000_000 + i * 1000).collect();
-    // 100 kB/s of redo: the oldest page reaches the setpoint in 5 s.
-    p.decide(&snapshot(0, 1_240_000, 1_000_000, &oldest));
+    // 10 kB/s of redo: the oldest page reaches the setpoint in 50 s, past
+    // the deadlines' horizon (`DEADLINE_HORIZON`).
+    p.decide(&snapshot(0, 1_249_000, 1_000_000, &oldest));
     let t = p.decide(&snapshot(100, 1_250_000, 1_000_000, &oldest));
     let limit = t.writer_limit.expect("steady always sets the curve");
     assert_eq!(limit.rate_at(250_000), None);
+    assert_eq!(limit.lump_ceiling, f64::INFINITY);
     // Age 250 kB, setpoint 775 kB: no page is old enough.
     assert_eq!(t.instances[0].list_pages, 0);
     assert!(t.checkpoint_each_batch && t.merge_instances && t.full_round);
@@ -824,4 +826,86 @@ fn device_bound_means_a_backlog_and_no_room_on_the_device() {
     assert!(!busy_ticks(1.0, Some(0.1)).device_bound);
     // No backlog: not bound, however busy the device.
     assert!(!busy_ticks(0.3, Some(1.0)).device_bound);
+}
+
+/// The lump ceiling applies below the setpoint only, free run included,
+/// and never holds writers under the base rate.
+#[test]
+fn the_lump_ceiling_holds_writers_below_the_setpoint_only() {
+    let limit = WriterLimit {
+        base_rate: 1_000.0,
+        freerun: 500,
+        setpoint: 1_000,
+        hard: 2_000,
+        lump_ceiling: 3_000.0,
+    };
+    // Below F: held to the ceiling rather than free.
+    assert_eq!(limit.rate_at(100), Some(3_000.0));
+    // Between F and S: the curve (over the approach pace, (S − age) a
+    // second) where it is under the ceiling...
+    assert_eq!(
+        limit.rate_at(750),
+        Some(1_000.0 * pos_ratio(750, 1_000, 2_000))
+    );
+    // ... and a curve above it is cut to it.
+    let fast = WriterLimit {
+        base_rate: 2_500.0,
+        ..limit
+    };
+    assert_eq!(fast.rate_at(600), Some(3_000.0));
+    // At and above S the curve alone.
+    assert_eq!(limit.rate_at(1_000), Some(1_000.0));
+    assert_eq!(
+        limit.rate_at(1_500),
+        Some(1_000.0 * pos_ratio(1_500, 1_000, 2_000))
+    );
+    // A ceiling under the base rate is the base rate.
+    let low = WriterLimit {
+        lump_ceiling: 10.0,
+        ..limit
+    };
+    assert_eq!(low.rate_at(100), Some(1_000.0));
+    // No ceiling: free below F, as before.
+    let none = WriterLimit {
+        lump_ceiling: f64::INFINITY,
+        ..limit
+    };
+    assert_eq!(none.rate_at(100), None);
+}
+
+/// The ceiling is what keeps the age under the deadline level over every
+/// horizon while the flusher writes the lump: lower the less room is left
+/// under that level, and near the retire rate where the pages lie as
+/// densely as the flusher writes them.
+#[test]
+fn the_lump_ceiling_shrinks_with_the_room_left() {
+    // 10,000 pages in the first 1 MB of log (100 bytes apart), then one
+    // every 10 kB up to 50 MB: a cold start's lump and the pages after it.
+    let mut oldest: Vec<Lsn> = (0..10_000u64).map(|i| 1_000_000 + i * 100).collect();
+    oldest.extend((0..4_900u64).map(|i| 2_000_000 + i * 10_000));
+    let all_to = Some(51_000_000);
+    // The flusher writes 1,000 pages a second; the deadline level is at
+    // 40 MB of age.
+    let roomy = lump_ceiling(&oldest, all_to, 1_000.0, 10_000_000, 40_000_000, 10_000.0);
+    let tight = lump_ceiling(&oldest, all_to, 1_000.0, 30_000_000, 40_000_000, 10_000.0);
+    assert!(tight < roomy, "{tight} >= {roomy}");
+    // Over 32 s the flusher writes the lump (10 s) and 22,000 pages after
+    // it, 10 kB each: 1 MB + 22 × 10 MB... capped by the sample's end, so
+    // about (room + retired) / 32 s.
+    let retired_32 = (50_000_000.0 - 1_000_000.0) + (32_000.0 - 14_900.0) * 10_000.0;
+    assert!(roomy <= (30_000_000.0 + retired_32) / 32.0 + 1.0);
+    // With the room spent, writers get no more than the lump lets the
+    // flusher retire: over 8 s (8,000 pages of the lump, 0.8 MB), 100 kB/s.
+    let spent = lump_ceiling(&oldest, all_to, 1_000.0, 40_000_000, 40_000_000, 10_000.0);
+    assert!(spent <= 100_000.0 + 1.0, "{spent}");
+    // Pages as thin as the flusher retires them and the room spent: the
+    // retire rate.
+    let even: Vec<Lsn> = (0..10_000u64).map(|i| 1_000_000 + i * 10_000).collect();
+    let steady = lump_ceiling(&even, None, 1_000.0, 40_000_000, 40_000_000, 10_000.0);
+    assert!(
+        (steady - 10_000_000.0).abs() < 0.01 * 10_000_000.0,
+        "{steady}"
+    );
+    // An empty sample: no ceiling.
+    assert_eq!(lump_ceiling(&[], None, 1_000.0, 0, 1, 1.0), f64::INFINITY);
 }
