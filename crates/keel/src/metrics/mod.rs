@@ -39,17 +39,42 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Lock `m`, counting in `waits` when it was held by another thread
 /// (a wait event: `try_lock` first costs what `lock`'s own fast path
-/// costs).
+/// costs), and adding the nanoseconds it then waited to `waited_ns`.
 pub(crate) fn lock_counted<'a, T>(
     m: &'a parking_lot::Mutex<T>,
     waits: &AtomicU64,
+    waited_ns: &AtomicU64,
 ) -> parking_lot::MutexGuard<'a, T> {
     match m.try_lock() {
         Some(g) => g,
         None => {
-            waits.fetch_add(1, Ordering::Relaxed);
-            m.lock()
+            let waited = WaitTimer::start(waits);
+            let g = m.lock();
+            waited.stop(waited_ns);
+            g
         }
+    }
+}
+
+/// A wait event in progress: counted when it starts, timed until it
+/// stops. Only the slow path of a latch or mutex takes one (the clock is
+/// read twice, tens of nanoseconds, against a wait that may park the
+/// thread), as performance_schema times its wait events.
+pub(crate) struct WaitTimer(std::time::Instant);
+
+impl WaitTimer {
+    /// Start a wait: the clock is read before the wait is counted, so
+    /// whoever sees the count sees a wait already being timed.
+    pub(crate) fn start(waits: &AtomicU64) -> WaitTimer {
+        let t = WaitTimer(std::time::Instant::now());
+        waits.fetch_add(1, Ordering::Relaxed);
+        t
+    }
+
+    /// End the wait, adding its nanoseconds to `waited_ns`.
+    pub(crate) fn stop(self, waited_ns: &AtomicU64) {
+        let ns = u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        waited_ns.fetch_add(ns, Ordering::Relaxed);
     }
 }
 
@@ -461,19 +486,33 @@ registry! {
     trx_rollbacks,
     /// Wait event: a page latch (shared or exclusive) that was held
     /// against the thread asking for it, so that it waited (InnoDB's
-    /// `wait/synch/sxlock/innodb/buf_block_lock`, counted, not timed).
+    /// `wait/synch/sxlock/innodb/buf_block_lock`; the time in
+    /// `wait_page_latch_ns`).
     wait_page_latch,
+    /// Nanoseconds threads waited for page latches held against them
+    /// (`wait_page_latch`'s waits; performance_schema's `SUM_TIMER_WAIT`).
+    wait_page_latch_ns,
     /// Wait event: a row-lock-table shard's mutex found held (the lock
     /// manager is sharded by key hash: `txn::lock`), a short wait, not a
     /// row-lock wait (`lock_row_lock_waits`).
     wait_lock_sys_mutex,
+    /// Nanoseconds threads waited for row-lock-table shard mutexes
+    /// (`wait_lock_sys_mutex`'s waits).
+    wait_lock_sys_mutex_ns,
     /// Wait event: an undo append found every rollback segment's append
     /// mutex held and waited for its own (it takes any free one).
     wait_rseg_mutex,
+    /// Nanoseconds undo appends waited for a rollback segment's append
+    /// mutex (`wait_rseg_mutex`'s waits).
+    wait_rseg_mutex_ns,
     /// Wait event: the redo log's write mutex found held: a commit waited
     /// for another thread's write of the log buffer to the OS (most such
     /// waits end with the other's write covering it: group writing).
     wait_log_write_mutex,
+    /// Nanoseconds commits waited for another thread's write of the log
+    /// buffer (`wait_log_write_mutex`'s waits, until their own bytes were
+    /// written or the mutex was theirs).
+    wait_log_write_mutex_ns,
     /// Row-lock requests that had to wait.
     lock_row_lock_waits,
     /// Milliseconds spent waiting for row locks.
@@ -675,23 +714,28 @@ mod tests {
     }
 
     /// A wait is counted when, and only when, the mutex was held: one
-    /// thread holds it until the other has asked for it.
+    /// thread holds it until the other has asked for it. The wait is timed
+    /// from before it is counted, so it lasted at least as long as the
+    /// holder kept the mutex after seeing the count.
     #[test]
-    fn lock_counted_counts_only_the_waits() {
+    fn lock_counted_counts_and_times_only_the_waits() {
         let m = parking_lot::Mutex::new(0u32);
-        let waits = AtomicU64::new(0);
-        drop(lock_counted(&m, &waits));
+        let (waits, waited) = (AtomicU64::new(0), AtomicU64::new(0));
+        drop(lock_counted(&m, &waits, &waited));
         assert_eq!(waits.load(Ordering::Relaxed), 0);
+        assert_eq!(waited.load(Ordering::Relaxed), 0);
         let held = m.lock();
         std::thread::scope(|s| {
-            let t = s.spawn(|| *lock_counted(&m, &waits) += 1);
+            let t = s.spawn(|| *lock_counted(&m, &waits, &waited) += 1);
             while waits.load(Ordering::Relaxed) == 0 {
                 std::thread::yield_now();
             }
+            std::thread::sleep(std::time::Duration::from_millis(20));
             drop(held);
             t.join().unwrap();
         });
         assert_eq!(waits.load(Ordering::Relaxed), 1);
+        assert!(waited.load(Ordering::Relaxed) >= 20_000_000);
         assert_eq!(*m.lock(), 1);
     }
 

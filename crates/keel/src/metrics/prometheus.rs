@@ -4,7 +4,8 @@
 //! Every registry metric becomes one series named by [`prometheus_name`]:
 //! `keel_` and the registry name, with its time unit converted to seconds
 //! (the value too: `os_data_write_us_total` is
-//! `keel_os_data_write_seconds_total`); a counter's name ends in `_total`
+//! `keel_os_data_write_seconds_total`, `wait_page_latch_ns` is
+//! `keel_wait_page_latch_seconds_total`); a counter's name ends in `_total`
 //! (`trx_commits` is `keel_trx_commits_total`,
 //! `buffer_flush_adaptive_total_pages` is
 //! `keel_buffer_flush_adaptive_pages_total`) and a gauge's does not
@@ -46,6 +47,10 @@ fn scaled(name: &str) -> (String, f64) {
             }
             "ms" => {
                 scale = 1e3;
+                "seconds"
+            }
+            "ns" => {
+                scale = 1e9;
                 "seconds"
             }
             p => p,
@@ -191,6 +196,10 @@ mod tests {
         assert_eq!(
             prometheus_name("lock_row_lock_time_ms"),
             "keel_lock_row_lock_time_seconds_total"
+        );
+        assert_eq!(
+            prometheus_name("wait_page_latch_ns"),
+            "keel_wait_page_latch_seconds_total"
         );
         assert_eq!(
             prometheus_name("writer_pause_le_5ms"),

@@ -146,7 +146,7 @@ use std::time::{Duration, Instant};
 use super::format::LOG_FILE_HDR;
 use super::{Log, BUFFER_WRITE_THRESHOLD};
 use crate::error::{Error, Result};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, WaitTimer};
 use crate::page::Lsn;
 
 /// A leader gathers for at most this fraction of a round's fdatasyncs
@@ -211,21 +211,29 @@ impl Log {
     /// if no write-out is under way, else wait for the one under way and
     /// look again (module doc, "Waiting for `write`").
     fn write_out(&self, lsn: Lsn) -> Result<()> {
-        let mut counted = false;
+        // Counted once, at the first wait; timed until the bytes are
+        // written or the mutex is ours (not through our own write).
+        let mut waited: Option<WaitTimer> = None;
+        let stop = |waited: Option<WaitTimer>| {
+            if let Some(w) = waited {
+                w.stop(&self.metrics.wait_log_write_mutex_ns);
+            }
+        };
         loop {
             if self.written.load(Ordering::Acquire) >= lsn {
+                stop(waited);
                 return Ok(());
             }
             if let Some(taken) = self.write.try_lock() {
+                stop(waited);
                 let mut turn = WriteTurn {
                     log: self,
                     taken: Some(taken),
                 };
                 return turn.write(lsn);
             }
-            if !counted {
-                Metrics::add(&self.metrics.wait_log_write_mutex, 1);
-                counted = true;
+            if waited.is_none() {
+                waited = Some(WaitTimer::start(&self.metrics.wait_log_write_mutex));
             }
             self.park_while_writing(lsn);
         }

@@ -19,6 +19,17 @@ pub struct Semaphores {
     pub rseg_mutex_waits: u64,
     /// Log write mutex waits (`wait_log_write_mutex`).
     pub log_write_mutex_waits: u64,
+    /// Nanoseconds waited for page latches (`wait_page_latch_ns`).
+    pub page_latch_wait_ns: u64,
+    /// Nanoseconds waited for row-lock table mutexes
+    /// (`wait_lock_sys_mutex_ns`).
+    pub lock_sys_mutex_wait_ns: u64,
+    /// Nanoseconds waited for rollback segment mutexes
+    /// (`wait_rseg_mutex_ns`).
+    pub rseg_mutex_wait_ns: u64,
+    /// Nanoseconds waited for the log write mutex
+    /// (`wait_log_write_mutex_ns`).
+    pub log_write_mutex_wait_ns: u64,
 }
 
 impl Semaphores {
@@ -28,11 +39,16 @@ impl Semaphores {
             lock_sys_mutex_waits: g("wait_lock_sys_mutex"),
             rseg_mutex_waits: g("wait_rseg_mutex"),
             log_write_mutex_waits: g("wait_log_write_mutex"),
+            page_latch_wait_ns: g("wait_page_latch_ns"),
+            lock_sys_mutex_wait_ns: g("wait_lock_sys_mutex_ns"),
+            rseg_mutex_wait_ns: g("wait_rseg_mutex_ns"),
+            log_write_mutex_wait_ns: g("wait_log_write_mutex_ns"),
         }
     }
 
     pub(super) fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         section(f, "SEMAPHORES")?;
+        let ms = |ns: u64| ns as f64 / 1e6;
         writeln!(
             f,
             "Waits (requests that found it held): page latches {}, row-lock table mutexes {}, \
@@ -41,6 +57,15 @@ impl Semaphores {
             self.lock_sys_mutex_waits,
             self.rseg_mutex_waits,
             self.log_write_mutex_waits,
+        )?;
+        writeln!(
+            f,
+            "Time waited: page latches {:.1} ms, row-lock table mutexes {:.1} ms, \
+             rollback segment mutexes {:.1} ms, log write mutex {:.1} ms",
+            ms(self.page_latch_wait_ns),
+            ms(self.lock_sys_mutex_wait_ns),
+            ms(self.rseg_mutex_wait_ns),
+            ms(self.log_write_mutex_wait_ns),
         )
     }
 }

@@ -215,7 +215,11 @@ impl LockManager {
 
     /// The lock table of `shard`, locked.
     fn table<'a>(&self, shard: &'a Shard) -> MutexGuard<'a, HashMap<LockKey, Entry, RandomState>> {
-        lock_counted(&shard.locks, &self.metrics.wait_lock_sys_mutex)
+        lock_counted(
+            &shard.locks,
+            &self.metrics.wait_lock_sys_mutex,
+            &self.metrics.wait_lock_sys_mutex_ns,
+        )
     }
 
     fn shard(&self, key: &LockKey) -> &Shard {

@@ -73,7 +73,7 @@ use super::{
 use crate::engine::admission::{Budget, Purpose};
 use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, WaitTimer};
 use crate::mtr::{estimate, mtr_bound, Mtr};
 use crate::page::{get_u32, get_u64, put_u32, PageBytes, PageId, PageType};
 
@@ -182,8 +182,10 @@ impl UndoSpace {
                 return (i, g);
             }
         }
-        Metrics::add(&e.metrics.wait_rseg_mutex, 1);
-        (hint, self.rsegs[hint].append.lock())
+        let waited = WaitTimer::start(&e.metrics.wait_rseg_mutex);
+        let g = self.rsegs[hint].append.lock();
+        waited.stop(&e.metrics.wait_rseg_mutex_ns);
+        (hint, g)
     }
 
     /// Append `rec` in its own mtr ([`UndoSpace::append_all`] of one
