@@ -24,7 +24,7 @@ pub use guard::{PageRead, PageWrite};
 pub(crate) use instance::Instance;
 
 use crate::error::{Error, Result};
-use crate::metrics::{Metrics, WaitTimer};
+use crate::metrics::{timed_wait, Metrics};
 use crate::page::Lsn;
 use crate::page::PageId;
 use crate::space::{Tablespace, EXTENT_PAGES};
@@ -123,10 +123,10 @@ impl BufferPool {
                 Fetched::Hit(fid) => {
                     let frame = &inst.frames[fid as usize];
                     let g = frame.latch.try_read().unwrap_or_else(|| {
-                        let waited = WaitTimer::start(&self.metrics.wait_page_latch);
-                        let g = frame.latch.read();
-                        waited.stop(&self.metrics.wait_page_latch_ns);
-                        g
+                        let m = &self.metrics;
+                        timed_wait(&m.wait_page_latch, &m.wait_page_latch_ns, || {
+                            frame.latch.read()
+                        })
                     });
                     if frame.page() != Some(id) {
                         frame.unfix();
@@ -168,10 +168,10 @@ impl BufferPool {
                 Fetched::Hit(fid) => {
                     let frame = &inst.frames[fid as usize];
                     let mut g = frame.latch.try_write().unwrap_or_else(|| {
-                        let waited = WaitTimer::start(&self.metrics.wait_page_latch);
-                        let g = frame.latch.write();
-                        waited.stop(&self.metrics.wait_page_latch_ns);
-                        g
+                        let m = &self.metrics;
+                        timed_wait(&m.wait_page_latch, &m.wait_page_latch_ns, || {
+                            frame.latch.write()
+                        })
                     });
                     if frame.page() != Some(id) {
                         frame.unfix();

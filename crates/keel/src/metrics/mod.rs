@@ -47,13 +47,22 @@ pub(crate) fn lock_counted<'a, T>(
 ) -> parking_lot::MutexGuard<'a, T> {
     match m.try_lock() {
         Some(g) => g,
-        None => {
-            let waited = WaitTimer::start(waits);
-            let g = m.lock();
-            waited.stop(waited_ns);
-            g
-        }
+        None => timed_wait(waits, waited_ns, || m.lock()),
     }
+}
+
+/// Run `wait`, the slow path of a latch or mutex already found held,
+/// as one wait event: counted in `waits`, its nanoseconds added to
+/// `waited_ns` ([`WaitTimer`]).
+pub(crate) fn timed_wait<T>(
+    waits: &AtomicU64,
+    waited_ns: &AtomicU64,
+    wait: impl FnOnce() -> T,
+) -> T {
+    let timer = WaitTimer::start(waits);
+    let got = wait();
+    timer.stop(waited_ns);
+    got
 }
 
 /// A wait event in progress: counted when it starts, timed until it

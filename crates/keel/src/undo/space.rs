@@ -73,7 +73,7 @@ use super::{
 use crate::engine::admission::{Budget, Purpose};
 use crate::engine::{space_header as sh, Engine};
 use crate::error::{Error, Result};
-use crate::metrics::{Metrics, WaitTimer};
+use crate::metrics::{timed_wait, Metrics};
 use crate::mtr::{estimate, mtr_bound, Mtr};
 use crate::page::{get_u32, get_u64, put_u32, PageBytes, PageId, PageType};
 
@@ -182,9 +182,10 @@ impl UndoSpace {
                 return (i, g);
             }
         }
-        let waited = WaitTimer::start(&e.metrics.wait_rseg_mutex);
-        let g = self.rsegs[hint].append.lock();
-        waited.stop(&e.metrics.wait_rseg_mutex_ns);
+        let m = &e.metrics;
+        let g = timed_wait(&m.wait_rseg_mutex, &m.wait_rseg_mutex_ns, || {
+            self.rsegs[hint].append.lock()
+        });
         (hint, g)
     }
 
