@@ -141,8 +141,8 @@ pub use metrics::{
 pub use page::Lsn;
 pub use status::{
     BufferPoolStatus, ClassicFigures, FlushingStatus, LogMark, LogStatus, PagesByKind, PoolRates,
-    PurgeRates, Semaphores, Status, StatusSource, SteadyStatus, TransactionsStatus,
-    MAX_LISTED_TXNS,
+    PurgeRates, Semaphores, Status, StatusSource, SteadyStatus, TransactionsStatus, WaitEvent,
+    MAX_LISTED_TXNS, WAIT_EVENTS,
 };
 pub use table::{Range, Table};
 pub use txn::{

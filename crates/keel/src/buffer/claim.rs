@@ -242,7 +242,7 @@ impl BufferPool {
         c.held = false;
         let inst = &self.instances[c.inst];
         let f = &inst.frames[c.fid as usize];
-        let mut list = inst.flush_list.lock();
+        let mut list = inst.lock_flush_list();
         list.remove(&(c.oldest, c.fid));
         match f.redirty.swap(0, Ordering::AcqRel) {
             0 => {
@@ -270,7 +270,7 @@ impl BufferPool {
         c.held = false;
         let inst = &self.instances[c.inst];
         let f = &inst.frames[c.fid as usize];
-        let list = inst.flush_list.lock();
+        let list = inst.lock_flush_list();
         f.redirty.store(0, Ordering::Release);
         f.flushing.store(false, Ordering::Release);
         drop(list);
@@ -282,7 +282,7 @@ impl BufferPool {
     /// evicter does (latch, then hash): nobody waits for a latch while
     /// holding the hash lock, so this cannot deadlock.
     pub(crate) fn frame_of(&self, inst: usize, id: PageId) -> Option<u32> {
-        self.instances[inst].hash(id).read().get(&id).copied()
+        self.instances[inst].hash_read(id).get(&id).copied()
     }
 
     /// Up to `max` entries (oldest modification, frame) from the oldest
@@ -295,8 +295,7 @@ impl BufferPool {
         lsn_limit: Lsn,
     ) -> Vec<(Lsn, u32)> {
         self.instances[inst]
-            .flush_list
-            .lock()
+            .lock_flush_list()
             .iter()
             .take_while(|e| e.0 < lsn_limit)
             .take(max)
@@ -328,7 +327,7 @@ impl BufferPool {
         let i = &self.instances[inst];
         let mut evicted = 0;
         let mut dirty = Vec::new();
-        let mut lists = i.lists.lock();
+        let mut lists = i.lock_lists();
         if lists.free.len() >= want_free {
             return (0, dirty);
         }
@@ -352,7 +351,7 @@ impl BufferPool {
     /// and unfixed (all of them, however many frames are free: see
     /// `WriteBack::lru_flush`); returns how many.
     pub(crate) fn free_if_clean(&self, inst: usize, fids: &[u32]) -> usize {
-        let mut lists = self.instances[inst].lists.lock();
+        let mut lists = self.instances[inst].lock_lists();
         let mut evicted = 0;
         for &fid in fids {
             if self.evict_to_free_list(inst, &mut lists, fid) {

@@ -22,13 +22,16 @@ use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::frame::Frame;
 use super::lru::Lru;
 use crate::io::aligned::Slab;
 use crate::io::AlignedBuf;
 use crate::metrics::CacheAligned;
+use crate::metrics::{lock_counted, read_counted, write_counted, Metrics};
 use crate::page::Lsn;
 use crate::page::PageId;
 
@@ -78,9 +81,13 @@ pub(crate) struct Instance {
     /// The page hash, in [`HASH_SHARDS`] shards (see the module doc);
     /// [`Instance::hash`] picks an id's.
     hash: Box<[HashShard]>,
-    pub lists: Mutex<Lists>,
-    /// Dirty frames by (oldest modification, frame id).
-    pub flush_list: Mutex<BTreeSet<(Lsn, u32)>>,
+    /// The LRU and free lists ([`Instance::lock_lists`]).
+    lists: Mutex<Lists>,
+    /// Dirty frames by (oldest modification, frame id)
+    /// ([`Instance::lock_flush_list`]).
+    flush_list: Mutex<BTreeSet<(Lsn, u32)>>,
+    /// Where the waits for the mutexes and hash shards above are counted.
+    metrics: Arc<Metrics>,
     /// Counts pages entering the LRU list; a page made young less than a
     /// quarter of the pool's worth of insertions ago counts as young.
     lru_clock: AtomicU64,
@@ -101,7 +108,7 @@ pub(crate) enum Victim<'a> {
 }
 
 impl Instance {
-    pub fn new(n: usize, page_size: usize, old_pct: u32) -> Instance {
+    pub fn new(n: usize, page_size: usize, old_pct: u32, metrics: Arc<Metrics>) -> Instance {
         let slab = match Slab::new(n * page_size) {
             Ok(s) => Some(s),
             Err(e) => {
@@ -143,8 +150,49 @@ impl Instance {
                 free: (0..n as u32).rev().collect(),
             }),
             flush_list: Mutex::new(BTreeSet::new()),
+            metrics,
             lru_clock: AtomicU64::new(0),
         }
+    }
+
+    /// The LRU and free lists, locked (a wait is `wait_buf_pool_mutex`).
+    pub fn lock_lists(&self) -> MutexGuard<'_, Lists> {
+        let m = &self.metrics;
+        lock_counted(
+            &self.lists,
+            &m.wait_buf_pool_mutex,
+            &m.wait_buf_pool_mutex_ns,
+        )
+    }
+
+    /// The flush list, locked (a wait is `wait_flush_list_mutex`).
+    pub fn lock_flush_list(&self) -> MutexGuard<'_, BTreeSet<(Lsn, u32)>> {
+        let m = &self.metrics;
+        lock_counted(
+            &self.flush_list,
+            &m.wait_flush_list_mutex,
+            &m.wait_flush_list_mutex_ns,
+        )
+    }
+
+    /// `id`'s page-hash shard, shared (a wait is `wait_page_hash_latch`).
+    pub fn hash_read(&self, id: PageId) -> RwLockReadGuard<'_, PageMap<u32>> {
+        let m = &self.metrics;
+        read_counted(
+            self.hash(id),
+            &m.wait_page_hash_latch,
+            &m.wait_page_hash_latch_ns,
+        )
+    }
+
+    /// `id`'s page-hash shard, exclusive (a wait is `wait_page_hash_latch`).
+    pub fn hash_write(&self, id: PageId) -> RwLockWriteGuard<'_, PageMap<u32>> {
+        let m = &self.metrics;
+        write_counted(
+            self.hash(id),
+            &m.wait_page_hash_latch,
+            &m.wait_page_hash_latch_ns,
+        )
     }
 
     pub fn lru_clock(&self) -> u64 {
@@ -164,7 +212,7 @@ impl Instance {
     }
 
     pub fn lookup_and_fix(&self, id: PageId) -> Option<u32> {
-        let h = self.hash(id).read();
+        let h = self.hash_read(id);
         let fid = *h.get(&id)?;
         self.frames[fid as usize].fix();
         Some(fid)
@@ -174,7 +222,7 @@ impl Instance {
     /// another thread installed the page first. The frame comes out fixed.
     pub fn install(&self, id: PageId, fid: u32) -> bool {
         {
-            let mut h = self.hash(id).write();
+            let mut h = self.hash_write(id);
             if h.contains_key(&id) {
                 return false;
             }
@@ -187,15 +235,15 @@ impl Instance {
         self.frames[fid as usize]
             .young_clock
             .store(clock, Ordering::Relaxed);
-        self.lists.lock().lru.insert_midpoint(fid);
+        self.lock_lists().lru.insert_midpoint(fid);
         true
     }
 
     /// Undo `install` after a failed read.
     pub fn uninstall(&self, id: PageId, fid: u32) {
-        let mut lists = self.lists.lock();
+        let mut lists = self.lock_lists();
         {
-            let mut h = self.hash(id).write();
+            let mut h = self.hash_write(id);
             h.remove(&id);
             self.frames[fid as usize].set_page(None);
         }
@@ -203,11 +251,11 @@ impl Instance {
     }
 
     pub fn return_free(&self, fid: u32) {
-        self.lists.lock().free.push(fid);
+        self.lock_lists().free.push(fid);
     }
 
     pub fn make_young(&self, fid: u32) {
-        let mut lists = self.lists.lock();
+        let mut lists = self.lock_lists();
         if lists.lru.contains(fid) && lists.lru.is_old(fid) {
             lists.lru.make_young(fid);
             let clock = self.lru_clock();
@@ -236,7 +284,7 @@ impl Instance {
         // The exclusive latch keeps the frame's page as it is (`frame.rs`),
         // so the shard to lock is known before locking it.
         if let Some(id) = f.page() {
-            let mut h = self.hash(id).write();
+            let mut h = self.hash_write(id);
             if f.is_fixed() {
                 return None;
             }
@@ -251,7 +299,7 @@ impl Instance {
 
     /// One attempt to obtain a frame (see `BufferPool::get_free_frame`).
     pub fn take_free_or_evict(&self) -> Victim<'_> {
-        let mut lists = self.lists.lock();
+        let mut lists = self.lock_lists();
         if let Some(fid) = lists.free.pop() {
             drop(lists);
             // A stale waiter may still hold the latch for an instant.
@@ -276,7 +324,7 @@ impl Instance {
             // this frame.
             let f = &self.frames[fid as usize];
             if let Some(p) = f.page() {
-                let h = self.hash(p).read();
+                let h = self.hash_read(p);
                 if h.get(&p) == Some(&fid) {
                     f.fix();
                     return Victim::Dirty(fid);
@@ -291,10 +339,10 @@ impl Instance {
     /// first `sample` pages of the flush list (one lock of each list).
     pub fn state(&self, sample: usize) -> (usize, usize, usize, Option<Lsn>, Vec<Lsn>) {
         let (free, lru) = {
-            let l = self.lists.lock();
+            let l = self.lock_lists();
             (l.free.len(), l.lru.len())
         };
-        let fl = self.flush_list.lock();
+        let fl = self.lock_flush_list();
         let lsns = fl.iter().take(sample).map(|e| e.0).collect();
         (free, lru, fl.len(), fl.first().map(|e| e.0), lsns)
     }
@@ -383,7 +431,7 @@ mod tests {
     /// lookup of a page in another shard goes through.
     #[test]
     fn a_lookup_waits_for_its_own_shard_only() {
-        let inst = Instance::new(64, 4096, 37);
+        let inst = Instance::new(64, 4096, 37, Arc::default());
         let p = PageId::new(0, 1);
         let q = (2..)
             .map(|n| PageId::new(0, n))
@@ -420,7 +468,7 @@ mod tests {
     /// Two shards' locks never share a cache line.
     #[test]
     fn hash_shards_lie_on_lines_of_their_own() {
-        let inst = Instance::new(64, 4096, 37);
+        let inst = Instance::new(64, 4096, 37, Arc::default());
         let addr = |i: usize| &inst.hash[i] as *const HashShard as usize;
         for i in 1..HASH_SHARDS {
             assert!(addr(i) - addr(i - 1) >= 128);
@@ -458,7 +506,7 @@ mod tests {
     /// nothing.
     #[test]
     fn every_frame_page_lies_in_one_slab_aligned_and_zeroed() {
-        let inst = Instance::new(64, 16384, 37);
+        let inst = Instance::new(64, 16384, 37, Arc::default());
         assert!(inst._slab.is_some(), "the mapping failed");
         let base = inst.frames[0].latch.read().as_ptr() as usize;
         for (i, f) in inst.frames.iter().enumerate() {

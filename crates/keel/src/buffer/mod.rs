@@ -67,7 +67,7 @@ impl BufferPool {
     pub fn new(cfg: PoolConfig, space: Arc<Tablespace>, metrics: Arc<Metrics>) -> BufferPool {
         let per = cfg.frames / cfg.instances;
         let instances = (0..cfg.instances)
-            .map(|_| Instance::new(per, cfg.page_size, cfg.old_blocks_pct))
+            .map(|_| Instance::new(per, cfg.page_size, cfg.old_blocks_pct, metrics.clone()))
             .collect::<Vec<_>>();
         let total = (per * cfg.instances) as u64;
         Metrics::set(&metrics.buffer_pool_pages_total, total);
@@ -207,8 +207,7 @@ impl BufferPool {
     /// Whether `id` is in the pool now (it may leave or arrive at once).
     pub(crate) fn contains(&self, id: PageId) -> bool {
         self.instances[self.instance_of(id)]
-            .hash(id)
-            .read()
+            .hash_read(id)
             .contains_key(&id)
     }
 
@@ -258,7 +257,7 @@ impl BufferPool {
         // earlier copy, and the change is recorded for its release, or the
         // page is clean (never dirtied, or written and released meanwhile)
         // and is dirty from here.
-        let mut list = inst.flush_list.lock();
+        let mut list = inst.lock_flush_list();
         if frame.flushing.load(Ordering::Acquire) {
             if frame.redirty.load(Ordering::Acquire) == 0 {
                 frame.redirty.store(start, Ordering::Release);
@@ -333,7 +332,7 @@ impl BufferPool {
     pub fn oldest_modification(&self) -> Option<Lsn> {
         self.instances
             .iter()
-            .filter_map(|i| i.flush_list.lock().first().map(|e| e.0))
+            .filter_map(|i| i.lock_flush_list().first().map(|e| e.0))
             .min()
     }
 }

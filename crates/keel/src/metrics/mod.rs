@@ -37,18 +37,47 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Lock `m`, counting in `waits` when it was held by another thread
-/// (a wait event: `try_lock` first costs what `lock`'s own fast path
-/// costs), and adding the nanoseconds it then waited to `waited_ns`.
+/// Take a lock: `fast` (a `try_lock`) first, and if the lock was held by
+/// another thread, `slow` as a wait event counted in `waits`, its
+/// nanoseconds added to `waited_ns` (`try_lock` first costs what `lock`'s
+/// own fast path costs).
+fn counted<G>(
+    fast: impl FnOnce() -> Option<G>,
+    slow: impl FnOnce() -> G,
+    waits: &AtomicU64,
+    waited_ns: &AtomicU64,
+) -> G {
+    match fast() {
+        Some(g) => g,
+        None => timed_wait(waits, waited_ns, slow),
+    }
+}
+
+/// Lock `m`, counting a wait in `waits` and `waited_ns` ([`counted`]).
 pub(crate) fn lock_counted<'a, T>(
     m: &'a parking_lot::Mutex<T>,
     waits: &AtomicU64,
     waited_ns: &AtomicU64,
 ) -> parking_lot::MutexGuard<'a, T> {
-    match m.try_lock() {
-        Some(g) => g,
-        None => timed_wait(waits, waited_ns, || m.lock()),
-    }
+    counted(|| m.try_lock(), || m.lock(), waits, waited_ns)
+}
+
+/// [`lock_counted`] for the shared side of a `parking_lot::RwLock`.
+pub(crate) fn read_counted<'a, T>(
+    l: &'a parking_lot::RwLock<T>,
+    waits: &AtomicU64,
+    waited_ns: &AtomicU64,
+) -> parking_lot::RwLockReadGuard<'a, T> {
+    counted(|| l.try_read(), || l.read(), waits, waited_ns)
+}
+
+/// [`lock_counted`] for the exclusive side of a `parking_lot::RwLock`.
+pub(crate) fn write_counted<'a, T>(
+    l: &'a parking_lot::RwLock<T>,
+    waits: &AtomicU64,
+    waited_ns: &AtomicU64,
+) -> parking_lot::RwLockWriteGuard<'a, T> {
+    counted(|| l.try_write(), || l.write(), waits, waited_ns)
 }
 
 /// Run `wait`, the slow path of a latch or mutex already found held,
@@ -126,7 +155,7 @@ impl Striped {
 
 /// This thread's stripe: given in turn as threads first count, so that up
 /// to [`STRIPES`] threads never share a cell.
-fn stripe() -> usize {
+pub(crate) fn stripe() -> usize {
     use std::sync::atomic::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
@@ -522,6 +551,42 @@ registry! {
     /// buffer (`wait_log_write_mutex`'s waits, until their own bytes were
     /// written or the mutex was theirs).
     wait_log_write_mutex_ns,
+    /// Wait event: the redo log's append mutex (`state`: the log buffer,
+    /// the end LSN, the commits in flight) found held. Every
+    /// mini-transaction, commit record and read view takes it (InnoDB
+    /// 5.7's `log_sys_mutex`; 8.0 reserves log space without one).
+    wait_log_append_mutex,
+    /// Nanoseconds threads waited for the log's append mutex
+    /// (`wait_log_append_mutex`'s waits).
+    wait_log_append_mutex_ns,
+    /// Wait event: a buffer-pool instance's list mutex (its LRU and free
+    /// lists) found held (InnoDB's `buf_pool_LRU_list_mutex` and
+    /// `buf_pool_free_list_mutex`).
+    wait_buf_pool_mutex,
+    /// Nanoseconds threads waited for buffer-pool list mutexes
+    /// (`wait_buf_pool_mutex`'s waits).
+    wait_buf_pool_mutex_ns,
+    /// Wait event: a buffer-pool instance's flush-list mutex found held,
+    /// by a thread dirtying a clean page or a flusher (InnoDB's
+    /// `flush_list_mutex`).
+    wait_flush_list_mutex,
+    /// Nanoseconds threads waited for flush-list mutexes
+    /// (`wait_flush_list_mutex`'s waits).
+    wait_flush_list_mutex_ns,
+    /// Wait event: a page-hash shard's latch found held against the
+    /// lookup (InnoDB's `hash_table_locks`); a page read into the pool or
+    /// evicted holds its shard exclusively.
+    wait_page_hash_latch,
+    /// Nanoseconds threads waited for page-hash shard latches
+    /// (`wait_page_hash_latch`'s waits).
+    wait_page_hash_latch_ns,
+    /// Wait event: the read views' mutex found held, by a transaction
+    /// opening or closing its view, or purge reading its limit (InnoDB's
+    /// `trx_sys_mutex`, which guards its view list).
+    wait_trx_sys_mutex,
+    /// Nanoseconds threads waited for the read views' mutex
+    /// (`wait_trx_sys_mutex`'s waits).
+    wait_trx_sys_mutex_ns,
     /// Row-lock requests that had to wait.
     lock_row_lock_waits,
     /// Milliseconds spent waiting for row locks.
@@ -746,6 +811,44 @@ mod tests {
         assert_eq!(waits.load(Ordering::Relaxed), 1);
         assert!(waited.load(Ordering::Relaxed) >= 20_000_000);
         assert_eq!(*m.lock(), 1);
+    }
+
+    #[test]
+    fn read_and_write_counted_count_only_the_waits_each_side_meets() {
+        let l = parking_lot::RwLock::new(0u32);
+        let (waits, waited) = (AtomicU64::new(0), AtomicU64::new(0));
+        {
+            // Readers share: a second reader does not wait.
+            let _a = read_counted(&l, &waits, &waited);
+            let _b = read_counted(&l, &waits, &waited);
+        }
+        drop(write_counted(&l, &waits, &waited));
+        assert_eq!(waits.load(Ordering::Relaxed), 0);
+        assert_eq!(waited.load(Ordering::Relaxed), 0);
+        // A reader waits for a writer, and a writer for a reader.
+        let held = l.write();
+        std::thread::scope(|s| {
+            let t = s.spawn(|| *read_counted(&l, &waits, &waited));
+            while waits.load(Ordering::Relaxed) == 0 {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            drop(held);
+            assert_eq!(t.join().unwrap(), 0);
+        });
+        let held = l.read();
+        std::thread::scope(|s| {
+            let t = s.spawn(|| *write_counted(&l, &waits, &waited) += 1);
+            while waits.load(Ordering::Relaxed) == 1 {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            drop(held);
+            t.join().unwrap();
+        });
+        assert_eq!(waits.load(Ordering::Relaxed), 2);
+        assert!(waited.load(Ordering::Relaxed) >= 40_000_000);
+        assert_eq!(*l.read(), 1);
     }
 
     #[test]

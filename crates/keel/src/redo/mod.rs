@@ -405,7 +405,7 @@ impl Log {
 
     /// Position recovery ended at: later appends continue from here.
     pub(crate) fn reset_end(&self, lsn: Lsn) {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         st.buf.clear();
         st.buf_lsn = lsn;
         st.lsn = lsn;
@@ -424,7 +424,7 @@ impl Log {
         payload: &[u8],
         then: impl FnOnce(Lsn, Lsn) -> R,
     ) -> Result<(Lsn, R)> {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         self.poisoned.check()?;
         let (start, end, r) = Self::append_locked(&mut st, kind, payload, then);
         self.end.store(end, Ordering::Release);
@@ -455,15 +455,33 @@ impl Log {
         );
     }
 
+    /// The append mutex (`state`), locked; a wait is
+    /// `wait_log_append_mutex`.
+    fn lock_state(&self) -> parking_lot::MutexGuard<'_, LogState> {
+        let m = &self.metrics;
+        crate::metrics::lock_counted(
+            &self.state,
+            &m.wait_log_append_mutex,
+            &m.wait_log_append_mutex_ns,
+        )
+    }
+
     /// Bytes appended and not yet written.
     pub(crate) fn buffered(&self) -> usize {
-        self.state.lock().buf.len()
+        self.lock_state().buf.len()
     }
 
     /// Write the buffer out if it holds more than the threshold (called by
-    /// appenders after their append, holding no latch).
+    /// appenders after their append, holding no latch, after every
+    /// mini-transaction). The buffer holds `[buf_lsn, end)` and
+    /// `written ≤ buf_lsn`, so `end - written` bounds its length from
+    /// above: below the threshold, the mutex is not taken at all.
     pub(crate) fn write_if_buffered_over(&self, threshold: usize) -> Result<()> {
-        if self.buffered() > threshold {
+        let unwritten = self
+            .end
+            .load(Ordering::Acquire)
+            .saturating_sub(self.written.load(Ordering::Acquire));
+        if unwritten > threshold as u64 && self.buffered() > threshold {
             self.write_up_to(self.lsn(), false)?;
         }
         Ok(())
@@ -474,7 +492,7 @@ impl Log {
     /// [`Log::append_applied`] appends is durable. Returns the commit's LSN
     /// (its id).
     pub(crate) fn append_commit(&self, record: Arc<[u8]>) -> Result<Lsn> {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         self.poisoned.check()?;
         let (start, end, ()) = Self::append_locked(&mut st, kind::TXN_COMMIT, &record, |_, _| ());
         st.in_flight.insert(start, record);
@@ -488,7 +506,7 @@ impl Log {
     /// take it out of flight; its pin holds until the marker is durable
     /// (`inflight`). Returns the marker's end LSN.
     pub(crate) fn append_applied(&self, commit: Lsn) -> Result<Lsn> {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         self.poisoned.check()?;
         let (start, end, ()) =
             Self::append_locked(&mut st, kind::TXN_APPLIED, &commit.to_le_bytes(), |_, _| ());
@@ -508,7 +526,7 @@ impl Log {
     /// and every commit logged later starts at or past the end. A read
     /// view is built from this (`txn::view`).
     pub(crate) fn commit_snapshot(&self) -> (Lsn, Vec<Lsn>) {
-        let st = self.state.lock();
+        let st = self.lock_state();
         (self.end.load(Ordering::Acquire), st.in_flight.commits())
     }
 
@@ -518,12 +536,12 @@ impl Log {
     /// flight keeps its entry. Recovery enters every such commit before it
     /// returns (`recovery`, "Unfinished commits pin the checkpoint").
     pub(crate) fn resume_commit(&self, commit: Lsn, pin: Lsn, record: Arc<[u8]>) {
-        self.state.lock().in_flight.resume(commit, pin, record);
+        self.lock_state().in_flight.resume(commit, pin, record);
     }
 
     /// Bytes of the group [`Log::relocate_in_flight`] would append now.
     pub(crate) fn relocation_len(&self) -> usize {
-        GROUP_HDR + self.state.lock().in_flight.relocation_len()
+        GROUP_HDR + self.lock_state().in_flight.relocation_len()
     }
 
     /// Copy every in-flight record into one group at the end of the log and
@@ -532,7 +550,7 @@ impl Log {
     /// or the group would exceed `max_bytes`, the caller's reservation.
     /// Returns the group's start LSN and size.
     pub(crate) fn relocate_in_flight(&self, max_bytes: usize) -> Result<Option<(Lsn, usize)>> {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         self.poisoned.check()?;
         let len = GROUP_HDR + st.in_flight.relocation_len();
         if st.in_flight.is_empty() || len > max_bytes {
@@ -558,7 +576,7 @@ impl Log {
         &self,
         oldest_dirty: impl FnOnce() -> Option<Lsn>,
     ) -> (Lsn, Option<Lsn>) {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let pages = oldest_dirty().map_or(st.lsn, |d| d.min(st.lsn));
         let durable = self.flushed.load(Ordering::Acquire);
         (pages, st.in_flight.min_pin(durable))
@@ -568,7 +586,7 @@ impl Log {
     /// finished commit whose marker is not durable yet: a sync of the log
     /// releases it (`inflight`).
     pub(crate) fn unsynced_marker_holds_below(&self, below: Lsn) -> bool {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let durable = self.flushed.load(Ordering::Acquire);
         st.in_flight.finished_pin_below(below, durable)
     }
@@ -716,7 +734,7 @@ impl Log {
         let start = self.lsn();
         self.write_slot(self.checkpoint_lsn(), epoch, start)?;
         *self.epoch.lock() = (epoch, start);
-        self.state.lock().epoch = epoch;
+        self.lock_state().epoch = epoch;
         Ok(epoch)
     }
 

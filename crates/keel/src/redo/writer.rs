@@ -412,7 +412,7 @@ impl WriteTurn<'_> {
         }
         log.poisoned.check()?;
         let (start, end) = {
-            let mut st = log.state.lock();
+            let mut st = log.lock_state();
             // The buffer goes out and the spare (empty, with the capacity
             // of an earlier write) takes its place, so appends do not grow
             // a buffer from nothing under the mutex.

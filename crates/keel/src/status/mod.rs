@@ -32,7 +32,9 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 pub use flushing::{ClassicFigures, FlushingStatus, PagesByKind, SteadyStatus};
-pub use sections::{BufferPoolStatus, LogMark, LogStatus, PoolRates, Semaphores};
+pub use sections::{
+    BufferPoolStatus, LogMark, LogStatus, PoolRates, Semaphores, WaitEvent, WAIT_EVENTS,
+};
 pub use transactions::{PurgeRates, TransactionsStatus, MAX_LISTED_TXNS};
 
 use crate::config::Options;
@@ -155,6 +157,7 @@ impl Status {
         self.buffer_pool.set_rates(&rate);
         self.flushing.set_rates(&rate);
         self.transactions.set_rates(&rate);
+        self.semaphores.set_rates(&rate, secs);
         self.rates_over_s = Some(over_s);
         self
     }
@@ -178,7 +181,7 @@ impl fmt::Display for Status {
             self.dir.display()
         )?;
         let over = self.rates_over_s;
-        self.semaphores.write(f)?;
+        self.semaphores.write(f, over)?;
         self.log.write(f)?;
         self.buffer_pool.write(f, over)?;
         self.flushing.write(f, &self.options, over)?;

@@ -7,66 +7,119 @@ use super::{pct, section, Get, Rate, MIB};
 use crate::config::{FlushPolicyName, Options};
 use crate::engine::DoublewriteStatus;
 
+/// The wait events the SEMAPHORES section shows, in its order: what the
+/// report calls each, and the metric counting its waits (its time is in
+/// the metric of the same name ending in `_ns`).
+pub const WAIT_EVENTS: [(&str, &str); 9] = [
+    ("page latches", "wait_page_latch"),
+    ("page hash", "wait_page_hash_latch"),
+    ("buffer pool lists", "wait_buf_pool_mutex"),
+    ("flush lists", "wait_flush_list_mutex"),
+    ("log append", "wait_log_append_mutex"),
+    ("log write", "wait_log_write_mutex"),
+    ("row-lock table", "wait_lock_sys_mutex"),
+    ("read views", "wait_trx_sys_mutex"),
+    ("rollback segments", "wait_rseg_mutex"),
+];
+
+/// One wait event: how often a latch or mutex was found held, and how
+/// long the waits took (performance_schema's COUNT_STAR and
+/// SUM_TIMER_WAIT).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WaitEvent {
+    /// What was waited for, as the report says it (`page latches`).
+    pub name: &'static str,
+    /// The metric counting the waits (`wait_page_latch`).
+    pub metric: &'static str,
+    /// Waits since the database was opened.
+    pub waits: u64,
+    /// Nanoseconds they took.
+    pub waited_ns: u64,
+    /// Waits and nanoseconds over the span of the report's rates
+    /// ([`Status::with_rates`](super::Status::with_rates)), if it has any.
+    pub recent: Option<(u64, u64)>,
+}
+
 /// SEMAPHORES: waits on latches and mutexes (requests that found them
 /// held), as InnoDB's section counts its wait events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Semaphores {
-    /// Page latch waits (`wait_page_latch`).
-    pub page_latch_waits: u64,
-    /// Row-lock table mutex waits (`wait_lock_sys_mutex`).
-    pub lock_sys_mutex_waits: u64,
-    /// Rollback segment mutex waits (`wait_rseg_mutex`).
-    pub rseg_mutex_waits: u64,
-    /// Log write mutex waits (`wait_log_write_mutex`).
-    pub log_write_mutex_waits: u64,
-    /// Nanoseconds waited for page latches (`wait_page_latch_ns`).
-    pub page_latch_wait_ns: u64,
-    /// Nanoseconds waited for row-lock table mutexes
-    /// (`wait_lock_sys_mutex_ns`).
-    pub lock_sys_mutex_wait_ns: u64,
-    /// Nanoseconds waited for rollback segment mutexes
-    /// (`wait_rseg_mutex_ns`).
-    pub rseg_mutex_wait_ns: u64,
-    /// Nanoseconds waited for the log write mutex
-    /// (`wait_log_write_mutex_ns`).
-    pub log_write_mutex_wait_ns: u64,
+    /// The events of [`WAIT_EVENTS`], in its order.
+    pub events: Vec<WaitEvent>,
 }
 
 impl Semaphores {
     pub(super) fn new(g: Get<'_>) -> Semaphores {
-        Semaphores {
-            page_latch_waits: g("wait_page_latch"),
-            lock_sys_mutex_waits: g("wait_lock_sys_mutex"),
-            rseg_mutex_waits: g("wait_rseg_mutex"),
-            log_write_mutex_waits: g("wait_log_write_mutex"),
-            page_latch_wait_ns: g("wait_page_latch_ns"),
-            lock_sys_mutex_wait_ns: g("wait_lock_sys_mutex_ns"),
-            rseg_mutex_wait_ns: g("wait_rseg_mutex_ns"),
-            log_write_mutex_wait_ns: g("wait_log_write_mutex_ns"),
+        let events = WAIT_EVENTS
+            .iter()
+            .map(|&(name, metric)| WaitEvent {
+                name,
+                metric,
+                waits: g(metric),
+                waited_ns: g(&format!("{metric}_ns")),
+                recent: None,
+            })
+            .collect();
+        Semaphores { events }
+    }
+
+    /// The waits over the last `secs` seconds, from the rates per second
+    /// of their metrics.
+    pub(super) fn set_rates(&mut self, rate: &dyn Fn(&str) -> f64, secs: f64) {
+        for e in &mut self.events {
+            let over = |n: &str| (rate(n) * secs).round() as u64;
+            e.recent = Some((over(e.metric), over(&format!("{}_ns", e.metric))));
         }
     }
 
-    pub(super) fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    pub(super) fn write(&self, f: &mut fmt::Formatter<'_>, over_s: Option<f64>) -> fmt::Result {
         section(f, "SEMAPHORES")?;
-        let ms = |ns: u64| ns as f64 / 1e6;
+        let list = |each: &dyn Fn(&WaitEvent) -> String| {
+            let items: Vec<String> = self
+                .events
+                .iter()
+                .map(|e| format!("{} {}", e.name, each(e)))
+                .collect();
+            items.join(", ")
+        };
         writeln!(
             f,
-            "Waits (requests that found it held): page latches {}, row-lock table mutexes {}, \
-             rollback segment mutexes {}, log write mutex {}",
-            self.page_latch_waits,
-            self.lock_sys_mutex_waits,
-            self.rseg_mutex_waits,
-            self.log_write_mutex_waits,
+            "Waits (requests that found it held): {}",
+            list(&|e| e.waits.to_string())
         )?;
         writeln!(
             f,
-            "Time waited: page latches {:.1} ms, row-lock table mutexes {:.1} ms, \
-             rollback segment mutexes {:.1} ms, log write mutex {:.1} ms",
-            ms(self.page_latch_wait_ns),
-            ms(self.lock_sys_mutex_wait_ns),
-            ms(self.rseg_mutex_wait_ns),
-            ms(self.log_write_mutex_wait_ns),
-        )
+            "Time waited: {}",
+            list(&|e| format!("{:.1} ms", e.waited_ns as f64 / 1e6))
+        )?;
+        let Some(secs) = over_s else {
+            return Ok(());
+        };
+        // The events waited on since the rates' start, longest first: with
+        // many threads, the first is where their time went.
+        let mut recent: Vec<(&str, u64, u64)> = self
+            .events
+            .iter()
+            .filter_map(|e| e.recent.map(|(n, ns)| (e.name, n, ns)))
+            .filter(|&(_, n, _)| n > 0)
+            .collect();
+        recent.sort_by_key(|e| std::cmp::Reverse(e.2));
+        let text = if recent.is_empty() {
+            "no waits".to_string()
+        } else {
+            let items: Vec<String> = recent
+                .iter()
+                .map(|&(name, n, ns)| {
+                    format!(
+                        "{name} {:.3} s in {n} waits ({:.2} threads)",
+                        ns as f64 / 1e9,
+                        ns as f64 / 1e9 / secs.max(1e-9)
+                    )
+                })
+                .collect();
+            items.join(", ")
+        };
+        writeln!(f, "Waited over the last {secs:.1} s: {text}")
     }
 }
 

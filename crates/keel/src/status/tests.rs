@@ -552,3 +552,61 @@ fn rates_since_an_earlier_report() {
         "{text}"
     );
 }
+
+/// SEMAPHORES names every wait event with its count and time since the
+/// open, and, with rates, the waits since the earlier report, longest
+/// first: what a benchmark reads to see where its threads waited during
+/// the run and not during its load.
+#[test]
+fn semaphores_show_every_wait_event_and_the_recent_ones_longest_first() {
+    let o = Options::default();
+    let mut m = BTreeMap::new();
+    for (_, metric) in WAIT_EVENTS {
+        m.insert(metric, 0);
+    }
+    m.insert("wait_page_latch", 10);
+    m.insert("wait_page_latch_ns", 5_000_000);
+    m.insert("wait_log_append_mutex", 3);
+    m.insert("wait_log_append_mutex_ns", 1_000_000);
+    let earlier = status_of(&empty(&m, &o), Vec::new(), None);
+    let text = earlier.to_string();
+    let waits = line(&text, "Waits (requests");
+    assert!(waits.contains("page latches 10, page hash 0,"), "{text}");
+    assert!(waits.ends_with("rollback segments 0"), "{text}");
+    for (name, _) in WAIT_EVENTS {
+        assert!(waits.contains(name), "{name} missing: {text}");
+    }
+    assert!(
+        line(&text, "Time waited").contains("page latches 5.0 ms"),
+        "{text}"
+    );
+    assert!(!text.contains("Waited over the last"), "{text}");
+    // Two seconds later: 4 more page-latch waits (1 ms), 2 more log-append
+    // waits (3 s: two threads' whole time on average), none elsewhere.
+    m.insert("wait_page_latch", 14);
+    m.insert("wait_page_latch_ns", 6_000_000);
+    m.insert("wait_log_append_mutex", 5);
+    m.insert("wait_log_append_mutex_ns", 3_001_000_000);
+    let mut later = status_of(&empty(&m, &o), Vec::new(), None);
+    later.taken = earlier.taken + std::time::Duration::from_secs(2);
+    let later = later.with_rates_since(&earlier);
+    let page = &later.semaphores.events[0];
+    assert_eq!(
+        (page.name, page.waits, page.recent),
+        ("page latches", 14, Some((4, 1_000_000)))
+    );
+    let text = later.to_string();
+    assert_eq!(
+        line(&text, "Waited over the last"),
+        "Waited over the last 2.0 s: log append 3.000 s in 2 waits (1.50 threads), \
+         page latches 0.001 s in 4 waits (0.00 threads)"
+    );
+    // Nothing waited on since: said so.
+    let mut again = status_of(&empty(&m, &o), Vec::new(), None);
+    again.taken = later.taken + std::time::Duration::from_secs(1);
+    let text = again.with_rates_since(&later).to_string();
+    assert_eq!(
+        line(&text, "Waited over the last"),
+        "Waited over the last 1.0 s: no waits"
+    );
+}

@@ -212,8 +212,7 @@ impl TestPool {
     pub(super) fn dirty_pages(&self) -> Vec<u32> {
         let inst = &self.pool.instances[0];
         let mut v: Vec<u32> = inst
-            .flush_list
-            .lock()
+            .lock_flush_list()
             .iter()
             .map(|&(_, fid)| inst.frames[fid as usize].page().unwrap().page_no)
             .collect();
