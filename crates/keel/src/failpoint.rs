@@ -61,6 +61,10 @@
 //!   paused by the flushing policy (before its first row lock, or a
 //!   `Table::put`'s), holding no latch and no row lock: held there, the
 //!   writer is paused for as long as the test chooses.
+//! - `views.open.snapshot`: in the opening of a read view (`txn::view`),
+//!   after its log snapshot and before its entry enters the registry,
+//!   holding its registry shard's mutex: purge reading its limit must wait
+//!   for it. The registry keeps its own points, armed by its unit tests.
 //! - `log.round.lead`: in the redo log's sync round (`redo::writer`), after
 //!   its leader took the round and gathered its followers, before it writes
 //!   out everything appended and reads the round's target. The leader holds

@@ -29,17 +29,27 @@
 //! is seen by it. Purge may drop the version that commit `c` replaced once
 //! every view open now or later sees `c`: `c` below the *purge limit*, the
 //! smallest `min` of the open views, of the commits in flight, and of the
-//! log's end. Opening a view registers it holding the registry's mutex
-//! across the log snapshot, and the purge limit is computed holding the
-//! same mutex: so a view is either counted in the limit, or was made after
-//! it, when every commit below the limit had finished and was below the
-//! log's end (its `min` is then at least the limit). A reader follows a
-//! version chain only past versions its view does not see, whose commits
-//! are at or above its `min`, so never into purged undo.
+//! log's end.
 //!
-//! The registry's mutex is held only to copy the snapshot and to insert or
-//! remove one entry: nothing waits while holding it. Lock order: registry,
-//! then the log's mutex.
+//! The registry of open views is split into [`SHARDS`] shards, each a
+//! mutex on a cache line of its own; a thread registers its views in the
+//! shard of its stripe (`metrics::stripe`), so that threads opening views
+//! at once rarely meet (InnoDB 8.0 splits its `trx_sys` mutex the same
+//! way). Opening a view holds its shard's mutex across the log snapshot and
+//! the insertion; the purge limit is computed holding *every* shard's
+//! mutex across its own snapshot. So a view is either in the registry when
+//! the limit is computed (its shard's mutex was released after the
+//! insertion, before purge took it), or it takes its snapshot after the
+//! limit's (purge held its shard meanwhile), when every commit below the
+//! limit had finished and was below the log's end: its `min` is then at
+//! least the limit. A reader follows a version chain only past versions
+//! its view does not see, whose commits are at or above its `min`, so
+//! never into purged undo. Test:
+//! `a_view_opening_and_the_purge_limit_exclude_each_other`.
+//!
+//! A shard's mutex is held only to copy the snapshot and to insert or
+//! remove one entry: nothing waits while holding it. Lock order: the shards
+//! in ascending index, then the log's mutex.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,7 +58,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use crate::metrics::Metrics;
+use crate::metrics::{stripe, CacheAligned, Metrics, STRIPES};
 use crate::redo::Log;
 
 use super::ViewInfo;
@@ -61,6 +71,8 @@ pub(crate) struct ReadView {
     /// Every commit below this is seen.
     min: u64,
     id: u64,
+    /// The registry shard holding its entry.
+    shard: usize,
     views: Arc<Views>,
 }
 
@@ -78,7 +90,7 @@ impl ReadView {
 
 impl Drop for ReadView {
     fn drop(&mut self) {
-        self.views.close(self.id);
+        self.views.close(self.id, self.shard);
     }
 }
 
@@ -98,22 +110,51 @@ struct Open {
     thread: Option<String>,
 }
 
-/// The open views (InnoDB's `MVCC` view list).
+/// Shards of the registry of open views (module doc).
+pub(crate) const SHARDS: usize = STRIPES;
+
+type Shard = CacheAligned<Mutex<HashMap<u64, Open>>>;
+
+/// The open views (InnoDB's `MVCC` view list), in shards (module doc).
 pub(crate) struct Views {
-    open: Mutex<HashMap<u64, Open>>,
+    shards: Box<[Shard]>,
     next_id: AtomicU64,
+    /// Views open now, over every shard.
+    open: AtomicU64,
     log: Arc<Log>,
     metrics: Arc<Metrics>,
+    /// Where a test holds a view's opening (`views.open.snapshot`: its
+    /// shard locked, its snapshot taken, its entry not yet inserted).
+    failpoints: crate::failpoint::Points,
 }
 
 impl Views {
     pub(crate) fn new(log: Arc<Log>, metrics: Arc<Metrics>) -> Views {
         Views {
-            open: Mutex::new(HashMap::new()),
+            shards: (0..SHARDS)
+                .map(|_| CacheAligned(Mutex::new(HashMap::new())))
+                .collect(),
             next_id: AtomicU64::new(1),
+            open: AtomicU64::new(0),
             log,
             metrics,
+            failpoints: Default::default(),
         }
+    }
+
+    /// Shard `i`, locked; a wait is `wait_trx_sys_mutex`.
+    fn lock_shard(&self, i: usize) -> parking_lot::MutexGuard<'_, HashMap<u64, Open>> {
+        let m = &self.metrics;
+        crate::metrics::lock_counted(
+            &self.shards[i],
+            &m.wait_trx_sys_mutex,
+            &m.wait_trx_sys_mutex_ns,
+        )
+    }
+
+    /// Every shard, locked in ascending order (the lock order).
+    fn lock_all(&self) -> Vec<parking_lot::MutexGuard<'_, HashMap<u64, Open>>> {
+        (0..SHARDS).map(|i| self.lock_shard(i)).collect()
     }
 
     /// Open a view for transaction `txn_id` (0 for a read outside one).
@@ -123,9 +164,11 @@ impl Views {
         // it (module doc), and every transaction opens a view.
         let opened = Instant::now();
         let thread = std::thread::current().name().map(str::to_string);
-        let mut open = self.open.lock();
+        let shard = stripe() % SHARDS;
+        let mut open = self.lock_shard(shard);
         let (low, active) = self.log.commit_snapshot();
         let min = active.first().copied().unwrap_or(low).min(low);
+        self.failpoints.hit("views.open.snapshot");
         open.insert(
             id,
             Open {
@@ -135,47 +178,150 @@ impl Views {
                 thread,
             },
         );
-        Metrics::set(&self.metrics.trx_read_views_open, open.len() as u64);
         drop(open);
+        let n = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+        Metrics::set(&self.metrics.trx_read_views_open, n);
         Arc::new(ReadView {
             low,
             active,
             min,
             id,
+            shard,
             views: self.clone(),
         })
     }
 
-    fn close(&self, id: u64) {
-        let mut open = self.open.lock();
-        open.remove(&id);
-        Metrics::set(&self.metrics.trx_read_views_open, open.len() as u64);
+    fn close(&self, id: u64, shard: usize) {
+        self.lock_shard(shard).remove(&id);
+        let n = self.open.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
+        Metrics::set(&self.metrics.trx_read_views_open, n);
     }
 
     /// Commits below this are seen by every view open now or opened later
     /// (module doc).
     pub(crate) fn purge_limit(&self) -> u64 {
-        let open = self.open.lock();
+        let all = self.lock_all();
         let (low, active) = self.log.commit_snapshot();
         let oldest_commit = active.first().copied().unwrap_or(low).min(low);
-        open.values().map(|v| v.min).fold(oldest_commit, u64::min)
+        all.iter()
+            .flat_map(|s| s.values())
+            .map(|v| v.min)
+            .fold(oldest_commit, u64::min)
     }
 
     /// Views open now.
     pub(crate) fn count(&self) -> u64 {
-        self.open.lock().len() as u64
+        self.lock_all().iter().map(|s| s.len() as u64).sum()
     }
 
     /// The view that holds purge back (the smallest `min`, the oldest among
     /// equals), if any is open.
     pub(crate) fn oldest(&self) -> Option<ViewInfo> {
-        let open = self.open.lock();
-        open.values()
+        let all = self.lock_all();
+        all.iter()
+            .flat_map(|s| s.values())
             .min_by_key(|v| (v.min, v.opened))
             .map(|v| ViewInfo {
                 txn_id: v.txn_id,
                 age_ms: u64::try_from(v.opened.elapsed().as_millis()).unwrap_or(u64::MAX),
                 thread: v.thread.clone(),
             })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::io::{FlushMethod, OsFileSystem};
+
+    fn views() -> (tempfile::TempDir, Arc<Log>, Arc<Views>) {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = OsFileSystem::new(FlushMethod::NoSync);
+        let log = Arc::new(Log::create(&fs, dir.path(), 1 << 20, 2, 7, Arc::default()).unwrap());
+        let views = Arc::new(Views::new(log.clone(), Arc::default()));
+        (dir, log, views)
+    }
+
+    /// The race the shards must not open: a view takes its snapshot while
+    /// commit `c` is in flight (its `min` is `c`), `c` finishes, and purge
+    /// reads its limit before the view is in the registry. Purge would then
+    /// drop what `c` replaced, which the view must still read. Held between
+    /// its snapshot and its insertion, the opening keeps its shard, and
+    /// purge, which locks every shard, waits and then counts the view.
+    #[test]
+    fn a_view_opening_and_the_purge_limit_exclude_each_other() {
+        let (_dir, log, views) = views();
+        let c = log.append_commit(Arc::from(&b"record"[..])).unwrap();
+        let held = views.failpoints.arm("views.open.snapshot");
+        std::thread::scope(|s| {
+            let opening = s.spawn(|| views.open(7));
+            assert!(held.wait_held(std::time::Duration::from_secs(10)));
+            log.append_applied(c).unwrap();
+            let purge = s.spawn(|| views.purge_limit());
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(
+                !purge.is_finished(),
+                "purge read its limit past a view being opened"
+            );
+            held.release();
+            let view = opening.join().unwrap();
+            assert_eq!(view.min(), c);
+            let limit = purge.join().unwrap();
+            assert!(
+                limit <= view.min(),
+                "limit {limit} is past the view's min {}",
+                view.min()
+            );
+            assert_eq!(views.count(), 1);
+            drop(view);
+            assert_eq!(views.count(), 0);
+            assert_eq!(views.purge_limit(), log.lsn());
+        });
+    }
+
+    /// Views opened and closed by many threads at once, each in its
+    /// thread's shard: the registry holds exactly the views open, the
+    /// gauge follows, and the oldest is found whatever shard holds it.
+    #[test]
+    fn views_of_many_threads_are_counted_and_found_in_every_shard() {
+        let (_dir, log, views) = views();
+        let c = log.append_commit(Arc::from(&b"record"[..])).unwrap();
+        let oldest = views.open(1);
+        log.append_applied(c).unwrap();
+        let threads = 2 * SHARDS;
+        let barrier = std::sync::Barrier::new(threads + 1);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (views, barrier) = (&views, &barrier);
+                    s.spawn(move || {
+                        let v = views.open(100 + t as u64);
+                        for i in 0..200 {
+                            drop(views.open(1000 + i));
+                        }
+                        barrier.wait();
+                        barrier.wait();
+                        drop(v);
+                    })
+                })
+                .collect();
+            barrier.wait();
+            assert_eq!(views.count(), threads as u64 + 1);
+            assert_eq!(
+                views.metrics.trx_read_views_open.load(Ordering::Relaxed),
+                threads as u64 + 1
+            );
+            assert_eq!(views.oldest().unwrap().txn_id, 1);
+            assert_eq!(views.purge_limit(), c);
+            barrier.wait();
+            for h in hs {
+                h.join().unwrap();
+            }
+        });
+        assert_eq!(views.count(), 1);
+        drop(oldest);
+        assert_eq!(views.count(), 0);
+        assert_eq!(views.metrics.trx_read_views_open.load(Ordering::Relaxed), 0);
     }
 }
