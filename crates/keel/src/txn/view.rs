@@ -119,8 +119,6 @@ type Shard = CacheAligned<Mutex<HashMap<u64, Open>>>;
 pub(crate) struct Views {
     shards: Box<[Shard]>,
     next_id: AtomicU64,
-    /// Views open now, over every shard.
-    open: AtomicU64,
     log: Arc<Log>,
     metrics: Arc<Metrics>,
     /// Where a test holds a view's opening (`views.open.snapshot`: its
@@ -135,7 +133,6 @@ impl Views {
                 .map(|_| CacheAligned(Mutex::new(HashMap::new())))
                 .collect(),
             next_id: AtomicU64::new(1),
-            open: AtomicU64::new(0),
             log,
             metrics,
             failpoints: Default::default(),
@@ -179,8 +176,10 @@ impl Views {
             },
         );
         drop(open);
-        let n = self.open.fetch_add(1, Ordering::Relaxed) + 1;
-        Metrics::set(&self.metrics.trx_read_views_open, n);
+        // The gauge is the count itself: an add and a sub commute, where
+        // two threads setting the counts they computed could leave the
+        // older one last.
+        Metrics::add(&self.metrics.trx_read_views_open, 1);
         Arc::new(ReadView {
             low,
             active,
@@ -193,8 +192,7 @@ impl Views {
 
     fn close(&self, id: u64, shard: usize) {
         self.lock_shard(shard).remove(&id);
-        let n = self.open.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
-        Metrics::set(&self.metrics.trx_read_views_open, n);
+        Metrics::sub(&self.metrics.trx_read_views_open, 1);
     }
 
     /// Commits below this are seen by every view open now or opened later
