@@ -23,6 +23,11 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::page::PageId;
 
+/// How many cells ahead a scan asks for a whole cell, and for a cell's
+/// first line ([`NodeRef::prefetch_scan`]).
+const PREFETCH_NEAR: usize = 3;
+const PREFETCH_FAR: usize = 6;
+
 /// An iterator over a key range of a tree, forward or in reverse.
 pub struct Cursor<'a> {
     e: &'a Engine,
@@ -90,7 +95,11 @@ impl<'a> Cursor<'a> {
             Bound::Included(k) => n.search(k).unwrap_or_else(|i| i),
             Bound::Excluded(k) => n.search(k).map_or_else(|i| i, |i| i + 1),
         };
+        for i in start + 1..start + PREFETCH_FAR {
+            n.prefetch_scan(usize::MAX, i);
+        }
         for i in start..n.n_cells() {
+            n.prefetch_scan(i + PREFETCH_NEAR, i + PREFETCH_FAR);
             if !below(n.key(i), &self.hi) {
                 self.done = true;
                 return Ok(());
@@ -126,7 +135,11 @@ impl<'a> Cursor<'a> {
             Bound::Included(k) => n.search(k).map_or_else(|i| i, |i| i + 1),
             Bound::Excluded(k) => n.search(k).unwrap_or_else(|i| i),
         };
+        for i in 2..=PREFETCH_FAR {
+            n.prefetch_scan(usize::MAX, end.wrapping_sub(i));
+        }
         for i in (0..end).rev() {
+            n.prefetch_scan(i.wrapping_sub(PREFETCH_NEAR), i.wrapping_sub(PREFETCH_FAR));
             if !above(n.key(i), &self.lo) {
                 self.done = true;
                 return Ok(());

@@ -310,6 +310,13 @@ proptest! {
             for i in 0..n.n_cells() {
                 prop_assert_eq!(n.key(i), cell_key(n.cell(i), true));
             }
+            // A scan's prefetch takes any index, in range or not, in either
+            // direction, without a panic.
+            for i in 0..n.n_cells() + 8 {
+                n.prefetch_scan(i, i + 3);
+                n.prefetch_scan(i.wrapping_sub(3), i.wrapping_sub(6));
+                n.prefetch_scan(usize::MAX, i);
+            }
             let used: usize = model.iter().map(|(k, v)| leaf_cell(k, v).len() + SLOT_SIZE).sum();
             prop_assert_eq!(NodeRef::new(&p).used_bytes(), used);
         }
