@@ -590,10 +590,16 @@ impl Db {
         // A crashed process retries nothing: a commit already logged that
         // is retrying a write the dead device keeps failing stops now.
         self.inner.engine.adm.abandon_in_flight();
-        self.inner.trx.stop_purge();
+        // The cleaners first: a crash test holding the coordinator at a
+        // failpoint releases it just before this call, and the coordinator
+        // must see the stop before its next round. Stopping purge first
+        // (joining its threads) could take long enough, on a loaded
+        // machine, for an idle round to write every page and move the
+        // checkpoint to the end, leaving the test nothing to redo.
         if let Some(mut c) = self.inner.cleaners.lock().take() {
             c.stop(&self.inner.engine.wb);
         }
+        self.inner.trx.stop_purge();
         self.inner.engine.release_dir_lock();
         self.inner
             .crashed
