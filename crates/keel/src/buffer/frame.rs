@@ -8,7 +8,11 @@
 //! - `fix` is incremented only under the read (or write) lock of the
 //!   page-hash shard of the frame's page, so an evicter holding that shard's
 //!   write lock sees a stable count; it is decremented freely. A fixed frame
-//!   is never evicted.
+//!   is never evicted, and neither is a latched one (eviction takes the
+//!   exclusive latch). So a reader that takes the shared latch with
+//!   `try_read` under the shard's read lock holds the page without a fix
+//!   (`Instance::lookup_for_read`); only a reader that must wait for the
+//!   latch fixes the frame first, and waits holding no lock of the pool.
 //! - `oldest_mod`/`newest_mod` change only under the exclusive latch (marking
 //!   dirty) or under the shared latch by the single flusher that wrote the
 //!   page (marking clean); a page being written is held under a shared latch

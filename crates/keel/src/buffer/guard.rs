@@ -190,6 +190,11 @@ fn recycle(copy: Box<[u8]>) {
 pub struct PageRead<'a> {
     frame: &'a Frame,
     guard: Option<RwLockReadGuard<'a, AlignedBuf>>,
+    /// Whether the frame was fixed for this guard (and is unfixed when it
+    /// goes). A reader that took the latch under the page-hash shard's lock
+    /// holds no fix: the shared latch alone keeps the page in the frame
+    /// (`frame.rs`, "Field protocol").
+    fixed: bool,
 }
 
 /// A page under its exclusive latch. The first mutable access keeps a copy
@@ -215,10 +220,23 @@ pub struct PageWrite<'a> {
 }
 
 impl<'a> PageRead<'a> {
+    /// A guard over a fixed frame: the fix goes with the guard.
     pub(crate) fn new(frame: &'a Frame, g: RwLockReadGuard<'a, AlignedBuf>) -> Self {
         PageRead {
             frame,
             guard: Some(g),
+            fixed: true,
+        }
+    }
+
+    /// A guard over a frame latched without a fix, under the lock of the
+    /// page-hash shard that maps the page to it
+    /// (`Instance::lookup_for_read`).
+    pub(crate) fn unfixed(frame: &'a Frame, g: RwLockReadGuard<'a, AlignedBuf>) -> Self {
+        PageRead {
+            frame,
+            guard: Some(g),
+            fixed: false,
         }
     }
 }
@@ -404,7 +422,9 @@ impl PageBytes for PageWrite<'_> {
 impl Drop for PageRead<'_> {
     fn drop(&mut self) {
         drop(self.guard.take());
-        self.frame.unfix();
+        if self.fixed {
+            self.frame.unfix();
+        }
     }
 }
 

@@ -75,6 +75,14 @@ pub(crate) const HASH_SHARDS: usize = 16;
 /// One shard of an instance's page hash.
 pub(crate) type HashShard = CacheAligned<RwLock<PageMap<u32>>>;
 
+/// What [`Instance::lookup_for_read`] found.
+pub(crate) enum ReadHit<'a> {
+    /// The frame, latched shared, not fixed.
+    Latched(u32, RwLockReadGuard<'a, AlignedBuf>),
+    /// The frame, fixed: its latch was held.
+    Fixed(u32),
+}
+
 pub(crate) struct Instance {
     /// The frames; their page buffers lie in `_slab` when it is there.
     pub frames: Box<[Frame]>,
@@ -209,6 +217,33 @@ impl Instance {
     /// The page-hash shard holding `id`'s entry, if it has one.
     pub fn hash(&self, id: PageId) -> &RwLock<PageMap<u32>> {
         &self.hash[hash_shard(id)]
+    }
+
+    /// A reader's lookup: the frame holding `id`, latched shared if the
+    /// latch is free, else fixed (the caller then waits for the latch
+    /// holding no lock of the pool, and checks the frame's page again).
+    ///
+    /// The latch is taken under the read lock of `id`'s page-hash shard,
+    /// with `try_read`, never waiting: a frame's page changes only under
+    /// the frame's exclusive latch and the shard's write lock (`frame.rs`),
+    /// so the frame latched here holds `id` for as long as the latch is
+    /// held, and no fix is needed to keep it from being evicted (an
+    /// evicter's `try_write` fails). That saves two of the six atomic
+    /// writes of a page access (fix and unfix, on the frame's own cache
+    /// line, which every thread descending through a root or upper page
+    /// writes). The evicter takes the frame's latch first and the shard's
+    /// lock second, a reader the other way round, but neither waits for
+    /// the second: the evicter's shard lock waits at most for this
+    /// function to return, and this function does not wait for the latch.
+    pub fn lookup_for_read(&self, id: PageId) -> Option<ReadHit<'_>> {
+        let h = self.hash_read(id);
+        let fid = *h.get(&id)?;
+        let f = &self.frames[fid as usize];
+        if let Some(g) = f.latch.try_read() {
+            return Some(ReadHit::Latched(fid, g));
+        }
+        f.fix();
+        Some(ReadHit::Fixed(fid))
     }
 
     pub fn lookup_and_fix(&self, id: PageId) -> Option<u32> {
@@ -463,6 +498,46 @@ mod tests {
             assert_eq!(lookup.join().unwrap(), Some(fids[0]));
         });
         assert!(inst.frames[fids[0] as usize].is_fixed());
+    }
+
+    /// A reader's lookup latches a free frame without fixing it, and the
+    /// latch alone keeps an evicter off; a frame latched exclusively is
+    /// fixed instead (the reader then waits for the latch outside every
+    /// lock of the pool), and a fix keeps an evicter off as before.
+    #[test]
+    fn a_readers_latch_without_a_fix_keeps_the_page_from_eviction() {
+        let inst = Instance::new(64, 4096, 37, Arc::default());
+        let p = PageId::new(0, 1);
+        let Victim::Free(fid, g) = inst.take_free_or_evict() else {
+            panic!("a fresh instance has free frames");
+        };
+        assert!(inst.install(p, fid));
+        drop(g);
+        let f = &inst.frames[fid as usize];
+        f.unfix();
+        let evict = || {
+            let mut lists = inst.lock_lists();
+            inst.try_evict(&mut lists, fid).is_some()
+        };
+
+        let Some(ReadHit::Latched(got, g)) = inst.lookup_for_read(p) else {
+            panic!("the latch is free: the lookup must take it");
+        };
+        assert_eq!(got, fid);
+        assert!(!f.is_fixed(), "a latched reader holds no fix");
+        assert!(!evict(), "evicted under a reader's latch");
+        assert_eq!(f.page(), Some(p));
+        drop(g);
+
+        let x = f.latch.write();
+        assert!(matches!(inst.lookup_for_read(p), Some(ReadHit::Fixed(got)) if got == fid));
+        assert!(f.is_fixed());
+        drop(x);
+        assert!(!evict(), "evicted while fixed");
+        f.unfix();
+
+        assert!(evict(), "nothing holds the frame");
+        assert!(inst.lookup_for_read(p).is_none());
     }
 
     /// Two shards' locks never share a cache line.

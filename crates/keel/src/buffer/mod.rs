@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) use claim::{Claim, Detached, FrameWriter};
 pub use guard::{PageRead, PageWrite};
-pub(crate) use instance::Instance;
+pub(crate) use instance::{Instance, ReadHit};
 
 use crate::error::{Error, Result};
 use crate::metrics::{timed_wait, Metrics};
@@ -113,7 +113,15 @@ impl BufferPool {
         let inst = &self.instances[inst_no];
         self.metrics.buffer_pool_read_requests.add(1);
         loop {
-            match self.lookup_or_load(inst_no, id, false)? {
+            let fetched = match inst.lookup_for_read(id) {
+                Some(ReadHit::Latched(fid, g)) => {
+                    self.touch(inst, fid);
+                    return Ok(PageRead::unfixed(&inst.frames[fid as usize], g));
+                }
+                Some(ReadHit::Fixed(fid)) => Fetched::Hit(fid),
+                None => self.lookup_or_load(inst_no, id, false)?,
+            };
+            match fetched {
                 Fetched::Loaded(fid, g) => {
                     return Ok(PageRead::new(
                         &inst.frames[fid as usize],
