@@ -13,7 +13,10 @@
 //! [`Striped`] one: [`STRIPES`] cells on cache lines of their own, each
 //! thread adding to the cell it was given when it first counted, and a read
 //! summing them (InnoDB's `ib_counter_t`, for `buffer_pool_read_requests`
-//! among others, does the same with slots by CPU). A read is not a
+//! among others, does the same with slots by CPU). So is `mtr_commits`,
+//! added to by every mini-transaction (ten or so a transaction), and a
+//! counter that is usually added nothing (pages allocated or freed by a
+//! mini-transaction) is not added to then. A read is not a
 //! snapshot: adds made while it sums may be in it or not, as for any
 //! metric read while the engine runs; each is in every read that starts
 //! after it returned.
@@ -505,8 +508,8 @@ registry! {
     recovery_torn_pages_repaired,
     /// Gauge: milliseconds the last recovery took.
     recovery_time_ms,
-    /// Mini-transactions committed.
-    mtr_commits,
+    /// Mini-transactions committed (striped: ten or so a transaction).
+    mtr_commits: Striped,
     /// Pages allocated from the tablespace.
     space_pages_allocated,
     /// Pages returned to the tablespace's free list.
