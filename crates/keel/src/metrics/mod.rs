@@ -156,6 +156,36 @@ impl Striped {
     }
 }
 
+/// A gauge whose value lives with the part of the engine that moves it,
+/// read from there when the registry is read instead of set at every move.
+/// The redo log's end moves with every append (ten or so a transaction,
+/// from every thread): setting a gauge there wrote a cache line every
+/// thread writes, and, set after the append's mutex was released, could
+/// leave an older end last. Reads as 0 until bound.
+#[derive(Default)]
+pub struct ReadThrough(parking_lot::RwLock<Option<ReadFn>>);
+
+type ReadFn = Box<dyn Fn() -> u64 + Send + Sync>;
+
+impl ReadThrough {
+    /// The value, read now. `Ordering` as for an atomic's `load`, so the
+    /// registry reads every metric alike (the source picks its own).
+    pub fn load(&self, _order: Ordering) -> u64 {
+        self.0.read().as_ref().map_or(0, |f| f())
+    }
+
+    /// Read the gauge from `f` from now on (the latest binding wins).
+    pub(crate) fn bind(&self, f: impl Fn() -> u64 + Send + Sync + 'static) {
+        *self.0.write() = Some(Box::new(f));
+    }
+}
+
+impl std::fmt::Debug for ReadThrough {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.load(Ordering::Relaxed))
+    }
+}
+
 /// This thread's stripe: given in turn as threads first count, so that up
 /// to [`STRIPES`] threads never share a cell.
 pub(crate) fn stripe() -> usize {
@@ -331,13 +361,13 @@ registry! {
     /// data-file sync), failed or not.
     buffer_flush_held_retries,
     /// Gauge: current LSN (end of the newest mini-transaction).
-    log_lsn_current,
+    log_lsn_current: ReadThrough,
     /// Gauge: end of the log that is written and synced.
     log_lsn_last_flush,
     /// Gauge: LSN of the last checkpoint.
     log_lsn_last_checkpoint,
     /// Gauge: current LSN minus last checkpoint LSN.
-    log_lsn_checkpoint_age,
+    log_lsn_checkpoint_age: ReadThrough,
     /// Gauge: checkpoint age above which the classic cleaner flushes asynchronously.
     log_max_modified_age_async,
     /// Gauge: checkpoint age above which flushing is synchronous.

@@ -230,7 +230,7 @@ mod tests {
         let m = Metrics::default();
         Metrics::add(&m.trx_commits, 7);
         Metrics::add(&m.os_data_write_us_total, 1_500_000);
-        Metrics::set(&m.log_lsn_checkpoint_age, 4096);
+        m.log_lsn_checkpoint_age.bind(|| 4096);
         m.record_pause(3_000);
         m.record_pause(150_000);
         m.trx_commit_latency.record(700);

@@ -150,14 +150,25 @@ struct LogState {
     epoch: u32,
 }
 
+/// The log's end and its checkpoint, shared with the gauges that show
+/// them (`Metrics::log_lsn_current`, `Metrics::log_lsn_checkpoint_age`).
+#[derive(Debug)]
+struct Positions {
+    /// `state.lsn`, stored under the append mutex.
+    end: AtomicU64,
+    checkpoint: AtomicU64,
+}
+
 /// The redo log.
 pub struct Log {
     files: Vec<(Arc<dyn Device>, PathBuf)>,
     area: u64,
     capacity: u64,
     state: Mutex<LogState>,
-    /// `state.lsn`, readable without the mutex.
-    end: AtomicU64,
+    /// `state.lsn` and the checkpoint LSN, readable without the mutex, and
+    /// by the metrics registry (`log_lsn_current`,
+    /// `log_lsn_checkpoint_age`), which reads them when it is read.
+    pos: Arc<Positions>,
     /// Held while the buffer is written to the OS, never during a sync
     /// (see `writer`). Holds the spare buffer: empty, with the capacity of
     /// an earlier write, it replaces the buffer a write-out takes.
@@ -178,7 +189,6 @@ pub struct Log {
     /// Notified when as many threads joined the round in progress as its
     /// gathering leader expects (see `writer`).
     gathered: Condvar,
-    checkpoint_lsn: AtomicU64,
     checkpoint_no: AtomicU64,
     /// This run's epoch and the LSN its appends started from, written
     /// into every checkpoint slot (under `checkpoint_mutex`).
@@ -341,6 +351,19 @@ impl Log {
         let capacity = area * files.len() as u64;
         Metrics::set(&metrics.log_capacity, capacity);
         Metrics::set(&metrics.log_lsn_last_checkpoint, cp.lsn);
+        let pos = Arc::new(Positions {
+            end: AtomicU64::new(cp.lsn),
+            checkpoint: AtomicU64::new(cp.lsn),
+        });
+        let p = Arc::clone(&pos);
+        metrics
+            .log_lsn_current
+            .bind(move || p.end.load(Ordering::Acquire));
+        let p = Arc::clone(&pos);
+        metrics.log_lsn_checkpoint_age.bind(move || {
+            let checkpoint = p.checkpoint.load(Ordering::Acquire);
+            p.end.load(Ordering::Acquire).saturating_sub(checkpoint)
+        });
         Log {
             files,
             area,
@@ -352,7 +375,7 @@ impl Log {
                 in_flight: InFlight::default(),
                 epoch: cp.epoch,
             }),
-            end: AtomicU64::new(cp.lsn),
+            pos,
             write: Mutex::new(Vec::new()),
             #[cfg(test)]
             write_waiting: Default::default(),
@@ -361,7 +384,6 @@ impl Log {
             sync: Mutex::new(SyncState::default()),
             round_ended: Condvar::new(),
             gathered: Condvar::new(),
-            checkpoint_lsn: AtomicU64::new(cp.lsn),
             checkpoint_no: AtomicU64::new(cp.no),
             epoch: Mutex::new((cp.epoch, cp.epoch_lsn)),
             checkpoint_mutex: Mutex::new(()),
@@ -385,7 +407,7 @@ impl Log {
 
     /// Current end LSN.
     pub fn lsn(&self) -> Lsn {
-        self.end.load(Ordering::Acquire)
+        self.pos.end.load(Ordering::Acquire)
     }
 
     /// Checkpoint age: bytes of log the next checkpoint has not freed yet.
@@ -400,7 +422,7 @@ impl Log {
 
     /// The last checkpoint LSN.
     pub fn checkpoint_lsn(&self) -> Lsn {
-        self.checkpoint_lsn.load(Ordering::Acquire)
+        self.pos.checkpoint.load(Ordering::Acquire)
     }
 
     /// Position recovery ended at: later appends continue from here.
@@ -409,7 +431,7 @@ impl Log {
         st.buf.clear();
         st.buf_lsn = lsn;
         st.lsn = lsn;
-        self.end.store(lsn, Ordering::Release);
+        self.pos.end.store(lsn, Ordering::Release);
         self.written.store(lsn, Ordering::Release);
         self.flushed.store(lsn, Ordering::Release);
     }
@@ -426,10 +448,9 @@ impl Log {
     ) -> Result<(Lsn, R)> {
         let mut st = self.lock_state();
         self.poisoned.check()?;
-        let (start, end, r) = Self::append_locked(&mut st, kind, payload, then);
-        self.end.store(end, Ordering::Release);
+        let (_, end, r) = Self::append_locked(&mut st, kind, payload, then);
+        self.pos.end.store(end, Ordering::Release);
         drop(st);
-        self.note_append(start, end);
         Ok((end, r))
     }
 
@@ -445,14 +466,6 @@ impl Log {
         st.lsn = end;
         let r = then(start, end);
         (start, end, r)
-    }
-
-    fn note_append(&self, _start: Lsn, end: Lsn) {
-        Metrics::set(&self.metrics.log_lsn_current, end);
-        Metrics::set(
-            &self.metrics.log_lsn_checkpoint_age,
-            end.saturating_sub(self.checkpoint_lsn()),
-        );
     }
 
     /// The append mutex (`state`), locked; a wait is
@@ -478,6 +491,7 @@ impl Log {
     /// above: below the threshold, the mutex is not taken at all.
     pub(crate) fn write_if_buffered_over(&self, threshold: usize) -> Result<()> {
         let unwritten = self
+            .pos
             .end
             .load(Ordering::Acquire)
             .saturating_sub(self.written.load(Ordering::Acquire));
@@ -496,9 +510,8 @@ impl Log {
         self.poisoned.check()?;
         let (start, end, ()) = Self::append_locked(&mut st, kind::TXN_COMMIT, &record, |_, _| ());
         st.in_flight.insert(start, record);
-        self.end.store(end, Ordering::Release);
+        self.pos.end.store(end, Ordering::Release);
         drop(st);
-        self.note_append(start, end);
         Ok(start)
     }
 
@@ -508,15 +521,14 @@ impl Log {
     pub(crate) fn append_applied(&self, commit: Lsn) -> Result<Lsn> {
         let mut st = self.lock_state();
         self.poisoned.check()?;
-        let (start, end, ()) =
+        let (_, end, ()) =
             Self::append_locked(&mut st, kind::TXN_APPLIED, &commit.to_le_bytes(), |_, _| ());
         let was = st
             .in_flight
             .finish(commit, end, self.flushed.load(Ordering::Acquire));
-        self.end.store(end, Ordering::Release);
+        self.pos.end.store(end, Ordering::Release);
         drop(st);
         debug_assert!(was, "commit {commit} finished twice");
-        self.note_append(start, end);
         Ok(end)
     }
 
@@ -527,7 +539,7 @@ impl Log {
     /// view is built from this (`txn::view`).
     pub(crate) fn commit_snapshot(&self) -> (Lsn, Vec<Lsn>) {
         let st = self.lock_state();
-        (self.end.load(Ordering::Acquire), st.in_flight.commits())
+        (self.pos.end.load(Ordering::Acquire), st.in_flight.commits())
     }
 
     /// Enter a commit that recovery found unfinished in flight again: its
@@ -560,9 +572,8 @@ impl Log {
         let (start, end, ()) =
             Self::append_locked(&mut st, kind::TXN_RELOCATED, &payload, |_, _| ());
         st.in_flight.move_pins(start);
-        self.end.store(end, Ordering::Release);
+        self.pos.end.store(end, Ordering::Release);
         drop(st);
-        self.note_append(start, end);
         // The group's own extent, so that `start + bytes` is its end.
         Ok(Some((start, (end - start) as usize)))
     }
@@ -626,14 +637,8 @@ impl Log {
         self.write_up_to(lsn, true)?;
         let (epoch, epoch_lsn) = *self.epoch.lock();
         self.write_slot(lsn, epoch, epoch_lsn)?;
-        self.checkpoint_lsn.store(lsn, Ordering::Release);
+        self.pos.checkpoint.store(lsn, Ordering::Release);
         Metrics::set(&self.metrics.log_lsn_last_checkpoint, lsn);
-        // The age gauge is set at every append too; without this a
-        // checkpoint while nothing is appended would leave it stale.
-        Metrics::set(
-            &self.metrics.log_lsn_checkpoint_age,
-            self.lsn().saturating_sub(lsn),
-        );
         Metrics::add(&self.metrics.log_checkpoints, 1);
         Ok(true)
     }
@@ -766,6 +771,39 @@ mod tests {
         let fs = OsFileSystem::new(FlushMethod::NoSync);
         let log = Log::create(&fs, dir.path(), 1 << 20, 2, 7, Arc::default()).unwrap();
         (dir, log)
+    }
+
+    /// The gauges read the log's own positions: exact after every kind of
+    /// append, after recovery's reset of the end, and after a checkpoint,
+    /// with nothing set on the append path.
+    #[test]
+    fn the_lsn_gauges_read_the_logs_positions() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = OsFileSystem::new(FlushMethod::NoSync);
+        let m = Arc::new(Metrics::default());
+        assert_eq!(m.get("log_lsn_current"), Some(0), "unbound");
+        let log = Log::create(&fs, dir.path(), 1 << 20, 2, 7, Arc::clone(&m)).unwrap();
+        let gauges = || {
+            (
+                m.get("log_lsn_current").unwrap(),
+                m.get("log_lsn_checkpoint_age").unwrap(),
+            )
+        };
+        assert_eq!(gauges(), (log.lsn(), 0));
+        let (end, ()) = log.append(kind::MTR, &[1; 40], |_, _| ()).unwrap();
+        assert_eq!(gauges(), (end, log.age()));
+        let c = log.append_commit(Arc::from(&b"record"[..])).unwrap();
+        assert_eq!(gauges(), (log.lsn(), log.age()));
+        let marker = log.append_applied(c).unwrap();
+        assert_eq!(gauges(), (marker, log.age()));
+        assert!(log.age() > 0);
+        log.reset_end(marker + 100);
+        assert_eq!(gauges().0, marker + 100);
+        // The commit is applied (its marker appended and, with the write
+        // below, durable): nothing pins the checkpoint below the end.
+        log.write_up_to(log.lsn(), true).unwrap();
+        assert!(log.write_checkpoint(marker).unwrap());
+        assert_eq!(gauges(), (marker + 100, 100));
     }
 
     #[test]
