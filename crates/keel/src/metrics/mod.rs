@@ -3,7 +3,10 @@
 //!
 //! Counters only grow; gauges are levels kept up to date by the code that
 //! changes them. Both are plain `AtomicU64`s so updating one costs one
-//! relaxed atomic add on the hot path.
+//! relaxed atomic add on the hot path, but for the counters of every page
+//! access and every mini-transaction ([`Striped`], below) and for gauges
+//! that are read where their value lives when the registry is read
+//! ([`ReadThrough`]: the redo log's end and checkpoint age).
 //!
 //! # Counters of every page access are striped
 //! An atomic add is a write to the counter's cache line: one counter that
