@@ -24,7 +24,7 @@ use super::device_change::Pending;
 use super::engine::{Database, DbError};
 use super::hold_view::Holder;
 use super::sample::{Counts, Interval, Snapshot, DEVICE_WRITE_BYTES, PROCESS_WRITE_BYTES};
-use super::workload::{open_tables, queries_per_txn, Client, SbTable};
+use super::workload::{open_tables, queries_per_txn, Client, ResultSet, SbTable};
 use super::{DeviceChange, HoldView, KeyGen, OltpError, OltpParams, OptionChange, Summary};
 
 /// Longest latency the histograms hold (µs); longer ones count as this.
@@ -273,6 +273,7 @@ fn worker(
         params,
         keys,
         rng: SmallRng::seed_from_u64(params.seed ^ ((w as u64 + 1) << 32)),
+        rows: ResultSet::default(),
     };
     let queries = queries_per_txn(params.workload);
     let per_thread_rate = params.rate / params.threads as f64;
