@@ -49,13 +49,15 @@ pub(crate) fn expect_node(b: &[u8], id: PageId, level: Option<u8>) -> Result<()>
 }
 
 /// Descend with shared latches; `choose` picks the child position at each
-/// internal node. Returns the leaf, still latched.
+/// internal node. Returns the leaf, still latched. The root and internal
+/// nodes are read through the pool's guesses of their frames
+/// ([`crate::buffer::BufferPool::read_hot`]), the leaf through its page hash.
 pub(super) fn descend_read<'a>(
     e: &'a Engine,
     root: PageId,
     mut choose: impl FnMut(NodeRef<'_>) -> usize,
 ) -> Result<PageRead<'a>> {
-    let mut page = e.pool.read(root)?;
+    let mut page = e.pool.read_hot(root)?;
     expect_node(&page, root, None)?;
     loop {
         let n = NodeRef::new(&page);
@@ -64,7 +66,7 @@ pub(super) fn descend_read<'a>(
         }
         let level = n.level();
         let id = PageId::new(root.space, n.child(choose(n)));
-        let child = e.pool.read(id)?;
+        let child = read_child(e, id, level)?;
         expect_node(&child, id, Some(level - 1))?;
         page = child;
     }
@@ -79,7 +81,7 @@ pub(super) fn leaf_for_write<'a>(
     root: PageId,
     key: &[u8],
 ) -> Result<Option<PageWrite<'a>>> {
-    let mut page = e.pool.read(root)?;
+    let mut page = e.pool.read_hot(root)?;
     expect_node(&page, root, None)?;
     if NodeRef::new(&page).is_leaf() {
         drop(page);
@@ -96,9 +98,20 @@ pub(super) fn leaf_for_write<'a>(
             expect_node(&leaf, id, Some(0))?;
             return Ok(Some(leaf));
         }
-        let child = e.pool.read(id)?;
+        let child = read_child(e, id, level)?;
         expect_node(&child, id, Some(level - 1))?;
         page = child;
+    }
+}
+
+/// The child `id` of a node at `level`, latched shared: an internal node,
+/// read by every descent that passes it, through the pool's guess of its
+/// frame; a leaf, one of many, through the page hash.
+fn read_child(e: &Engine, id: PageId, level: u8) -> Result<PageRead<'_>> {
+    if level > 1 {
+        e.pool.read_hot(id)
+    } else {
+        e.pool.read(id)
     }
 }
 

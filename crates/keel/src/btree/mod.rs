@@ -55,6 +55,9 @@ mod bound_tests;
 mod fault_tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+mod hot_read_tests;
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod node_tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -13,6 +13,10 @@
 //!   `try_read` under the shard's read lock holds the page without a fix
 //!   (`Instance::lookup_for_read`); only a reader that must wait for the
 //!   latch fixes the frame first, and waits holding no lock of the pool.
+//!   A hot read (`BufferPool::read_hot`) takes a guessed frame's shared
+//!   latch with `try_read` under no lock at all and then compares `page`
+//!   with the id it wants: `page` cannot change while the latch is held, so
+//!   a match holds the page as surely as a latch taken through the hash.
 //! - `oldest_mod`/`newest_mod` change only under the exclusive latch (marking
 //!   dirty) or under the shared latch by the single flusher that wrote the
 //!   page (marking clean); a page being written is held under a shared latch

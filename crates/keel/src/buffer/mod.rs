@@ -15,7 +15,7 @@ mod guard;
 mod instance;
 mod lru;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -60,7 +60,21 @@ pub struct BufferPool {
     epoch: Instant,
     /// Writes a dirty page for a thread short of frames (installed once).
     writer: OnceLock<Arc<dyn FrameWriter>>,
+    /// [`BufferPool::read_hot`]'s guesses: instance number in the high 32
+    /// bits, frame number in the low, [`NO_GUESS`] for none; a power of two
+    /// of slots.
+    guesses: Box<[AtomicU64]>,
 }
+
+/// An empty slot of [`BufferPool::read_hot`]'s guesses.
+const NO_GUESS: u64 = u64::MAX;
+
+/// Slots of guesses per frame of the pool (at least [`MIN_GUESSES`], at
+/// most [`MAX_GUESSES`]): the roots and internal nodes of the trees are
+/// about one page in a hundred.
+const FRAMES_PER_GUESS: usize = 32;
+const MIN_GUESSES: usize = 1 << 10;
+const MAX_GUESSES: usize = 1 << 16;
 
 impl BufferPool {
     /// A pool of `cfg.frames` frames over `space`.
@@ -72,6 +86,9 @@ impl BufferPool {
         let total = (per * cfg.instances) as u64;
         Metrics::set(&metrics.buffer_pool_pages_total, total);
         Metrics::set(&metrics.buffer_pool_pages_free, total);
+        let guesses = (per * cfg.instances / FRAMES_PER_GUESS)
+            .next_power_of_two()
+            .clamp(MIN_GUESSES, MAX_GUESSES);
         BufferPool {
             instances,
             space,
@@ -79,6 +96,7 @@ impl BufferPool {
             cfg,
             epoch: Instant::now(),
             writer: OnceLock::new(),
+            guesses: (0..guesses).map(|_| AtomicU64::new(NO_GUESS)).collect(),
         }
     }
 
@@ -109,23 +127,81 @@ impl BufferPool {
 
     /// Fix `id` and take its shared latch, reading it from disk if needed.
     pub fn read(&self, id: PageId) -> Result<PageRead<'_>> {
+        self.metrics.buffer_pool_read_requests.add(1);
+        Ok(self.read_in(id)?.1)
+    }
+
+    /// [`BufferPool::read`] for a page that many threads read often: the
+    /// root and the internal nodes of a tree. A guess of its frame, kept in
+    /// a small table indexed by the page id, skips the page hash (InnoDB
+    /// passes such a guessed block to `buf_page_get_gen` for a tree's root).
+    ///
+    /// The guess is only a hint: the frame it names is latched first and
+    /// then asked which page it holds. A frame's page changes only under its
+    /// exclusive latch (`frame.rs`), so under the shared latch the answer
+    /// stays true for as long as the latch is held, and a frame that holds
+    /// `id` latched shared cannot be evicted. A wrong or stale guess (the
+    /// page was evicted, the frame reused, the slot taken by another page),
+    /// or a frame latched exclusively at that moment, falls back to the
+    /// page hash, which then refreshes the guess. A guess is written only
+    /// on such a miss, so the slots of hot pages are read by every thread
+    /// and written by none.
+    pub fn read_hot(&self, id: PageId) -> Result<PageRead<'_>> {
+        self.metrics.buffer_pool_read_requests.add(1);
+        let slot = &self.guesses[self.guess_slot(id)];
+        let guess = slot.load(Ordering::Relaxed);
+        if guess != NO_GUESS {
+            let (inst_no, fid) = ((guess >> 32) as usize, guess as u32);
+            if let Some(frame) = self
+                .instances
+                .get(inst_no)
+                .and_then(|inst| inst.frames.get(fid as usize))
+            {
+                if let Some(g) = frame.latch.try_read() {
+                    if frame.page() == Some(id) {
+                        self.touch(&self.instances[inst_no], fid);
+                        return Ok(PageRead::unfixed(frame, g));
+                    }
+                }
+            }
+        }
+        let (fid, page) = self.read_in(id)?;
+        let now = ((self.instance_of(id) as u64) << 32) | u64::from(fid);
+        if guess != now {
+            slot.store(now, Ordering::Relaxed);
+        }
+        Ok(page)
+    }
+
+    /// `id`'s slot in the table of guesses.
+    fn guess_slot(&self, id: PageId) -> usize {
+        let key = ((id.space as u64) << 32) | u64::from(id.page_no);
+        let h = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> (64 - self.guesses.len().trailing_zeros())) as usize
+    }
+
+    /// [`BufferPool::read`] without counting the request; also returns the
+    /// frame's number in its instance.
+    fn read_in(&self, id: PageId) -> Result<(u32, PageRead<'_>)> {
         let inst_no = self.instance_of(id);
         let inst = &self.instances[inst_no];
-        self.metrics.buffer_pool_read_requests.add(1);
         loop {
             let fetched = match inst.lookup_for_read(id) {
                 Some(ReadHit::Latched(fid, g)) => {
                     self.touch(inst, fid);
-                    return Ok(PageRead::unfixed(&inst.frames[fid as usize], g));
+                    return Ok((fid, PageRead::unfixed(&inst.frames[fid as usize], g)));
                 }
                 Some(ReadHit::Fixed(fid)) => Fetched::Hit(fid),
                 None => self.lookup_or_load(inst_no, id, false)?,
             };
             match fetched {
                 Fetched::Loaded(fid, g) => {
-                    return Ok(PageRead::new(
-                        &inst.frames[fid as usize],
-                        parking_lot::RwLockWriteGuard::downgrade(g),
+                    return Ok((
+                        fid,
+                        PageRead::new(
+                            &inst.frames[fid as usize],
+                            parking_lot::RwLockWriteGuard::downgrade(g),
+                        ),
                     ))
                 }
                 Fetched::Hit(fid) => {
@@ -141,7 +217,7 @@ impl BufferPool {
                         continue;
                     }
                     self.touch(inst, fid);
-                    return Ok(PageRead::new(frame, g));
+                    return Ok((fid, PageRead::new(frame, g)));
                 }
             }
         }
@@ -303,6 +379,15 @@ impl BufferPool {
         Metrics::sub(&self.metrics.buffer_pool_pages_data, 1);
         Metrics::add(&self.metrics.buffer_pool_pages_free, 1);
         inst.return_free(fid);
+    }
+
+    /// The (instance, frame) that [`BufferPool::read_hot`] guesses for `id`.
+    #[cfg(test)]
+    pub(crate) fn guess_for_test(&self, id: PageId) -> Option<(usize, u32)> {
+        match self.guesses[self.guess_slot(id)].load(Ordering::Relaxed) {
+            NO_GUESS => None,
+            g => Some(((g >> 32) as usize, g as u32)),
+        }
     }
 
     /// Evict `id` if it is cached, clean and unlatched; true if it is not
