@@ -374,6 +374,20 @@ pub(crate) mod tests {
     use crate::engine::admission::Purpose;
     use proptest::prelude::*;
 
+    /// The changed pages' indexes come back in the order pushed, inline
+    /// and past the inline ones alike.
+    #[test]
+    fn changed_indexes_come_back_in_order_past_the_inline_ones() {
+        let pushed: Vec<usize> = (0..60).filter(|i| i % 3 != 1).collect();
+        let mut c = Changed::default();
+        assert!(c.is_empty());
+        for &i in &pushed {
+            c.push(i);
+        }
+        assert!(!c.is_empty());
+        assert_eq!(c.iter().collect::<Vec<_>>(), pushed);
+    }
+
     /// The worst patterns for the bound: every byte changed, and a change
     /// every `gap` bytes (as many ranges as merging allows).
     fn pattern(ps: usize, gap: usize) -> Vec<u8> {
