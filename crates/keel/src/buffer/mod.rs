@@ -128,7 +128,7 @@ impl BufferPool {
     /// Fix `id` and take its shared latch, reading it from disk if needed.
     pub fn read(&self, id: PageId) -> Result<PageRead<'_>> {
         self.metrics.buffer_pool_read_requests.add(1);
-        Ok(self.read_in(id)?.1)
+        Ok(self.read_in(self.instance_of(id), id)?.1)
     }
 
     /// [`BufferPool::read`] for a page that many threads read often: the
@@ -150,27 +150,33 @@ impl BufferPool {
         self.metrics.buffer_pool_read_requests.add(1);
         let slot = &self.guesses[self.guess_slot(id)];
         let guess = slot.load(Ordering::Relaxed);
-        if guess != NO_GUESS {
-            let (inst_no, fid) = ((guess >> 32) as usize, guess as u32);
-            if let Some(frame) = self
-                .instances
-                .get(inst_no)
-                .and_then(|inst| inst.frames.get(fid as usize))
-            {
-                if let Some(g) = frame.latch.try_read() {
-                    if frame.page() == Some(id) {
-                        self.touch(&self.instances[inst_no], fid);
-                        return Ok(PageRead::unfixed(frame, g));
-                    }
+        if let Some((inst, fid)) = self.guessed(guess) {
+            let frame = &inst.frames[fid as usize];
+            if let Some(g) = frame.latch.try_read() {
+                if frame.page() == Some(id) {
+                    self.touch(inst, fid);
+                    return Ok(PageRead::unfixed(frame, g));
                 }
             }
         }
-        let (fid, page) = self.read_in(id)?;
-        let now = ((self.instance_of(id) as u64) << 32) | u64::from(fid);
+        let inst_no = self.instance_of(id);
+        let (fid, page) = self.read_in(inst_no, id)?;
+        let now = ((inst_no as u64) << 32) | u64::from(fid);
         if guess != now {
             slot.store(now, Ordering::Relaxed);
         }
         Ok(page)
+    }
+
+    /// The instance and frame number a slot's value names, if it names one
+    /// that exists.
+    fn guessed(&self, guess: u64) -> Option<(&Instance, u32)> {
+        if guess == NO_GUESS {
+            return None;
+        }
+        let (inst_no, fid) = ((guess >> 32) as usize, guess as u32);
+        let inst = self.instances.get(inst_no)?;
+        ((fid as usize) < inst.frames.len()).then_some((inst, fid))
     }
 
     /// `id`'s slot in the table of guesses.
@@ -180,10 +186,9 @@ impl BufferPool {
         (h >> (64 - self.guesses.len().trailing_zeros())) as usize
     }
 
-    /// [`BufferPool::read`] without counting the request; also returns the
-    /// frame's number in its instance.
-    fn read_in(&self, id: PageId) -> Result<(u32, PageRead<'_>)> {
-        let inst_no = self.instance_of(id);
+    /// [`BufferPool::read`] of `id`, cached by instance `inst_no`, without
+    /// counting the request; also returns the frame's number there.
+    fn read_in(&self, inst_no: usize, id: PageId) -> Result<(u32, PageRead<'_>)> {
         let inst = &self.instances[inst_no];
         loop {
             let fetched = match inst.lookup_for_read(id) {
@@ -384,10 +389,10 @@ impl BufferPool {
     /// The (instance, frame) that [`BufferPool::read_hot`] guesses for `id`.
     #[cfg(test)]
     pub(crate) fn guess_for_test(&self, id: PageId) -> Option<(usize, u32)> {
-        match self.guesses[self.guess_slot(id)].load(Ordering::Relaxed) {
-            NO_GUESS => None,
-            g => Some(((g >> 32) as usize, g as u32)),
-        }
+        let (inst, fid) =
+            self.guessed(self.guesses[self.guess_slot(id)].load(Ordering::Relaxed))?;
+        let inst_no = self.instances.iter().position(|i| std::ptr::eq(i, inst))?;
+        Some((inst_no, fid))
     }
 
     /// Evict `id` if it is cached, clean and unlatched; true if it is not
