@@ -23,8 +23,8 @@ use keel::format::data::{self, space_header};
 use keel::format::doublewrite::{self, area_header_len};
 use keel::format::page::{get_u32, get_u64, page_lsn, verify_page, Lsn, PageId};
 use keel::format::redo::{
-    self, decode_group, decode_relocation, kind, Checkpoint, LogFileHeader, CHECKPOINT_SLOTS,
-    GROUP_HDR, LOG_FILE_HDR,
+    self, decode_group, decode_group_v1, decode_relocation, kind, Checkpoint, LogFileHeader,
+    CHECKPOINT_SLOTS, GROUP_HDR, GROUP_HDR_V1, LOG_FILE_HDR, LOG_VERSION, LOG_VERSION_V1,
 };
 use serde::Serialize;
 
@@ -350,6 +350,9 @@ fn data(dir: &Path, warnings: &mut Vec<String>) -> Result<(Vec<DataFile>, Option
 struct LogReader {
     files: Vec<(File, PathBuf)>,
     area: u64,
+    /// A log of format version 1 (20-byte group headers that store their
+    /// LSN), which the engine opens only when it has nothing to recover.
+    v1: bool,
 }
 
 impl LogReader {
@@ -395,11 +398,17 @@ impl LogReader {
         // A window of the log: `buf` holds the bytes from `buf_lsn` on.
         let (mut buf_lsn, mut buf) = (start, Vec::<u8>::new());
         let mut lsn = start;
+        type Decode = for<'a> fn(&'a [u8], Lsn) -> Option<(redo::GroupHeader, &'a [u8])>;
+        let (hdr, decode): (usize, Decode) = if self.v1 {
+            (GROUP_HDR_V1, decode_group_v1)
+        } else {
+            (GROUP_HDR, decode_group)
+        };
         loop {
             let off = (lsn - buf_lsn) as usize;
-            let need = match buf.get(off..off + GROUP_HDR) {
-                Some(h) => GROUP_HDR as u64 + u64::from(get_u32(h, 0)),
-                None => GROUP_HDR as u64,
+            let need = match buf.get(off..off + hdr) {
+                Some(h) => hdr as u64 + u64::from(get_u32(h, 0)),
+                None => hdr as u64,
             };
             // A group never extends past one lap of the log.
             if lsn - start + need > cap {
@@ -417,7 +426,7 @@ impl LogReader {
                 continue;
             }
             let Some((h, payload)) =
-                decode_group(&buf[off..], lsn).filter(|(h, _)| cp.admits(lsn, h.epoch))
+                decode(&buf[off..], lsn).filter(|(h, _)| cp.admits(lsn, h.epoch))
             else {
                 break;
             };
@@ -458,6 +467,7 @@ fn redo(dir: &Path, creation_id: u64, warnings: &mut Vec<String>) -> Result<Redo
     let mut reader = LogReader {
         files: Vec::new(),
         area: 0,
+        v1: false,
     };
     let mut checkpoints: Vec<CheckpointSlot> = Vec::new();
     for i in 0.. {
@@ -510,10 +520,11 @@ fn redo(dir: &Path, creation_id: u64, warnings: &mut Vec<String>) -> Result<Redo
         }
         files.push(LogFile {
             name,
-            version: redo::LOG_VERSION,
+            version: h.version,
             header: h,
             bytes: len,
         });
+        reader.v1 |= h.version == LOG_VERSION_V1;
         reader.files.push((f, path));
         if files.len() == files[0].header.n_files as usize {
             break;
@@ -540,6 +551,13 @@ fn redo(dir: &Path, creation_id: u64, warnings: &mut Vec<String>) -> Result<Redo
         Some(w) if capacity > 0 => Some(reader.scan(&checkpoints[w].stored)?),
         _ => None,
     };
+    if reader.v1 {
+        warnings.push(format!(
+            "the redo log is of format version {LOG_VERSION_V1} (an earlier Keel): this Keel opens \
+             it only if it has nothing to recover (then rewrites it as version {LOG_VERSION}); \
+             otherwise open it once with the earlier Keel first"
+        ));
+    }
     if let Some(s) = &scan {
         if s.unknown_groups > 0 {
             warnings.push(format!(

@@ -46,7 +46,7 @@ fn after_close_nothing_lies_beyond_the_checkpoint() {
     for s in [
         "data-0.keel: version 3, page size 4096",
         "data-1.keel",
-        "redo-0.keel: version 1",
+        "redo-0.keel: version 2",
         "checkpoint slot 0 (byte 4096)",
         "checkpoint slot 1 (byte 8192)",
         "<- wins",
@@ -59,6 +59,36 @@ fn after_close_nothing_lies_beyond_the_checkpoint() {
     let scan = &j["redo"]["scan"];
     assert_eq!(scan["bytes_beyond_checkpoint"], 0, "{j:#}");
     assert_eq!(scan["end_lsn"], scan["checkpoint_lsn"], "{j:#}");
+}
+
+#[test]
+fn a_log_of_format_version_1_is_named_with_what_the_engine_does_with_it() {
+    use keel::format::redo::{LogFileHeader, LOG_VERSION_V1};
+    use std::os::unix::fs::FileExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    populate(&dir, 100).close().unwrap();
+    for i in 0..2 {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.join(format!("redo-{i}.keel")))
+            .unwrap();
+        let mut b = vec![0u8; 4096];
+        f.read_exact_at(&mut b, 0).unwrap();
+        let mut h = LogFileHeader::decode(&b).unwrap();
+        h.version = LOG_VERSION_V1;
+        h.encode(&mut b);
+        f.write_all_at(&b, 0).unwrap();
+    }
+    let out = inspect_text(&dir);
+    for s in [
+        "redo-0.keel: version 1",
+        "of format version 1 (an earlier Keel)",
+        "recovery would replay 0 bytes / 0 groups",
+    ] {
+        assert!(out.contains(s), "missing {s:?} in:\n{out}");
+    }
 }
 
 #[test]

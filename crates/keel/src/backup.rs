@@ -63,7 +63,8 @@ use crate::error::{Error, Result};
 use crate::io::AlignedBuf;
 use crate::page::{verify_page, Lsn, PageCheckError, PageId};
 use crate::redo::format::{
-    Checkpoint, LogFileHeader, CHECKPOINT_SLOTS, LOG_FILE_ALIGN, LOG_FILE_HDR, MAX_LOG_FILES,
+    Checkpoint, LogFileHeader, CHECKPOINT_SLOTS, LOG_FILE_ALIGN, LOG_FILE_HDR, LOG_VERSION,
+    MAX_LOG_FILES,
 };
 use crate::redo::log_file_name;
 use crate::space::data_file_name;
@@ -412,6 +413,7 @@ fn write_log(e: &Engine, dest: &Path, spool: &File, cp: Checkpoint, end: Lsn) ->
     for (i, (file, path)) in files.iter().enumerate().rev() {
         let mut hdr = vec![0u8; LOG_FILE_HDR as usize];
         LogFileHeader {
+            version: LOG_VERSION,
             file_index: i as u32,
             n_files: n as u32,
             file_size: size,

@@ -38,8 +38,9 @@ pub mod data {
 /// Redo log files `redo-N.keel`: file header, checkpoint slots, groups.
 pub mod redo {
     pub use crate::redo::format::{
-        decode_group, kind, Checkpoint, GroupHeader, LogFileHeader, CHECKPOINT_LEN,
-        CHECKPOINT_SLOTS, GROUP_HDR, LOG_FILE_HDR, LOG_HEADER_LEN, LOG_MAGIC, LOG_VERSION,
+        decode_group, decode_group_v1, kind, Checkpoint, GroupHeader, LogFileHeader,
+        CHECKPOINT_LEN, CHECKPOINT_SLOTS, GROUP_HDR, GROUP_HDR_V1, LOG_FILE_HDR, LOG_HEADER_LEN,
+        LOG_MAGIC, LOG_VERSION, LOG_VERSION_V1,
     };
     pub use crate::redo::inflight::decode_relocation;
     pub use crate::redo::{log_file_name as file_name, START_LSN};

@@ -139,20 +139,24 @@ use crate::error::{Error, Poison, Result};
 use crate::flush::pacer::Pacer;
 use crate::flush::WriteBack;
 use crate::metrics::Metrics;
-use crate::redo::format::{GROUP_HDR, MAX_RANGE};
+use crate::redo::format::{GROUP_HDR, MAX_RANGE, PAGE_RECORD_HDR_MAX, RANGE_HDR_MAX};
 use crate::redo::Log;
 use crate::space::Tablespace;
 
 /// Most bytes the record of one page's changes can take in an mtr group.
 ///
-/// A record is an 11-byte header and, per byte range, 4 bytes and the
-/// range's bytes. Ranges are disjoint, never cover the 4 checksum bytes,
-/// and are at least 9 unchanged bytes apart (closer ones are merged), so
-/// with `n` ranges covering `t` bytes, `t + 9(n − 1) ≤ ps − 4` and the
-/// record takes `11 + 4n + t ≤ ps + 11`; ranges longer than `MAX_RANGE`
-/// are cut, 4 more bytes per cut. Checked by property tests in `mtr`.
+/// A record is a header of at most 14 bytes and, per byte range, an
+/// entry header of at most 6 bytes and the range's bytes. Ranges are
+/// disjoint, never cover the 4 checksum bytes, and are at least 9
+/// unchanged bytes apart (closer ones are merged), so with `n ≥ 1` ranges
+/// covering `t` bytes, `t + 9(n − 1) ≤ ps − 4` and the entries take
+/// `6n + t ≤ t + 9(n − 1) + 9 − 3n ≤ ps + 2`; ranges longer than
+/// `MAX_RANGE` are cut, 6 more bytes per cut. A range is logged as a move
+/// and bytes only where that is shorter with every entry header at its
+/// largest (`redo::format::diff_changes`), so moves never lengthen it.
+/// Checked by property tests in `mtr`.
 pub(crate) const fn page_record_max(page_size: usize) -> u64 {
-    (11 + page_size + 4 * (page_size / MAX_RANGE + 1)) as u64
+    (PAGE_RECORD_HDR_MAX + page_size + RANGE_HDR_MAX * (page_size / MAX_RANGE + 1)) as u64
 }
 
 /// Most bytes one mini-transaction changing at most `pages` pages can

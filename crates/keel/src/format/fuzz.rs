@@ -58,7 +58,8 @@ pub fn page_and_node(data: &[u8]) {
 
 /// Redo groups, page records and commit records. Input: a selector byte
 /// (bit 0: 64 KiB pages instead of 4 KiB), then the bytes, decoded as a
-/// group (at the LSN it names), as an MTR payload and as a commit record.
+/// group (at the LSN its bytes 8..16 name: a group stores no LSN, its
+/// checksum covers it), as an MTR payload and as a commit record.
 pub fn redo(data: &[u8]) {
     let [sel, b @ ..] = data else {
         return;
@@ -227,6 +228,7 @@ mod tests {
         let mut h = vec![8u8; 1];
         let mut block = vec![0u8; 64];
         LogFileHeader {
+            version: crate::redo::format::LOG_VERSION,
             file_index: 0,
             n_files: 2,
             file_size: 1 << 20,

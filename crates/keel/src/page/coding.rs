@@ -187,6 +187,64 @@ impl<'a> Reader<'a> {
     pub fn u64(&mut self, what: &str) -> Result<u64, String> {
         Ok(u64::from_le_bytes(self.array(what)?))
     }
+
+    /// An unsigned LEB128 varint ([`put_varint`]) of at most `max`: seven
+    /// bits a byte, low first, the high bit set on every byte but the
+    /// last. Refused: a truncated one, one longer than a u64 takes, a
+    /// value over `max`, and one with a needless zero byte at the end (so
+    /// that every value has one encoding).
+    pub fn varint(&mut self, max: u64, what: &str) -> Result<u64, String> {
+        let at = self.pos;
+        let mut v = 0u64;
+        for i in 0..MAX_VARINT {
+            let b = self.u8(what)?;
+            let bits = u64::from(b & 0x7f);
+            if i == MAX_VARINT - 1 && bits > 1 {
+                break;
+            }
+            v |= bits << (7 * i);
+            if b & 0x80 == 0 {
+                if i > 0 && b == 0 {
+                    break;
+                }
+                if v > max {
+                    return Err(format!("{what} at offset {at}: {v} is over {max}"));
+                }
+                return Ok(v);
+            }
+        }
+        Err(format!("{what} at offset {at}: not a valid varint"))
+    }
+}
+
+/// Most bytes a varint takes (a u64).
+pub const MAX_VARINT: usize = 10;
+
+/// Append `v` as an unsigned LEB128 varint: 1 byte under 128, 2 under
+/// 16,384, 3 under 2,097,152.
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Bytes [`put_varint`] takes for `v`.
+pub const fn varint_len(v: u64) -> usize {
+    let bits = 64 - (v | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+/// A signed value folded onto the unsigned ones, small magnitudes small
+/// (0, -1, 1, -2 … → 0, 1, 2, 3 …), for [`put_varint`].
+pub const fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// The inverse of [`zigzag`].
+pub const fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
 #[cfg(test)]
@@ -208,6 +266,52 @@ mod tests {
         magic: b"",
         version: None,
     };
+
+    proptest! {
+        #[test]
+        fn varints_round_trip_and_every_value_has_one_encoding(v in any::<u64>(), s in any::<i64>(), junk in proptest::collection::vec(any::<u8>(), 0..12)) {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            prop_assert_eq!(b.len(), varint_len(v));
+            let mut r = Reader::new(&b);
+            prop_assert_eq!(r.varint(u64::MAX, "v").unwrap(), v);
+            prop_assert!(r.is_empty());
+            prop_assert_eq!(unzigzag(zigzag(s)), s);
+            // Any bytes: a value decoded is encoded back to the same bytes.
+            let mut r = Reader::new(&junk);
+            if let Ok(x) = r.varint(u64::MAX, "junk") {
+                let mut again = Vec::new();
+                put_varint(&mut again, x);
+                prop_assert_eq!(&again[..], &junk[..r.pos()]);
+            }
+        }
+    }
+
+    #[test]
+    fn varints_refuse_truncation_overflow_padding_and_values_over_the_limit() {
+        let bad: [&[u8]; 4] = [
+            &[0x80],
+            &[0xff; 10],
+            &[0x80, 0x00],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02],
+        ];
+        for b in bad {
+            assert!(Reader::new(b).varint(u64::MAX, "x").is_err(), "{b:?}");
+        }
+        let mut b = Vec::new();
+        put_varint(&mut b, 300);
+        assert!(Reader::new(&b)
+            .varint(299, "x")
+            .unwrap_err()
+            .contains("over 299"));
+        assert_eq!(Reader::new(&b).varint(300, "x").unwrap(), 300);
+        assert_eq!(varint_len(0), 1);
+        assert_eq!(varint_len(127), 1);
+        assert_eq!(varint_len(128), 2);
+        assert_eq!(varint_len(u64::MAX), 10);
+        assert_eq!(zigzag(-1), 1);
+        assert_eq!(zigzag(1), 2);
+    }
 
     #[test]
     fn sealed_bytes_are_magic_version_fields_crc() {

@@ -9,21 +9,32 @@
 use serde::Serialize;
 
 use super::START_LSN;
-use crate::page::coding::{Reader, Seal};
+use crate::page::coding::{put_varint, unzigzag, varint_len, zigzag, Reader, Seal};
 use crate::page::Lsn;
-use crate::page::{get_u32, get_u64, put_u16, put_u32, put_u64};
+use crate::page::{get_u32, get_u64, put_u32, put_u64};
 
 /// Magic at the start of every redo log file.
 pub const LOG_MAGIC: &[u8; 8] = b"KEELREDO";
-/// Redo format version.
-pub const LOG_VERSION: u32 = 1;
+/// Redo format version, written in every log file's header: 2 since the
+/// compact framing (12-byte group headers, varint page records). A log of
+/// version 1 ([`LOG_VERSION_V1`]) is opened only when it has nothing to
+/// recover, and its headers are rewritten before anything is appended
+/// (`Log::open`); a Keel that predates version 2 refuses a log of it.
+pub const LOG_VERSION: u32 = 2;
+/// The redo format version before the compact framing: 20-byte group
+/// headers that store their LSN, fixed-width page records.
+pub const LOG_VERSION_V1: u32 = 1;
 /// Bytes reserved at the start of every log file: file header block and
 /// two checkpoint slot blocks (used in file 0 only).
 pub const LOG_FILE_HDR: u64 = 3 * 4096;
 /// Offsets of the two checkpoint slots in file 0.
 pub const CHECKPOINT_SLOTS: [u64; 2] = [4096, 8192];
-/// Bytes of a record-group header.
-pub const GROUP_HDR: usize = 20;
+/// Bytes of a record-group header: `len u32, kind u8, epoch u24, lsn_lo
+/// u32, crc u32`.
+pub const GROUP_HDR: usize = 16;
+/// Bytes of a record-group header of version 1 (`LOG_VERSION_V1`): `len
+/// u32, kind u8, epoch u24, lsn u64, crc u32`.
+pub const GROUP_HDR_V1: usize = 20;
 /// Bytes of the log file header that carry meaning (CRC included).
 pub const LOG_HEADER_LEN: usize = 40;
 /// Bytes of a checkpoint slot that carry meaning (CRC included).
@@ -40,11 +51,13 @@ pub const LOG_FILE_ALIGN: u64 = 4096;
 /// Most log files in a group (the `log_files_in_group` option's limit).
 pub const MAX_LOG_FILES: u32 = 100;
 
+/// The version is not the seal's: a log file header of either version
+/// opens, and [`LogFileHeader::decode`] judges the version.
 const HEADER_SEAL: Seal = Seal {
     what: "log file header",
     kind: "Keel redo log file",
     magic: LOG_MAGIC,
-    version: Some(LOG_VERSION),
+    version: None,
 };
 const CHECKPOINT_SEAL: Seal = Seal {
     what: "checkpoint slot",
@@ -53,7 +66,7 @@ const CHECKPOINT_SEAL: Seal = Seal {
     version: None,
 };
 
-const _: () = assert!(HEADER_SEAL.body_at() == 12 && CHECKPOINT_SEAL.body_at() == 0);
+const _: () = assert!(HEADER_SEAL.body_at() == 8 && CHECKPOINT_SEAL.body_at() == 0);
 const _: () =
     assert!(LOG_FILE_HDR < MIN_LOG_FILE_SIZE && MIN_LOG_FILE_SIZE.is_multiple_of(LOG_FILE_ALIGN));
 const _: () = assert!(CHECKPOINT_SLOTS[1] + CHECKPOINT_LEN as u64 <= LOG_FILE_HDR);
@@ -74,6 +87,9 @@ pub mod kind {
 /// The header block of a log file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct LogFileHeader {
+    /// Redo format version ([`LOG_VERSION`], or [`LOG_VERSION_V1`] in a
+    /// log written before the compact framing).
+    pub version: u32,
     /// Index of the file in the group.
     pub file_index: u32,
     /// Files in the group.
@@ -88,6 +104,7 @@ impl LogFileHeader {
     /// Encode into `b` (≥ [`LOG_HEADER_LEN`] bytes).
     pub fn encode(&self, b: &mut [u8]) {
         HEADER_SEAL.seal(b, LOG_HEADER_LEN - 4, |b| {
+            put_u32(b, 8, self.version);
             put_u32(b, 12, self.file_index);
             put_u32(b, 16, self.n_files);
             put_u64(b, 20, self.file_size);
@@ -101,7 +118,15 @@ impl LogFileHeader {
     /// what is wrong.
     pub fn decode(b: &[u8]) -> Result<LogFileHeader, String> {
         HEADER_SEAL.open(b, LOG_HEADER_LEN - 4)?;
+        let version = get_u32(b, 8);
+        if version != LOG_VERSION && version != LOG_VERSION_V1 {
+            return Err(format!(
+                "log file header format version {version}, this build reads versions \
+                 {LOG_VERSION_V1} and {LOG_VERSION}"
+            ));
+        }
         let h = LogFileHeader {
+            version,
             file_index: get_u32(b, 12),
             n_files: get_u32(b, 16),
             file_size: get_u64(b, 20),
@@ -239,10 +264,19 @@ impl Checkpoint {
     }
 }
 
-/// Header of a record group: `len u32, kind u8, epoch u24, lsn u64, crc
-/// u32` where the CRC32C covers the first 16 header bytes and the payload,
-/// and `epoch` is the low 24 bits of the writing run's epoch (see
-/// [`Checkpoint`]; zero in logs written before epochs).
+/// Header of a record group: `len u32, kind u8, epoch u24, lsn_lo u32, crc
+/// u32`, where `lsn_lo` is the low 32 bits of the group's LSN, the CRC32C
+/// covers the whole LSN (8 bytes, little-endian), the first 12 header
+/// bytes and the payload, and `epoch` is the low 24 bits of the writing
+/// run's epoch (see [`Checkpoint`]).
+///
+/// A group read at another LSN than it was written at (left there by an
+/// earlier lap of the log) fails the checksum, whatever its low bits say.
+/// They are there so that a reader stops at such a group before it reads
+/// the length it claims (recovery's reader, `redo::recovery`): garbage
+/// passes them once in 2³², and an earlier lap's group only where the
+/// log's capacity is a multiple of 4 GiB, and then its length is its own.
+/// Version 1 stored the whole LSN (4 more bytes a group, [`GROUP_HDR_V1`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GroupHeader {
     /// Payload length.
@@ -253,6 +287,20 @@ pub struct GroupHeader {
     pub lsn: Lsn,
     /// The low 24 bits of the epoch of the run that wrote it.
     pub epoch: u32,
+}
+
+/// The CRC32C a group at `lsn` with header `h` (its first 12 bytes) and
+/// `payload` carries.
+fn group_crc(lsn: Lsn, h: &[u8], payload: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(&lsn.to_le_bytes());
+    let crc = crc32c::crc32c_append(crc, &h[..12]);
+    crc32c::crc32c_append(crc, payload)
+}
+
+/// Whether a group header `h` may have been written at `lsn`: its low 32
+/// bits match (the checksum decides; see [`GroupHeader`]).
+pub fn group_at(h: &[u8], lsn: Lsn) -> bool {
+    h.len() >= GROUP_HDR && get_u32(h, 8) == lsn as u32
 }
 
 /// Encode a whole group (header + payload) starting at `lsn`, written by
@@ -274,10 +322,9 @@ pub fn encode_group(kind: u8, lsn: Lsn, epoch: u32, payload: &[u8], out: &mut Ve
     put_u32(h, 0, len);
     h[4] = kind;
     h[5..8].copy_from_slice(&(epoch & GROUP_EPOCH_MASK).to_le_bytes()[..3]);
-    put_u64(h, 8, lsn);
-    let mut crc = crc32c::crc32c(&h[..16]);
-    crc = crc32c::crc32c_append(crc, payload);
-    put_u32(&mut out[start..], 16, crc);
+    put_u32(h, 8, lsn as u32);
+    let crc = group_crc(lsn, h, payload);
+    put_u32(&mut out[start..], 12, crc);
     out.extend_from_slice(payload);
 }
 
@@ -290,44 +337,84 @@ pub fn encode_group(kind: u8, lsn: Lsn, epoch: u32, payload: &[u8], out: &mut Ve
 /// call ([`Checkpoint::admits`]).
 pub fn decode_group(b: &[u8], lsn: Lsn) -> Option<(GroupHeader, &[u8])> {
     let h = b.get(..GROUP_HDR)?;
-    if get_u64(h, 8) != lsn {
+    if !group_at(h, lsn) {
         return None;
     }
     let len = get_u32(h, 0);
     let end = GROUP_HDR.checked_add(usize::try_from(len).ok()?)?;
     let payload = b.get(GROUP_HDR..end)?;
+    if group_crc(lsn, h, payload) != get_u32(h, 12) {
+        return None;
+    }
+    Some((GroupHeader::read(h, lsn), payload))
+}
+
+impl GroupHeader {
+    /// The fields both versions keep at the same offsets: `len u32, kind
+    /// u8, epoch u24`, of a group that decoded at `lsn`.
+    fn read(h: &[u8], lsn: Lsn) -> GroupHeader {
+        GroupHeader {
+            len: get_u32(h, 0),
+            kind: h[4],
+            lsn,
+            epoch: u32::from_le_bytes([h[5], h[6], h[7], 0]),
+        }
+    }
+}
+
+/// [`decode_group`] for a log of version 1 ([`LOG_VERSION_V1`]): `len u32,
+/// kind u8, epoch u24, lsn u64, crc u32` ([`GROUP_HDR_V1`] bytes), the CRC
+/// over the first 16 bytes and the payload. Only read to tell whether such
+/// a log has anything to recover (`Log::open`, `keel inspect`).
+pub fn decode_group_v1(b: &[u8], lsn: Lsn) -> Option<(GroupHeader, &[u8])> {
+    let h = b.get(..GROUP_HDR_V1)?;
+    if get_u64(h, 8) != lsn {
+        return None;
+    }
+    let len = get_u32(h, 0);
+    let end = GROUP_HDR_V1.checked_add(usize::try_from(len).ok()?)?;
+    let payload = b.get(GROUP_HDR_V1..end)?;
     let crc = crc32c::crc32c_append(crc32c::crc32c(&h[..16]), payload);
     if crc != get_u32(h, 16) {
         return None;
     }
-    Some((
-        GroupHeader {
-            len,
-            kind: h[4],
-            lsn,
-            epoch: u32::from_le_bytes([h[5], h[6], h[7], 0]),
-        },
-        payload,
-    ))
+    Some((GroupHeader::read(h, lsn), payload))
+}
+
+/// A version-1 group (for tests of the upgrade from it).
+#[cfg(test)]
+pub fn encode_group_v1(kind: u8, lsn: Lsn, epoch: u32, payload: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.resize(start + GROUP_HDR_V1, 0);
+    let h = &mut out[start..];
+    put_u32(h, 0, payload.len() as u32);
+    h[4] = kind;
+    h[5..8].copy_from_slice(&(epoch & GROUP_EPOCH_MASK).to_le_bytes()[..3]);
+    put_u64(h, 8, lsn);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&h[..16]), payload);
+    put_u32(&mut out[start..], 16, crc);
+    out.extend_from_slice(payload);
 }
 
 /// Flag of a page record: zero the page before applying its entries.
 pub const PAGE_ZEROED: u8 = 1;
-/// Flag of a page record: an entry whose length field is 0 is a move
-/// (`dst u16, 0 u16, src u16, len u16`, see [`Change::Move`]). A record
-/// without it (every record written before moves existed) holds byte
-/// entries only, so older logs read as they always did, and a binary that
-/// predates moves refuses a record that has them (unknown flag) rather
-/// than misreading it.
-pub const PAGE_MOVES: u8 = 2;
 /// Longest byte range in one page record entry, and longest move.
 pub(crate) const MAX_RANGE: usize = 32 * 1024;
-/// Bytes of a page record's header: space, page number, flags, range count.
-const PAGE_RECORD_HDR: usize = 11;
-/// Bytes of a range's header: offset, length.
-const RANGE_HDR: usize = 4;
-/// Bytes of a move entry: destination, 0, source, length.
-const MOVE_ENTRY: usize = 8;
+/// Most bytes a page record's header takes: space and page number
+/// (varints of u32s, 5 bytes each), flags, entry count (a varint under
+/// 65536, 3 bytes).
+pub(crate) const PAGE_RECORD_HDR_MAX: usize = 14;
+/// Most bytes a byte entry's header takes: its tag (a varint of at most
+/// `2 × MAX_RANGE`, 3 bytes) and its offset's distance from the previous
+/// entry's end (a zigzag varint of at most twice the largest page, 3
+/// bytes).
+pub(crate) const RANGE_HDR_MAX: usize = 6;
+/// Most bytes a move entry takes: its tag, its destination's distance
+/// from the previous entry's end, its source's from its destination.
+const MOVE_ENTRY_MAX: usize = 9;
+/// Largest distance varint an entry may carry: twice the largest page.
+const MAX_DISTANCE: u64 = 2 * crate::page::MAX_PAGE_SIZE as u64 + 1;
+const _: () = assert!(varint_len(MAX_DISTANCE) <= 3 && varint_len(2 * MAX_RANGE as u64 + 1) <= 3);
 
 /// One change of a page record, applied in order to the page as it stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -335,8 +422,8 @@ pub enum Change {
     /// Bytes `[start, end)` of the page's new image, logged as they are.
     Bytes(usize, usize),
     /// The `len` bytes at `src` are copied to `dst` (a `memmove` within the
-    /// page): a slot array shifted by an insert or a delete, logged in 8
-    /// bytes instead of every shifted byte ([`diff_changes`]).
+    /// page): a slot array shifted by an insert or a delete, logged in a
+    /// few bytes instead of every shifted byte ([`diff_changes`]).
     Move {
         /// Where the bytes go.
         dst: usize,
@@ -347,12 +434,8 @@ pub enum Change {
     },
 }
 
-/// Append the record of one page's change: `space u32, page_no u32,
-/// flags u8, n_ranges u16, n × (offset u16, len u16, bytes)`.
-///
-/// # Panics
-/// If the ranges need more than 65535 entries (`diff_ranges` merges ranges
-/// closer than 8 bytes, so a 64 KiB page has fewer than 6600).
+/// Append the record of one page's change as byte ranges (tests and the
+/// fuzz targets; the engine diffs into [`Change`]s).
 #[cfg(any(test, feature = "fuzzing"))]
 pub fn encode_page_record(
     out: &mut Vec<u8>,
@@ -366,15 +449,19 @@ pub fn encode_page_record(
     encode_page_changes(out, space, page_no, zeroed, after, &changes);
 }
 
-/// Append the record of one page's change as [`Change`]s: byte entries
-/// `(offset u16, len u16, bytes)`, cut at [`MAX_RANGE`], and, with the
-/// [`PAGE_MOVES`] flag, move entries `(dst u16, 0 u16, src u16, len u16)`.
-/// Empty byte ranges are left out.
+/// Append the record of one page's change: `space varint, page_no varint,
+/// flags u8, n varint`, then `n` entries, each a tag varint `len << 1 |
+/// move` and the zigzag varint of its offset's distance from where the
+/// previous entry ended (0 for the first): a byte entry then its bytes
+/// (ranges longer than [`MAX_RANGE`] are cut), a move the zigzag varint
+/// of its source's distance from its destination. Empty byte ranges are
+/// left out. Entries of a diff mostly follow each other up the page, so
+/// the distances take a byte or two where the offsets took two.
 ///
 /// # Panics
-/// If the entries number more than 65535 (see [`encode_page_record`]), or
-/// a move is empty or longer than [`MAX_RANGE`] ([`diff_changes`] makes
-/// neither).
+/// If the entries number more than 65535 (`diff_ranges` merges ranges
+/// closer than 8 bytes, so a 64 KiB page has fewer than 6600), or a move
+/// is empty or longer than [`MAX_RANGE`] ([`diff_changes`] makes neither).
 pub fn encode_page_changes(
     out: &mut Vec<u8>,
     space: u32,
@@ -384,63 +471,61 @@ pub fn encode_page_changes(
     changes: &[Change],
 ) {
     let mut n = 0usize;
-    let mut moves = false;
     for c in changes {
         match *c {
             Change::Bytes(s, e) => n += (e.saturating_sub(s)).div_ceil(MAX_RANGE),
             Change::Move { len, .. } => {
                 assert!((1..=MAX_RANGE).contains(&len), "a move of {len} bytes");
                 n += 1;
-                moves = true;
             }
         }
     }
-    let Ok(n) = u16::try_from(n) else {
-        panic!("{n} entries do not fit one page record");
-    };
-    let mut h = [0u8; PAGE_RECORD_HDR];
-    put_u32(&mut h, 0, space);
-    put_u32(&mut h, 4, page_no);
-    h[8] = if zeroed { PAGE_ZEROED } else { 0 } | if moves { PAGE_MOVES } else { 0 };
-    put_u16(&mut h, 9, n);
-    out.extend_from_slice(&h);
-    // An offset or length of 65536 cannot occur: entries end at most at
-    // page_size, and are at most MAX_RANGE long.
+    assert!(
+        n <= usize::from(u16::MAX),
+        "{n} entries do not fit one page record"
+    );
+    put_varint(out, u64::from(space));
+    put_varint(out, u64::from(page_no));
+    out.push(if zeroed { PAGE_ZEROED } else { 0 });
+    put_varint(out, n as u64);
+    let mut prev = 0usize;
     for c in changes {
         match *c {
             Change::Bytes(s, e) => {
                 let mut a = s;
                 while a < e {
                     let b = (a + MAX_RANGE).min(e);
-                    let mut r = [0u8; RANGE_HDR];
-                    put_u16(&mut r, 0, a as u16);
-                    put_u16(&mut r, 2, (b - a) as u16);
-                    out.extend_from_slice(&r);
+                    put_varint(out, ((b - a) as u64) << 1);
+                    put_varint(out, zigzag(a as i64 - prev as i64));
                     out.extend_from_slice(&after[a..b]);
+                    prev = b;
                     a = b;
                 }
             }
             Change::Move { dst, src, len } => {
-                let mut m = [0u8; MOVE_ENTRY];
-                put_u16(&mut m, 0, dst as u16);
-                put_u16(&mut m, 4, src as u16);
-                put_u16(&mut m, 6, len as u16);
-                out.extend_from_slice(&m);
+                put_varint(out, ((len as u64) << 1) | 1);
+                put_varint(out, zigzag(dst as i64 - prev as i64));
+                put_varint(out, zigzag(src as i64 - dst as i64));
+                prev = dst + len;
             }
         }
     }
 }
 
-/// Bytes an entry list takes in a record (its header not counted).
+/// Most bytes an entry list takes in a record (its header not counted):
+/// each entry's header at its largest, so that a range logged with a move
+/// is chosen only where even then it is shorter than as bytes, and the
+/// bound on a record (`engine::admission::page_record_max`) holds
+/// whatever the distances between entries.
 fn encoded_len(changes: &[Change]) -> usize {
     changes
         .iter()
         .map(|c| match *c {
             Change::Bytes(s, e) => {
                 let len = e.saturating_sub(s);
-                len + RANGE_HDR * len.div_ceil(MAX_RANGE)
+                len + RANGE_HDR_MAX * len.div_ceil(MAX_RANGE)
             }
-            Change::Move { .. } => MOVE_ENTRY,
+            Change::Move { .. } => MOVE_ENTRY_MAX,
         })
         .sum()
 }
@@ -636,20 +721,22 @@ impl Entry<'_> {
         }
     }
 
-    /// Append the entry as encoded (for re-encoding decoded records).
+    /// Append the entry as encoded after an entry that ended at `prev`
+    /// (for re-encoding decoded records); returns where it ends.
     #[cfg(any(test, feature = "fuzzing"))]
-    fn encode(&self, out: &mut Vec<u8>) {
+    fn encode(&self, prev: usize, out: &mut Vec<u8>) -> usize {
         match *self {
             Entry::Bytes(off, bytes) => {
-                out.extend_from_slice(&(off as u16).to_le_bytes());
-                out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+                put_varint(out, (bytes.len() as u64) << 1);
+                put_varint(out, zigzag(off as i64 - prev as i64));
                 out.extend_from_slice(bytes);
+                off + bytes.len()
             }
             Entry::Move { dst, src, len } => {
-                out.extend_from_slice(&(dst as u16).to_le_bytes());
-                out.extend_from_slice(&0u16.to_le_bytes());
-                out.extend_from_slice(&(src as u16).to_le_bytes());
-                out.extend_from_slice(&(len as u16).to_le_bytes());
+                put_varint(out, ((len as u64) << 1) | 1);
+                put_varint(out, zigzag(dst as i64 - prev as i64));
+                put_varint(out, zigzag(src as i64 - dst as i64));
+                dst + len
             }
         }
     }
@@ -667,46 +754,73 @@ pub struct PageRecordRef<'a> {
     pub page_no: u32,
     /// Zero the page first.
     pub zeroed: bool,
-    /// The record may hold moves ([`PAGE_MOVES`]).
-    moves: bool,
     /// Number of entries in `body`.
     n: u16,
     /// `n` entries, each inside the page.
     body: &'a [u8],
 }
 
+/// Read one entry at `r` after an entry that ended at `prev`, checking
+/// that it lies inside a `page_size`-byte page; the error names the page.
+fn read_entry<'a>(
+    r: &mut Reader<'a>,
+    prev: usize,
+    page_size: usize,
+    page: (u32, u32),
+) -> Result<Entry<'a>, String> {
+    let (space, page_no) = page;
+    let tag = r.varint(2 * MAX_RANGE as u64 + 1, "entry tag")?;
+    let len = (tag >> 1) as usize;
+    let at =
+        |base: usize, d: u64| -> Option<usize> { usize::try_from(base as i64 + unzigzag(d)).ok() };
+    let d = r.varint(MAX_DISTANCE, "entry offset")?;
+    let outside = |what: &str, off: Option<usize>| {
+        let at = off.map_or_else(|| "before byte 0".to_string(), |o| format!("at byte {o}"));
+        format!(
+            "{what} of {len} bytes {at} in page {space}:{page_no} outside a {page_size}-byte page"
+        )
+    };
+    let Some(off) = at(prev, d).filter(|&o| len >= 1 && o + len <= page_size) else {
+        return Err(outside(
+            if tag & 1 == 1 { "move" } else { "range" },
+            at(prev, d),
+        ));
+    };
+    if tag & 1 == 1 {
+        let d = r.varint(MAX_DISTANCE, "move source")?;
+        let Some(src) = at(off, d).filter(|&s| s + len <= page_size) else {
+            return Err(outside("move source", at(off, d)));
+        };
+        return Ok(Entry::Move { dst: off, src, len });
+    }
+    Ok(Entry::Bytes(off, r.take(len, "range bytes")?))
+}
+
 impl<'a> PageRecordRef<'a> {
     /// The entries to apply, in order.
     pub fn entries(&self) -> impl Iterator<Item = Entry<'a>> {
-        let mut at = 0usize;
-        let body = self.body;
-        let moves = self.moves;
+        let mut r = Reader::new(self.body);
+        let mut prev = 0usize;
+        // The body was checked against the page size when it was split
+        // out; `usize::MAX` here only skips checking it again.
+        let page = (self.space, self.page_no);
         (0..self.n).map_while(move |_| {
-            let h = body.get(at..at + RANGE_HDR)?;
-            let off = usize::from(u16::from_le_bytes([h[0], h[1]]));
-            let len = usize::from(u16::from_le_bytes([h[2], h[3]]));
-            if moves && len == 0 {
-                let m = body.get(at + RANGE_HDR..at + MOVE_ENTRY)?;
-                at += MOVE_ENTRY;
-                return Some(Entry::Move {
-                    dst: off,
-                    src: usize::from(u16::from_le_bytes([m[0], m[1]])),
-                    len: usize::from(u16::from_le_bytes([m[2], m[3]])),
-                });
-            }
-            let bytes = body.get(at + RANGE_HDR..at + RANGE_HDR + len)?;
-            at += RANGE_HDR + len;
-            Some(Entry::Bytes(off, bytes))
+            let e = read_entry(&mut r, prev, usize::MAX / 2, page).ok()?;
+            prev = match e {
+                Entry::Bytes(off, b) => off + b.len(),
+                Entry::Move { dst, len, .. } => dst + len,
+            };
+            Some(e)
         })
     }
 }
 
 /// Split an MTR group payload into its page records, in order, handing
-/// each to `f`. Every range of a record handed out lies inside a
+/// each to `f`. Every entry of a record handed out lies inside a
 /// `page_size`-byte page, so [`apply_page_record_ref`] on such a page stays
-/// in bounds; any malformation (truncation, unknown flags, a range too long
-/// or past the page end) is an error saying where, after the records
-/// before it were handed out.
+/// in bounds; any malformation (truncation, unknown flags, an entry too
+/// long or past the page end, a malformed varint) is an error saying
+/// where, after the records before it were handed out.
 pub fn split_page_records<'a>(
     p: &'a [u8],
     page_size: usize,
@@ -715,43 +829,27 @@ pub fn split_page_records<'a>(
     let mut r = Reader::new(p);
     while !r.is_empty() {
         let at = r.pos();
-        let space = r.u32("page record header")?;
-        let page_no = r.u32("page record header")?;
-        let flags = r.u8("page record header")?;
-        let n = r.u16("page record header")?;
-        if flags & !(PAGE_ZEROED | PAGE_MOVES) != 0 {
+        let space = r.varint(u64::from(u32::MAX), "page record space")? as u32;
+        let page_no = r.varint(u64::from(u32::MAX), "page record page number")? as u32;
+        let flags = r.u8("page record flags")?;
+        let n = r.varint(u64::from(u16::MAX), "page record entry count")? as u16;
+        if flags & !PAGE_ZEROED != 0 {
             return Err(format!(
                 "page record at byte {at} ({space}:{page_no}) has unknown flags {flags:#04x}"
             ));
         }
-        let moves = flags & PAGE_MOVES != 0;
         let body_at = r.pos();
+        let mut prev = 0usize;
         for _ in 0..n {
-            let off = usize::from(r.u16("range header")?);
-            let len = usize::from(r.u16("range header")?);
-            if moves && len == 0 {
-                let src = usize::from(r.u16("move entry")?);
-                let len = usize::from(r.u16("move entry")?);
-                if len > MAX_RANGE || off + len > page_size || src + len > page_size {
-                    return Err(format!(
-                        "move of {len} bytes from {src} to {off} in page {space}:{page_no} \
-                         outside a {page_size}-byte page"
-                    ));
-                }
-                continue;
-            }
-            if len > MAX_RANGE || off + len > page_size {
-                return Err(format!(
-                    "range {off}+{len} of page {space}:{page_no} outside a {page_size}-byte page"
-                ));
-            }
-            r.take(len, "range bytes")?;
+            prev = match read_entry(&mut r, prev, page_size, (space, page_no))? {
+                Entry::Bytes(off, b) => off + b.len(),
+                Entry::Move { dst, len, .. } => dst + len,
+            };
         }
         f(PageRecordRef {
             space,
             page_no,
             zeroed: flags & PAGE_ZEROED != 0,
-            moves,
             n,
             body: &p[body_at..r.pos()],
         });
@@ -783,7 +881,7 @@ pub struct PageRecord<'a> {
     pub page_no: u32,
     /// Zero the page first.
     pub zeroed: bool,
-    /// The record's flags as stored ([`PAGE_ZEROED`], [`PAGE_MOVES`]).
+    /// The record's flags as stored ([`PAGE_ZEROED`]).
     pub flags: u8,
     /// Its entries, in order.
     pub entries: Vec<Entry<'a>>,
@@ -794,12 +892,13 @@ impl PageRecord<'_> {
     /// Encode the record again, entry for entry (`encode_page_changes`
     /// works from a page diff, which cannot reproduce arbitrary entries).
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.space.to_le_bytes());
-        out.extend_from_slice(&self.page_no.to_le_bytes());
+        put_varint(out, u64::from(self.space));
+        put_varint(out, u64::from(self.page_no));
         out.push(self.flags);
-        out.extend_from_slice(&(self.entries.len() as u16).to_le_bytes());
+        put_varint(out, self.entries.len() as u64);
+        let mut prev = 0;
         for e in &self.entries {
-            e.encode(out);
+            prev = e.encode(prev, out);
         }
     }
 }
@@ -812,13 +911,13 @@ impl PageRecord<'_> {
 #[cfg(any(test, feature = "fuzzing"))]
 pub fn decode_page_records(p: &[u8], page_size: usize) -> Result<Vec<PageRecord<'_>>, String> {
     // Never trust a count for an allocation larger than the bytes can hold.
-    let mut out = Vec::with_capacity(p.len() / PAGE_RECORD_HDR);
+    let mut out = Vec::with_capacity(p.len() / 4);
     split_page_records(p, page_size, |r| {
         out.push(PageRecord {
             space: r.space,
             page_no: r.page_no,
             zeroed: r.zeroed,
-            flags: (u8::from(r.zeroed) * PAGE_ZEROED) | (u8::from(r.moves) * PAGE_MOVES),
+            flags: u8::from(r.zeroed) * PAGE_ZEROED,
             entries: r.entries().collect(),
         })
     })?;

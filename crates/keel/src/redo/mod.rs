@@ -112,8 +112,11 @@ use parking_lot::{Condvar, Mutex};
 use crate::error::{Error, Poison, Result};
 use crate::io::{AlignedBuf, Device, FileSystem, OpenMode};
 use crate::metrics::Metrics;
-use crate::page::Lsn;
-use format::{kind, Checkpoint, LogFileHeader, CHECKPOINT_SLOTS, GROUP_HDR, LOG_FILE_HDR};
+use crate::page::{get_u32, get_u64, Lsn};
+use format::{
+    kind, Checkpoint, LogFileHeader, CHECKPOINT_SLOTS, GROUP_HDR, LOG_FILE_HDR, LOG_VERSION,
+    LOG_VERSION_V1,
+};
 use inflight::InFlight;
 use writer::SyncState;
 
@@ -228,6 +231,7 @@ impl Log {
                 .map_err(|e| Error::io(&path, "allocate", e))?;
             let mut hdr = AlignedBuf::new(LOG_FILE_HDR as usize);
             LogFileHeader {
+                version: LOG_VERSION,
                 file_index: i as u32,
                 n_files: n as u32,
                 file_size,
@@ -250,7 +254,13 @@ impl Log {
 
     /// Open the log files of an existing database in `mode` (`Existing`,
     /// or `ReadOnly` for a read-only open, where every write fails);
-    /// returns the log and the newest valid checkpoint. Nothing is written.
+    /// returns the log and the newest valid checkpoint.
+    ///
+    /// Nothing is written, but for one case: a log of version 1 (written
+    /// before the compact framing, `format::LOG_VERSION_V1`) is opened only
+    /// if it has nothing to recover, and then, unless read-only, its file
+    /// headers are rewritten as the current version, file 0 last, each
+    /// synced, before anything is appended (see [`Log::upgrade_v1`]).
     pub fn open(
         fs: &dyn FileSystem,
         dir: &Path,
@@ -262,6 +272,7 @@ impl Log {
         let mut file_size = 0;
         let mut n_files = 0;
         let mut cps = Vec::new();
+        let mut v1 = false;
         for i in 0.. {
             let path = dir.join(log_file_name(i));
             if !fs.exists(&path) {
@@ -278,6 +289,7 @@ impl Log {
                 reason,
             };
             let h = LogFileHeader::decode(&hdr).map_err(bad)?;
+            v1 |= h.version == LOG_VERSION_V1;
             if h.creation_id != creation_id {
                 return Err(bad(
                     "redo log of another database (creation id differs from the data files')"
@@ -338,7 +350,74 @@ impl Log {
                 },
             });
         };
-        Ok((Self::new(files, file_size, cp, metrics), cp))
+        let log = Self::new(files, file_size, cp, metrics);
+        if v1 {
+            log.upgrade_v1(&cp, mode)?;
+        }
+        Ok((log, cp))
+    }
+
+    /// Take a log of version 1 (`format::LOG_VERSION_V1`: 20-byte group
+    /// headers, fixed-width page records) to the current version, as
+    /// InnoDB 8.0.30 took its redo to a new format: only a log with nothing
+    /// to recover. Recovery reads one framing, so a log that holds groups
+    /// past its checkpoint is refused, with what to do; one that holds
+    /// none has its headers rewritten as the current version (not in
+    /// `ReadOnly` mode: the framing matters only to what is appended, and
+    /// a read-only open appends nothing).
+    ///
+    /// A crash while the headers are rewritten leaves some files of each
+    /// version and no group past the checkpoint in either framing (nothing
+    /// is appended before every header is rewritten and synced, file 0
+    /// last): the next open finds a version-1 header, sees nothing to
+    /// recover, and rewrites them again.
+    fn upgrade_v1(&self, cp: &Checkpoint, mode: OpenMode) -> Result<()> {
+        let mut hdr = [0u8; format::GROUP_HDR_V1];
+        self.read_into(cp.lsn, &mut hdr)?;
+        // A version-1 header stores its LSN: read the payload only for
+        // one that was written here.
+        let len = format::GROUP_HDR_V1 + get_u32(&hdr, 0) as usize;
+        let pending = if get_u64(&hdr, 8) == cp.lsn && len <= self.capacity as usize {
+            let mut group = vec![0u8; len];
+            self.read_into(cp.lsn, &mut group)?;
+            format::decode_group_v1(&group, cp.lsn).is_some_and(|(h, _)| cp.admits(cp.lsn, h.epoch))
+        } else {
+            false
+        };
+        if pending {
+            return Err(Error::BadFile {
+                path: self.first_path().to_path_buf(),
+                reason: format!(
+                    "the redo log is of format version {LOG_VERSION_V1} (an earlier Keel) and \
+                     holds changes to recover: open the database once with that Keel, which \
+                     recovers them, close it, then open it with this one (which reads version \
+                     {LOG_VERSION})"
+                ),
+            });
+        }
+        if mode == OpenMode::ReadOnly {
+            return Ok(());
+        }
+        for (dev, path) in self.files.iter().rev() {
+            let mut block = AlignedBuf::new(4096);
+            dev.read_at(&mut block, 0)
+                .map_err(|e| Error::io(path, "read header of", e))?;
+            let mut h = LogFileHeader::decode(&block).map_err(|reason| Error::BadFile {
+                path: path.clone(),
+                reason,
+            })?;
+            h.version = LOG_VERSION;
+            h.encode(&mut block);
+            dev.write_at(&block, 0)
+                .map_err(|e| Error::io(path, "write header of", e))?;
+            Metrics::add(&self.metrics.os_other_written_bytes, block.len() as u64);
+            dev.sync().map_err(|e| Error::io(path, "sync", e))?;
+        }
+        log::info!(
+            "redo log taken from format version {LOG_VERSION_V1} to {LOG_VERSION} (nothing was \
+             left to recover)"
+        );
+        Ok(())
     }
 
     fn new(
@@ -759,6 +838,10 @@ impl Log {
         self.poisoned.set(reason);
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod upgrade_tests;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -201,7 +201,7 @@ use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::page::Lsn;
-use crate::page::{get_u32, get_u64, page_lsn, PageId};
+use crate::page::{get_u32, page_lsn, PageId};
 
 /// What recovery did.
 #[derive(Debug, Default, Clone)]
@@ -372,7 +372,7 @@ impl<'a> LogReader<'a> {
             let need = match self.buf.get(off..off + GROUP_HDR) {
                 // Not a group written at this LSN (an earlier lap, zeros):
                 // the end, whatever length it claims.
-                Some(h) if get_u64(h, 8) != lsn => {
+                Some(h) if !format::group_at(h, lsn) => {
                     self.done = true;
                     break;
                 }
@@ -803,7 +803,7 @@ fn apply_page(pool: &BufferPool, id: PageId, recs: &[Rec<'_>], st: &mut State) -
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod trust_tests;
+pub(super) mod trust_tests;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

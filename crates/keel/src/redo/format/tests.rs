@@ -2,11 +2,13 @@
 //! on any bytes, including resealed mutations that pass the checksum.
 
 use super::*;
+use crate::page::coding::{put_varint, zigzag};
 use proptest::prelude::*;
 
 #[test]
 fn headers_round_trip_and_reject_corruption() {
     let h = LogFileHeader {
+        version: LOG_VERSION,
         file_index: 1,
         n_files: 2,
         file_size: 1 << 20,
@@ -38,25 +40,42 @@ fn groups_round_trip_and_stop_at_garbage() {
     encode_group(kind::MTR, 1000, 7, b"hello", &mut out);
     encode_group(
         kind::TXN_COMMIT,
-        1000 + 25,
+        1000 + 21,
         0x0123_4567,
         b"world!",
         &mut out,
     );
+    assert_eq!(out.len(), 2 * GROUP_HDR + 11);
     let (g, p) = decode_group(&out, 1000).unwrap();
     assert_eq!((g.kind, g.epoch, p), (kind::MTR, 7, &b"hello"[..]));
-    let (g2, p2) = decode_group(&out[25..], 1025).unwrap();
+    let (g2, p2) = decode_group(&out[21..], 1021).unwrap();
     // The header keeps the epoch's low 24 bits.
     assert_eq!(
         (g2.kind, g2.epoch, p2),
         (kind::TXN_COMMIT, 0x23_4567, &b"world!"[..])
     );
-    // Wrong expected LSN (an earlier lap), torn payload, short buffer.
+    // Wrong expected LSN (an earlier lap; one 4 GiB earlier has the same
+    // low bits, and the checksum covers the whole LSN), torn payload,
+    // short buffer.
     assert!(decode_group(&out, 1000 + (1 << 20)).is_none());
+    assert!(decode_group(&out, 1001).is_none());
+    assert!(group_at(&out, 1000 + (1 << 32)));
+    assert!(decode_group(&out, 1000 + (1 << 32)).is_none());
     let mut torn = out.clone();
-    torn[22] ^= 1;
+    torn[18] ^= 1;
     assert!(decode_group(&torn, 1000).is_none());
-    assert!(decode_group(&out[..24], 1000).is_none());
+    assert!(decode_group(&out[..20], 1000).is_none());
+    // A group of version 1 is not one of version 2, nor the reverse.
+    let mut v1 = Vec::new();
+    encode_group_v1(kind::MTR, 1000, 7, b"hello", &mut v1);
+    assert_eq!(v1.len(), GROUP_HDR_V1 + 5);
+    assert_eq!(
+        decode_group_v1(&v1, 1000).map(|(h, p)| (h.kind, p)),
+        Some((kind::MTR, &b"hello"[..]))
+    );
+    assert!(decode_group_v1(&v1, 1001).is_none());
+    assert!(decode_group(&v1, 1000).is_none());
+    assert!(decode_group_v1(&out, 1000).is_none());
 }
 
 #[test]
@@ -95,6 +114,7 @@ fn full_64k_page_splits_into_ranges() {
 
 fn log_header() -> LogFileHeader {
     LogFileHeader {
+        version: LOG_VERSION,
         file_index: 1,
         n_files: 2,
         file_size: 1 << 20,
@@ -116,7 +136,7 @@ fn log_header_bytes_are_the_documented_table() {
     assert_eq!(&b[..8], b"KEELREDO");
     assert_eq!(
         (get_u32(&b, 8), get_u32(&b, 12), get_u32(&b, 16)),
-        (1, 1, 2)
+        (LOG_VERSION, 1, 2)
     );
     assert_eq!((get_u64(&b, 20), get_u64(&b, 28)), (1 << 20, 99));
     assert_eq!(get_u32(&b, 36), crc32c::crc32c(&b[..36]));
@@ -135,7 +155,16 @@ fn log_header_bytes_are_the_documented_table() {
     assert_eq!(&c[32..], &[0xee; 4]);
     let mut g = Vec::new();
     encode_group(kind::MTR, 9000, 0x0102_0304, b"x", &mut g);
-    assert_eq!((g[4], &g[5..8]), (kind::MTR, &[4u8, 3, 2][..]));
+    assert_eq!(
+        (get_u32(&g, 0), g[4], &g[5..8]),
+        (1, kind::MTR, &[4u8, 3, 2][..])
+    );
+    assert_eq!(get_u32(&g, 8), 9000);
+    let mut covered = 9000u64.to_le_bytes().to_vec();
+    covered.extend_from_slice(&g[..12]);
+    covered.push(b'x');
+    assert_eq!(get_u32(&g, 12), crc32c::crc32c(&covered));
+    assert_eq!(&g[16..], b"x");
 }
 
 #[test]
@@ -237,23 +266,39 @@ fn page_records_reject_unknown_flags_long_ranges_and_huge_counts() {
     let page = vec![7u8; 4096];
     let mut rec = Vec::new();
     encode_page_record(&mut rec, 0, 5, false, &page, &[(100, 200)]);
+    // space 0, page 5, flags, 1 entry; tag 200 (2 bytes), distance 200
+    // (2 bytes: zigzag of 100), the 100 bytes.
+    assert_eq!(&rec[..8], &[0, 5, 0, 1, 0xc8, 0x01, 0xc8, 0x01]);
+    assert_eq!(rec.len(), 108);
     let mut flags = rec.clone();
-    flags[8] = 0x82;
+    flags[2] = 0x82;
     assert!(decode_page_records(&flags, 4096)
         .unwrap_err()
         .contains("unknown flags"));
-    // A count of 65535 ranges over a 1-byte tail: an error, and no huge allocation.
-    let mut count = rec[..11].to_vec();
-    count[9..11].copy_from_slice(&u16::MAX.to_le_bytes());
-    count.push(0);
+    // A count of 65535 entries over a 1-byte tail: an error, and no huge allocation.
+    let mut count = rec[..3].to_vec();
+    put_varint(&mut count, u64::from(u16::MAX));
+    count.push(2);
     assert!(decode_page_records(&count, 4096)
         .unwrap_err()
-        .contains("truncated range header"));
-    let big = vec![1u8; 65536];
-    let mut long = Vec::new();
-    encode_page_record(&mut long, 0, 5, false, &big, &[(0, 40000)]);
-    put_u16(&mut long, 13, 40000);
+        .contains("truncated entry offset"));
+    let mut over = rec[..3].to_vec();
+    put_varint(&mut over, 1 << 16);
+    assert!(decode_page_records(&over, 4096)
+        .unwrap_err()
+        .contains("entry count"));
+    // A tag longer than the longest range.
+    let mut long = rec[..4].to_vec();
+    put_varint(&mut long, 2 * 40000);
+    long.push(0);
+    long.extend_from_slice(&[1; 40000]);
     assert!(decode_page_records(&long, 65536)
+        .unwrap_err()
+        .contains("is over"));
+    // An empty range is not an entry.
+    let mut empty = rec[..4].to_vec();
+    empty.extend_from_slice(&[0, 0]);
+    assert!(decode_page_records(&empty, 4096)
         .unwrap_err()
         .contains("outside"));
     assert!(decode_page_records(&rec, 150)
@@ -313,7 +358,7 @@ fn a_slot_inserted_or_deleted_mid_array_is_logged_as_a_move() {
 }
 
 #[test]
-fn moves_are_refused_outside_the_page_and_without_their_flag() {
+fn moves_are_refused_outside_the_page_and_past_the_longest_range() {
     let before = slotted(400, 1);
     let mut after = before.clone();
     after.copy_within(44..800, 46);
@@ -326,29 +371,36 @@ fn moves_are_refused_outside_the_page_and_without_their_flag() {
         &after,
         &diff_changes(&before, &after),
     );
-    assert_eq!(rec[8], PAGE_MOVES);
-    // The move is the first entry: dst u16, 0 u16, src u16, len u16.
-    assert_eq!(&rec[13..15], &[0, 0]);
-    let mut far = rec.clone();
-    put_u16(&mut far, 15, 4000);
-    assert!(decode_page_records(&far, 4096)
+    let recs = decode_page_records(&rec, 4096).unwrap();
+    let Entry::Move { dst, src, len } = recs[0].entries[0] else {
+        panic!("{:?}", recs[0].entries);
+    };
+    assert_eq!(dst, src + 2);
+    // The move is the first entry: tag `len << 1 | 1`, distance of `dst`
+    // from 0, of the source from the destination (-2).
+    let mut head = vec![0, 1, 0, recs[0].entries.len() as u8];
+    put_varint(&mut head, ((len as u64) << 1) | 1);
+    put_varint(&mut head, zigzag(dst as i64));
+    put_varint(&mut head, zigzag(-2));
+    assert_eq!(&rec[..head.len()], &head[..]);
+    let far = |src: usize, len: usize| {
+        let r = PageRecord {
+            space: 0,
+            page_no: 1,
+            zeroed: false,
+            flags: 0,
+            entries: vec![Entry::Move { dst, src, len }],
+        };
+        let mut out = Vec::new();
+        r.encode(&mut out);
+        decode_page_records(&out, 4096).map(|_| ())
+    };
+    assert!(far(src, len).is_ok());
+    assert!(far(4000, len)
         .unwrap_err()
         .contains("outside a 4096-byte page"));
-    let mut long = rec.clone();
-    put_u16(&mut long, 17, 40000);
-    assert!(decode_page_records(&long, 65536)
-        .unwrap_err()
-        .contains("move of"));
-    // Without the flag the entry is an empty range, and what follows it
-    // is read as ranges: never a move.
-    let mut plain = rec.clone();
-    plain[8] = 0;
-    if let Ok(recs) = decode_page_records(&plain, 4096) {
-        assert!(recs[0]
-            .entries
-            .iter()
-            .all(|e| matches!(e, Entry::Bytes(..))));
-    }
+    assert!(far(src, 40000).unwrap_err().contains("is over"));
+    assert!(far(src, 0).unwrap_err().contains("outside"));
 }
 
 /// Encode decoded page records again, range for range.
@@ -556,7 +608,7 @@ proptest! {
     #[test]
     fn resealed_group_mutations_decode_within_the_buffer(
         payload in proptest::collection::vec(any::<u8>(), 0..64),
-        edits in proptest::collection::vec((0usize..16, any::<u8>()), 1..4),
+        edits in proptest::collection::vec((0usize..12, any::<u8>()), 1..4),
         lsn in 8192u64..1 << 40,
     ) {
         let mut g = Vec::new();
@@ -566,9 +618,9 @@ proptest! {
             g[off] = v;
         }
         let len = (get_u32(&g, 0) as usize).min(g.len() - GROUP_HDR);
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&g[..16]), &g[GROUP_HDR..GROUP_HDR + len]);
-        put_u32(&mut g, 16, crc);
-        let at = get_u64(&g, 8);
+        let at = (lsn & !0xffff_ffff) | u64::from(get_u32(&g, 8));
+        let crc = group_crc(at, &g[..12], &g[GROUP_HDR..GROUP_HDR + len]);
+        put_u32(&mut g, 12, crc);
         if let Some((h, p)) = decode_group(&g, at) {
             prop_assert_eq!(h.len as usize, p.len());
             prop_assert_eq!(p, &g[GROUP_HDR..GROUP_HDR + p.len()]);

@@ -15,7 +15,9 @@ use crate::Db;
 
 const PS: usize = 4096;
 
-fn opts() -> Options {
+/// Small pages, a small pool, one data file and a 2 × 1 MiB log (the
+/// upgrade tests of `redo` open their databases so too).
+pub(in crate::redo) fn opts() -> Options {
     Options {
         page_size: PS,
         buffer_pool_size: 256 * PS as u64,
