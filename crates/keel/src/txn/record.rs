@@ -2,22 +2,24 @@
 //! redo log as one record at commit and re-applied by recovery when the
 //! crash may have come before every op reached its page.
 //!
-//! Layout (integers fixed-width little-endian):
+//! Layout (integers are unsigned LEB128 varints, `page::coding::put_varint`;
+//! until redo format version 2 they were fixed-width, 11 bytes an op more
+//! or less where 3 or 4 now do):
 //!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0 | 8 | transaction id |
-//! | 8 | 4 | number of ops `n` |
-//! | 12 | … | `n` ops, in (table, key) order |
+//! | size | field |
+//! |---|---|
+//! | varint | transaction id |
+//! | varint | number of ops `n` (≤ 2³² − 1) |
+//! | … | `n` ops, in (table, key) order |
 //!
 //! Each op:
 //!
 //! | size | field |
 //! |---|---|
 //! | 1 | kind: 1 = put, 2 = delete, 3 = put of an external value |
-//! | 4 | table: page number of the tree's root (in the engine's space) |
-//! | 2 | key length `k` |
-//! | 4 | value length `v` (0 for a delete) |
+//! | varint | table: page number of the tree's root (in the engine's space, ≤ 2³² − 1) |
+//! | varint | key length `k` |
+//! | varint | value length `v` (0 for a delete) |
 //! | `k` | key |
 //! | `v` | value; for kind 3 the 20-byte `lob::Pointer` to the overflow chain the commit wrote before this record |
 //!
@@ -28,13 +30,11 @@
 
 use crate::btree::node::{max_key_len, max_value_len};
 use crate::error::{Error, Result};
-use crate::page::coding::Reader;
+use crate::page::coding::{put_varint, varint_len, Reader};
 use crate::page::MAX_PAGE_SIZE;
 
-/// Bytes before the first op.
-pub(crate) const HEADER_SIZE: usize = 12;
-/// Bytes of an op before its key.
-pub(crate) const OP_HEADER_SIZE: usize = 11;
+/// Fewest bytes an op takes (kind, root, both lengths, empty key and value).
+const MIN_OP_SIZE: usize = 4;
 
 const KIND_PUT: u8 = 1;
 const KIND_DELETE: u8 = 2;
@@ -44,10 +44,6 @@ const KIND_PUT_EXTERNAL: u8 = 3;
 /// with a longer one was never written.
 const MAX_KEY_LEN: usize = max_key_len(MAX_PAGE_SIZE);
 const MAX_VALUE_LEN: usize = max_value_len(MAX_PAGE_SIZE);
-
-// Key and value lengths accepted by the tree always fit the fields.
-const _: () = assert!(MAX_KEY_LEN <= u16::MAX as usize);
-const _: () = assert!(MAX_VALUE_LEN <= u32::MAX as usize);
 
 /// One change of a write set: `value` is `None` for a delete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,43 +64,51 @@ pub(crate) struct Record<'a> {
     pub ops: Vec<Op<'a>>,
 }
 
-/// Encoded size of `ops`.
-pub(crate) fn encoded_len(ops: &[Op<'_>]) -> usize {
-    HEADER_SIZE
+impl Op<'_> {
+    /// The op's kind and the value bytes it carries.
+    fn kind_value(&self) -> (u8, &[u8]) {
+        match (self.value, self.external) {
+            (Some(v), false) => (KIND_PUT, v),
+            (Some(v), true) => (KIND_PUT_EXTERNAL, v),
+            (None, _) => (KIND_DELETE, &[][..]),
+        }
+    }
+}
+
+/// Encoded size of a record of `txn_id` and `ops`.
+pub(crate) fn encoded_len(txn_id: u64, ops: &[Op<'_>]) -> usize {
+    varint_len(txn_id)
+        + varint_len(ops.len() as u64)
         + ops
             .iter()
-            .map(|op| OP_HEADER_SIZE + op.key.len() + op.value.map_or(0, <[u8]>::len))
+            .map(|op| {
+                let v = op.kind_value().1.len();
+                1 + varint_len(u64::from(op.root))
+                    + varint_len(op.key.len() as u64)
+                    + varint_len(v as u64)
+                    + op.key.len()
+                    + v
+            })
             .sum::<usize>()
 }
 
 /// Encode a commit record. Keys and values must have passed the tree's
-/// size checks (so their lengths fit the fields).
+/// size checks (a longer one is refused by [`decode`]).
 pub(crate) fn encode(txn_id: u64, ops: &[Op<'_>]) -> Vec<u8> {
-    let Ok(n) = u32::try_from(ops.len()) else {
-        panic!(
-            "write set of {} ops does not fit a commit record",
-            ops.len()
-        );
-    };
-    let mut out = Vec::with_capacity(encoded_len(ops));
-    out.extend_from_slice(&txn_id.to_le_bytes());
-    out.extend_from_slice(&n.to_le_bytes());
+    assert!(
+        u32::try_from(ops.len()).is_ok(),
+        "write set of {} ops does not fit a commit record",
+        ops.len()
+    );
+    let mut out = Vec::with_capacity(encoded_len(txn_id, ops));
+    put_varint(&mut out, txn_id);
+    put_varint(&mut out, ops.len() as u64);
     for op in ops {
-        let (kind, value) = match (op.value, op.external) {
-            (Some(v), false) => (KIND_PUT, v),
-            (Some(v), true) => (KIND_PUT_EXTERNAL, v),
-            (None, _) => (KIND_DELETE, &[][..]),
-        };
-        assert!(
-            op.key.len() <= u16::MAX as usize && value.len() <= u32::MAX as usize,
-            "commit record op exceeds the field widths (key {} bytes, value {} bytes)",
-            op.key.len(),
-            value.len()
-        );
+        let (kind, value) = op.kind_value();
         out.push(kind);
-        out.extend_from_slice(&op.root.to_le_bytes());
-        out.extend_from_slice(&(op.key.len() as u16).to_le_bytes());
-        out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        put_varint(&mut out, u64::from(op.root));
+        put_varint(&mut out, op.key.len() as u64);
+        put_varint(&mut out, value.len() as u64);
         out.extend_from_slice(op.key);
         out.extend_from_slice(value);
     }
@@ -121,15 +125,16 @@ pub(crate) fn decode(buf: &[u8]) -> Result<Record<'_>> {
 
 fn decode_ops(buf: &[u8]) -> std::result::Result<Record<'_>, String> {
     let mut r = Reader::new(buf);
-    let txn_id = r.u64("transaction id")?;
-    let n = r.u32("op count")? as usize;
+    let txn_id = r.varint(u64::MAX, "transaction id")?;
+    let n = r.varint(u64::from(u32::MAX), "op count")? as usize;
     // Never trust `n` for an allocation larger than the bytes can hold.
-    let mut ops = Vec::with_capacity(n.min(r.remaining() / OP_HEADER_SIZE));
+    let mut ops = Vec::with_capacity(n.min(r.remaining() / MIN_OP_SIZE));
     for i in 0..n {
         let kind = r.u8("op header")?;
-        let root = r.u32("op header")?;
-        let key_len = usize::from(r.u16("op header")?);
-        let value_len = r.u32("op header")? as usize;
+        let root = r.varint(u64::from(u32::MAX), "op root")? as u32;
+        // Lengths over the limits are refused below, with what they are.
+        let key_len = r.varint(u64::from(u32::MAX), "op key length")? as usize;
+        let value_len = r.varint(u64::from(u32::MAX), "op value length")? as usize;
         if root == 0 {
             return Err(format!(
                 "op {i} names page 0, the space header, as its table"
@@ -214,7 +219,7 @@ mod tests {
             external: true,
         }];
         let buf = encode(9, &ops);
-        assert_eq!(buf[HEADER_SIZE], KIND_PUT_EXTERNAL);
+        assert_eq!(buf[2], KIND_PUT_EXTERNAL);
         assert_eq!(decode(&buf).unwrap().ops, ops);
         // A kind-3 op whose value is no pointer (a plain value, a zero
         // page) is refused.
@@ -232,12 +237,15 @@ mod tests {
     fn round_trip() {
         let ops = sample();
         let buf = encode(42, &ops);
-        assert_eq!(buf.len(), encoded_len(&ops));
+        assert_eq!(buf.len(), encoded_len(42, &ops));
         let r = decode(&buf).unwrap();
         assert_eq!(r.txn_id, 42);
         assert_eq!(r.ops, ops);
+        let big = encode(u64::MAX, &ops);
+        assert_eq!(big.len(), encoded_len(u64::MAX, &ops));
+        assert_eq!(decode(&big).unwrap().txn_id, u64::MAX);
         let empty = encode(7, &[]);
-        assert_eq!(empty.len(), HEADER_SIZE);
+        assert_eq!(empty.len(), 2);
         assert_eq!(decode(&empty).unwrap().ops, vec![]);
     }
 
@@ -252,17 +260,8 @@ mod tests {
                 external: false,
             }],
         );
-        let want: Vec<u8> = [
-            &[2, 1, 0, 0, 0, 0, 0, 0][..],
-            &[1, 0, 0, 0],
-            &[1],
-            &[5, 0, 0, 0],
-            &[1, 0],
-            &[2, 0, 0, 0],
-            b"k",
-            b"vv",
-        ]
-        .concat();
+        // Varints: 0x0102 takes two bytes, low seven bits first.
+        let want: Vec<u8> = [&[0x82, 0x02][..], &[1], &[1], &[5], &[1], &[2], b"k", b"vv"].concat();
         assert_eq!(buf, want);
     }
 
@@ -284,22 +283,28 @@ mod tests {
 
     #[test]
     fn bad_kind_and_delete_with_value_are_rejected() {
+        // txn id 1 and 3 ops: one byte each; the first op: kind, root 3,
+        // key length 5, value length 3, "alice", "100".
         let mut buf = encode(1, &sample());
-        buf[HEADER_SIZE] = 9;
+        buf[2] = 9;
         assert!(decode(&buf).unwrap_err().to_string().contains("kind 9"));
         // Second op (the delete) claims a value.
         let mut buf = encode(1, &sample());
-        let op2 = HEADER_SIZE + OP_HEADER_SIZE + 5 + 3;
+        let op2 = 2 + 4 + 5 + 3;
         assert_eq!(buf[op2], KIND_DELETE);
-        buf[op2 + 7] = 1;
+        assert_eq!(buf[op2 + 3], 0);
+        buf[op2 + 3] = 1;
         assert!(decode(&buf).unwrap_err().to_string().contains("delete"));
     }
 
     #[test]
     fn huge_op_count_does_not_allocate_or_panic() {
-        let mut buf = encode(1, &[]);
-        buf[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        let mut buf = vec![1];
+        put_varint(&mut buf, u64::from(u32::MAX));
         assert!(decode(&buf).is_err());
+        let mut buf = vec![1];
+        put_varint(&mut buf, u64::from(u32::MAX) + 1);
+        assert!(decode(&buf).unwrap_err().to_string().contains("op count"));
     }
 
     #[test]
@@ -325,13 +330,19 @@ mod tests {
     #[test]
     fn impossible_roots_and_lengths_are_rejected() {
         let mut buf = encode(1, &sample());
-        buf[HEADER_SIZE + 1..HEADER_SIZE + 5].fill(0);
+        buf[3] = 0;
         assert!(decode(&buf).unwrap_err().to_string().contains("page 0"));
-        // One byte past the longest key any page size takes (3072 bytes).
+        // One byte past the longest key any page size takes (3072 bytes),
+        // in a record written by hand.
         assert_eq!(MAX_KEY_LEN, 3072);
-        let too_long = MAX_KEY_LEN as u16 + 1;
-        let mut buf = encode(1, &sample());
-        buf[HEADER_SIZE + 5..HEADER_SIZE + 7].copy_from_slice(&too_long.to_le_bytes());
+        let too_long = MAX_KEY_LEN + 1;
+        let hand = |key_len: u64, value_len: u64| {
+            let mut b = vec![1, 1, KIND_PUT, 3];
+            put_varint(&mut b, key_len);
+            put_varint(&mut b, value_len);
+            b
+        };
+        let buf = hand(too_long as u64, 1);
         let err = decode(&buf).unwrap_err().to_string();
         assert!(
             err.contains(&format!("{too_long}-byte key")) && err.contains("at most 3072"),
@@ -347,8 +358,7 @@ mod tests {
         }];
         let buf = encode(1, &ops);
         assert_eq!(decode(&buf).unwrap().ops, ops);
-        let mut buf = encode(1, &sample());
-        buf[HEADER_SIZE + 7..HEADER_SIZE + 11].copy_from_slice(&u32::MAX.to_le_bytes());
+        let buf = hand(1, u64::from(u32::MAX));
         assert!(decode(&buf)
             .unwrap_err()
             .to_string()
