@@ -802,7 +802,8 @@ impl<'a> PageRecordRef<'a> {
         let mut r = Reader::new(self.body);
         let mut prev = 0usize;
         // The body was checked against the page size when it was split
-        // out; `usize::MAX` here only skips checking it again.
+        // out; a page size of `usize::MAX / 2` here only skips checking it
+        // again (and leaves no sum of an offset and a length to overflow).
         let page = (self.space, self.page_no);
         (0..self.n).map_while(move |_| {
             let e = read_entry(&mut r, prev, usize::MAX / 2, page).ok()?;
