@@ -23,8 +23,9 @@ use keel::format::data::{self, space_header};
 use keel::format::doublewrite::{self, area_header_len};
 use keel::format::page::{get_u32, get_u64, page_lsn, verify_page, Lsn, PageId};
 use keel::format::redo::{
-    self, decode_group, decode_group_v1, decode_relocation, kind, Checkpoint, LogFileHeader,
-    CHECKPOINT_SLOTS, GROUP_HDR, GROUP_HDR_V1, LOG_FILE_HDR, LOG_VERSION, LOG_VERSION_V1,
+    self, decode_group, decode_group_v1, decode_relocation, group_at, kind, Checkpoint,
+    LogFileHeader, CHECKPOINT_SLOTS, GROUP_HDR, GROUP_HDR_V1, LOG_FILE_HDR, LOG_VERSION,
+    LOG_VERSION_V1,
 };
 use serde::Serialize;
 
@@ -407,6 +408,10 @@ impl LogReader {
         loop {
             let off = (lsn - buf_lsn) as usize;
             let need = match buf.get(off..off + hdr) {
+                // A version-2 header keeps its LSN's low 32 bits: one an
+                // earlier lap left is refused before the length it claims
+                // is read in, as recovery's reader does.
+                Some(h) if !self.v1 && !group_at(h, lsn) => break,
                 Some(h) => hdr as u64 + u64::from(get_u32(h, 0)),
                 None => hdr as u64,
             };

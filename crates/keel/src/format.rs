@@ -38,7 +38,7 @@ pub mod data {
 /// Redo log files `redo-N.keel`: file header, checkpoint slots, groups.
 pub mod redo {
     pub use crate::redo::format::{
-        decode_group, decode_group_v1, kind, Checkpoint, GroupHeader, LogFileHeader,
+        decode_group, decode_group_v1, group_at, kind, Checkpoint, GroupHeader, LogFileHeader,
         CHECKPOINT_LEN, CHECKPOINT_SLOTS, GROUP_HDR, GROUP_HDR_V1, LOG_FILE_HDR, LOG_HEADER_LEN,
         LOG_MAGIC, LOG_VERSION, LOG_VERSION_V1,
     };
