@@ -161,7 +161,8 @@ pub struct LogScan {
     pub relocated_groups: u64,
     /// Groups of an unknown kind (recovery would refuse them).
     pub unknown_groups: u64,
-    /// Commits without a later "applied" group: recovery re-applies them.
+    /// Commits without a later "applied" group: recovery finishes them
+    /// (re-applies a whole record, rolls back a keys-only one).
     pub commits_to_reapply: u64,
 }
 

@@ -36,6 +36,9 @@
 //!   bundle is in the directory, nothing references it yet.
 //! - `lob.trimmed`: after each mini-transaction that frees pages of a
 //!   chain after its head, before the next.
+//! - `rollback.compensated`: at the open, rolling back a commit a crash cut
+//!   short (`txn::commit`), after the compensating commit is applied and
+//!   durable and before the rolled back commit's marker is appended.
 //! - `purge.lob`: in purge, before it frees the overflow chain of the old
 //!   version an undo record holds.
 //! - `read.lob`: in a read, after it copied a row pointing to an overflow

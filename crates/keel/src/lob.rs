@@ -41,7 +41,8 @@
 //!   writes it, each next chain is linked from the previous head. The slot
 //!   is cleared once every chain is referenced: after the commit's ops are
 //!   applied and before its "applied" marker (so recovery, which re-applies
-//!   a commit whose marker is not durable, clears it too), or by the mtr
+//!   a commit whose marker is not durable, clears it too: a commit with a
+//!   large value logs its record whole, `txn::record`), or by the mtr
 //!   that publishes a bulk load. A crash before the commit record leaves a
 //!   slot naming chains nobody references; [`Lobs::free_orphans`] frees
 //!   them at the next open, after recovery finished the logged commits and

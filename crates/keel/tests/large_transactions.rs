@@ -217,12 +217,14 @@ fn a_transaction_too_large_for_the_log_is_refused_at_once_and_nothing_is_lost() 
     let stop = Arc::new(AtomicBool::new(false));
     let committer = small_committer(db.clone(), stop.clone());
     std::thread::sleep(Duration::from_millis(50));
-    let (tx, _) = big_txn(&db, "big", 3_900, &[1u8; 16], 1);
+    // Its record holds the 7,000 keys (16 bytes and 3 of framing each),
+    // not the values: about 133 KB, over the 1/20 of the log it may take.
+    let (tx, _) = big_txn(&db, "big", 7_000, &[1u8; 16], 1);
     let lsn_before = db.metrics().get("log_lsn_current").unwrap();
     let t0 = Instant::now();
     let err = tx.commit().unwrap_err();
     let took = t0.elapsed();
-    eprintln!("3,900 random inserts on a 2 x 1 MiB log: refused in {took:?}: {err}");
+    eprintln!("7,000 random inserts on a 2 x 1 MiB log: refused in {took:?}: {err}");
     match &err {
         Error::TransactionTooLarge { bytes, limit, .. } => assert!(bytes > limit),
         e => panic!("expected TransactionTooLarge, got {e}"),

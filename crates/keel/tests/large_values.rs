@@ -426,6 +426,35 @@ fn a_crash_between_an_undo_record_and_its_row_frees_the_old_chain_once() {
     checked_close(&bed, db, t);
 }
 
+/// The same crash when the new value is small: the commit's record is then
+/// keys only, and recovery rolls it back instead (`txn::commit`, "Rolling
+/// back a commit a crash cut short"). The row was never written and keeps
+/// the large value, but the undo record appended before the crash holds
+/// that very version, and purge frees the chain the record names: the
+/// rollback gives the row a copy in a chain of its own. After purge has
+/// drained, the large value is still whole and no page leaks.
+#[test]
+fn a_crash_between_an_undo_record_and_its_row_keeps_the_old_large_value_whole() {
+    let bed = Bed::new(opts());
+    let db = bed.open();
+    let t = db.create_table("t").unwrap();
+    let v1 = value(1, 100_000);
+    t.put(b"k", &v1).unwrap();
+    let hold = db.failpoint("commit.undo_appended");
+    let worker = {
+        let t = t.clone();
+        std::thread::spawn(move || t.put(b"k", b"small"))
+    };
+    assert!(hold.wait_held(WAIT), "the overwrite never reached its row");
+    let db = lose_power_while_held(&bed, db, t, &hold, worker);
+    let t = db.table("t").unwrap();
+    assert_value(&t, b"k", &v1);
+    db.check().unwrap();
+    common::drained(&db, WAIT);
+    assert_value(&t, b"k", &v1);
+    checked_close(&bed, db, t);
+}
+
 /// The longest key (3,072 bytes on 16 KiB pages) with a large value: in
 /// the history a view reads, in the undo records, through a power loss and
 /// recovery, and in the checks.

@@ -107,7 +107,8 @@ pub fn render(ins: &Inspection) -> String {
             );
             let _ = writeln!(
                 o,
-                "  recovery would replay {} bytes / {} groups and re-apply {} transactions",
+                "  recovery would replay {} bytes / {} groups and finish {} transactions (re-apply or \
+                 roll back)",
                 s.bytes_beyond_checkpoint, s.groups, s.commits_to_reapply
             );
         }

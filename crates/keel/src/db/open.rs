@@ -15,19 +15,41 @@ use crate::mtr::{mtr_bound, Mtr};
 use crate::page::{init_page, put_u32, PageId, PageType};
 
 /// Finish the commits recovery found logged but not applied, then take a
-/// sharp checkpoint.
+/// sharp checkpoint. Whole records are re-applied first, oldest first:
+/// among them the compensations of an earlier open that a crash cut
+/// short. Keys-only records are rolled back after them, newest first
+/// (`txn::commit`'s module doc, "Rolling back a commit a crash cut
+/// short"); their rows are not any other unfinished commit's (each held
+/// its row locks until its marker).
 pub(super) fn finish_recovery(
     trx: &crate::txn::TrxSys,
     unfinished: Vec<crate::redo::recovery::Unfinished>,
 ) -> Result<()> {
     let e = &*trx.engine;
-    let n = unfinished.len() as u64;
+    let mut keys_only = Vec::new();
+    let mut reapplied = 0u64;
     for u in unfinished {
-        crate::txn::finish_unapplied(trx, u.lsn, u.record)?;
+        if crate::txn::record::decode(&u.record)?.values {
+            crate::txn::finish_unapplied(trx, u.lsn, u.record)?;
+            reapplied += 1;
+        } else {
+            keys_only.push(u);
+        }
     }
-    Metrics::set(&e.metrics.recovery_txns_reapplied, n);
-    if n > 0 {
-        log::warn!("recovery: finished {n} commits that were logged but not applied");
+    let rolled_back = keys_only.len() as u64;
+    keys_only.sort_by_key(|u| std::cmp::Reverse(u.lsn));
+    for u in keys_only {
+        crate::txn::roll_back_unfinished(trx, u.lsn, u.record)?;
+    }
+    Metrics::set(&e.metrics.recovery_txns_reapplied, reapplied);
+    if reapplied > 0 {
+        log::warn!("recovery: finished {reapplied} commits that were logged but not applied");
+    }
+    if rolled_back > 0 {
+        log::warn!(
+            "recovery: rolled back {rolled_back} commits that were logged but not finished \
+             (none was acknowledged at flush_log_at_trx_commit = 1)"
+        );
     }
     e.flush_and_checkpoint()
 }

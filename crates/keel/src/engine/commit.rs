@@ -6,8 +6,10 @@
 //! [`CommitTicket::finish`] appends the marker, which takes the commit out
 //! of flight. Until the marker is durable the checkpoint never passes the
 //! newest copy of the record (`redo::inflight`, "Pinned until the marker is
-//! durable"), so recovery re-applies a commit a crash interrupted: the
-//! commit is decided by the log, not by the trees.
+//! durable"), so recovery finds a commit a crash interrupted and finishes
+//! it: it re-applies a whole record, and rolls back a keys-only one
+//! (`txn::commit`'s module doc). Either way the log decides, not the
+//! trees.
 //!
 //! A ticket dropped unfinished (applying failed in a way retrying could not
 //! mend) leaves the record in flight and poisons the engine: memory no
@@ -152,7 +154,7 @@ impl Drop for CommitTicket<'_> {
         }
         if !self.done {
             // Applying failed half way: the record stays in flight so the
-            // checkpoint never passes it; recovery will re-apply it.
+            // checkpoint never passes it; recovery will finish it.
             self.engine.adm.poison.set(format!(
                 "the commit logged at LSN {} could not be applied after an error; restart the \
                  engine so that recovery completes it from the redo log",

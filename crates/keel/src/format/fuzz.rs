@@ -100,7 +100,7 @@ fn reencode(recs: &[PageRecord<'_>]) -> Vec<u8> {
 fn commit_record(b: &[u8]) {
     if let Ok(r) = record::decode(b) {
         assert_eq!(
-            record::encode(r.txn_id, &r.ops),
+            record::reencode(&r),
             b,
             "commit record does not encode back"
         );

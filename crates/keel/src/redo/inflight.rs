@@ -1,6 +1,7 @@
 //! Commits in flight: their logical record is in the log, their write set
-//! not yet applied to every page. Recovery re-applies such a commit from its
-//! record, so the checkpoint must never pass the newest copy of it: each
+//! not yet applied to every page. Recovery finishes such a commit from its
+//! record (re-applies a whole one, rolls back a keys-only one, by its
+//! keys), so the checkpoint must never pass the newest copy of it: each
 //! entry's *pin* is the start LSN of the newest record group holding it
 //! (kept until the commit's marker is durable, below).
 //!

@@ -167,7 +167,7 @@
 //! power loss can keep a later write of the log and lose an earlier one;
 //! recovery stops at the hole, and the next run appends from there. If its
 //! groups came to end exactly where the surviving later ones begin
-//! (re-applying unfinished commits writes the same bytes at the same
+//! (finishing unfinished commits writes the same bytes at the same
 //! LSNs), an LSN check alone would take those for history at the next
 //! open, and a transaction absent in one run would appear in the next.
 //!

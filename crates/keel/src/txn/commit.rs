@@ -1,6 +1,7 @@
 //! Commit: log the write set as one record, apply it to the trees, wait for
 //! durability. Also the one-operation commits behind `Table::put` and
-//! `Table::delete`, and finishing the commits recovery found unapplied.
+//! `Table::delete`, and finishing the commits recovery found unapplied:
+//! re-applying those logged whole, rolling back those logged keys only.
 //!
 //! # Large values
 //!
@@ -46,10 +47,56 @@
 //! place: it stays in the log's set of commits in flight until
 //! `CommitTicket::finish` (`view`'s module doc).
 //!
+//! # Rolling back a commit a crash cut short
+//!
+//! Most commits log their record **keys only** (`record`'s module doc): the
+//! values are in the leaf changes that follow, and logging them twice cost
+//! about a quarter of the redo. A commit is then decided by its "applied"
+//! marker, not by its record, and no durable commit can have depended on
+//! one whose marker is not durable:
+//! - it is acknowledged only once its marker is durable (at
+//!   `flush_log_at_trx_commit = 1`; at 0 and 2 a crash may lose the last
+//!   commits anyway, whole);
+//! - other transactions see it only from its marker on: it stays among
+//!   the log's commits in flight until then, and holds its row locks, so
+//!   a commit that read or wrote its rows lies after its marker in the
+//!   log, and is durable only if the marker is. (A reader may see it
+//!   before the marker is durable, as it always could see a commit before
+//!   its record was: visibility comes before durability, as in InnoDB's
+//!   group commit.)
+//!
+//! So recovery rolls such a commit back (`roll_back_unfinished`): every
+//! row that carries its version goes back to the version before, rebuilt
+//! from the undo record the row points to (`read::before`), as a reader
+//! whose view misses the commit would see it; an insert's row is
+//! delete-marked. It does so with one **compensating commit**, logged
+//! whole and applied like any other, and only then appends the rolled back
+//! commit's marker. The compensation's undo records hold the rolled back
+//! versions, and those hold the versions before them, exactly as if the
+//! commit had finished and another had undone it: purge frees every
+//! overflow chain once, when the version owning it goes (a copy of a
+//! restored large value gets a chain of its own). A row the commit never
+//! reached may still have an undo record of it, appended before the crash
+//! (the records go in before any row): if that row's value is large, the
+//! compensation writes it again in a chain of its own, since purge will
+//! free the chain the record names.
+//!
+//! A crash during the rollback: before the compensation's record, the
+//! next open starts over; after it, the compensation is a whole record
+//! that the next open re-applies first, then it finds no row carrying the
+//! rolled back commit (it may copy a large value of a row the commit never
+//! reached once more) and appends its marker
+//! (`redo::recovery::trust_tests`). Commits recovery hands up unfinished
+//! held their row locks until the crash, so no two of them share a row.
+//!
+//! A write set with a large value is logged whole (its record holds only
+//! the chain's pointer, so that costs nothing) and re-applied as before.
+//!
 //! # Applying a logged commit cannot fail for a passing reason
 //!
-//! Once its record is logged, a commit is decided: it must reach every
-//! page, or the engine must refuse writes until recovery finishes it. So an
+//! Once its record is logged, a commit must reach every page, or the
+//! engine must refuse writes until recovery finishes it (re-applied or
+//! rolled back, as its record says). So an
 //! operation that fails for a reason that passes — no free frame, a full
 //! disk (ENOSPC) while a page is written to make room, page writes that
 //! fail and are held for retry (`Error::WriteBackFailing`), a log-space
@@ -87,12 +134,26 @@ pub(crate) const APPLY_RETRY_LIMIT: Duration = Duration::from_secs(600);
 /// op, and records the commit's latency (`Metrics::trx_commit_latency`
 /// says which interval). Returns, per op, whether its key was present
 /// before.
+///
+/// A write set of inline values is logged keys only (`record`'s module
+/// doc): a crash before its marker is durable rolls it back. One with a
+/// large value is logged whole, and re-applied by recovery, as is every
+/// commit with `whole` set (recovery's compensations).
 pub(super) fn log_and_apply(sys: &TrxSys, txn_id: u64, ops: &[Op<'_>]) -> Result<Vec<bool>> {
+    log_and_apply_as(sys, txn_id, ops, false)
+}
+
+fn log_and_apply_as(sys: &TrxSys, txn_id: u64, ops: &[Op<'_>], whole: bool) -> Result<Vec<bool>> {
     let e = &*sys.engine;
     let inline = version::max_inline_len(e.page_size());
     let large = |op: &&Op<'_>| op.value.is_some_and(|v| v.len() > inline);
     if !ops.iter().any(|op| large(&op)) {
-        return log_apply_wait(sys, txn_id, ops, Bundle::new(&sys.lobs, e));
+        let rec = if whole {
+            record::encode(txn_id, ops)
+        } else {
+            record::encode_keys(txn_id, ops)
+        };
+        return log_apply_wait(sys, txn_id, ops, rec, Bundle::new(&sys.lobs, e));
     }
     // Values too long for a leaf go to overflow chains first, in op order,
     // and the record carries their pointers (`lob`'s module doc). A
@@ -119,19 +180,22 @@ pub(super) fn log_and_apply(sys: &TrxSys, txn_id: u64, ops: &[Op<'_>]) -> Result
             }
         })
         .collect();
-    log_apply_wait(sys, txn_id, &ops, bundle)
+    let rec = record::encode(txn_id, &ops);
+    log_apply_wait(sys, txn_id, &ops, rec, bundle)
 }
 
-/// Log `ops` (large values written to `bundle`'s chains already), apply
-/// them, clear the bundle's directory slot, finish and wait for the log.
+/// Log `rec`, the record of `ops` (large values written to `bundle`'s
+/// chains already), apply them, clear the bundle's directory slot, finish
+/// and wait for the log.
 fn log_apply_wait(
     sys: &TrxSys,
     txn_id: u64,
     ops: &[Op<'_>],
+    rec: Vec<u8>,
     bundle: Bundle<'_>,
 ) -> Result<Vec<bool>> {
     let e = &*sys.engine;
-    let rec: Arc<[u8]> = record::encode(txn_id, ops).into();
+    let rec: Arc<[u8]> = rec.into();
     let ticket = e.begin_commit(rec)?;
     let bundle = bundle.keep();
     let found = apply_all(sys, &ticket, txn_id, ops)?;
@@ -388,6 +452,11 @@ fn is_passing(err: &Error) -> bool {
 /// the number of ops.
 pub(crate) fn finish_unapplied(sys: &TrxSys, lsn: Lsn, rec: Arc<[u8]>) -> Result<usize> {
     let r = record::decode(&rec)?;
+    if !r.values {
+        return Err(Error::Corruption(format!(
+            "the commit logged at LSN {lsn} has a keys-only record: it can only be rolled back"
+        )));
+    }
     let ticket = sys.engine.resume_commit(lsn, rec.clone())?;
     apply_all(sys, &ticket, r.txn_id, &r.ops)?;
     if let Some(first) = first_chain(&r.ops) {
@@ -395,6 +464,57 @@ pub(crate) fn finish_unapplied(sys: &TrxSys, lsn: Lsn, rec: Arc<[u8]>) -> Result
     }
     ticket.finish()?;
     Ok(r.ops.len())
+}
+
+/// Roll back a keys-only commit recovery found logged at `lsn` without
+/// its marker (module doc, "Rolling back a commit a crash cut short"):
+/// every row that carries its version goes back to the version before,
+/// in one compensating commit logged whole; then its own marker ends it.
+/// Idempotent: run again after a crash, it finds the compensation
+/// re-applied (the open re-applies whole records first) and its rows
+/// carrying that commit instead. Returns the number of rows it changed.
+pub(crate) fn roll_back_unfinished(sys: &TrxSys, lsn: Lsn, rec: Arc<[u8]>) -> Result<usize> {
+    let r = record::decode(&rec)?;
+    if r.values {
+        return Err(Error::Corruption(format!(
+            "the commit logged at LSN {lsn} has a whole record: it is re-applied, not rolled back"
+        )));
+    }
+    let e = &*sys.engine;
+    let ticket = e.resume_commit(lsn, rec.clone())?;
+    // Each op's row, and the value it goes back to (`None`: deleted).
+    let mut back: Vec<(&Op<'_>, Option<Vec<u8>>)> = Vec::new();
+    for op in &r.ops {
+        let tree = BTree::open(PageId::new(e.space_id(), op.root));
+        let Some(stored) = with_retry(e, lsn, || tree.get(e, op.key))? else {
+            continue;
+        };
+        let v = Version::decode(&stored, op.root)?;
+        if v.trx_no == lsn {
+            back.push((op, super::read::before(sys, op.root, op.key, &stored)?));
+        } else if v.external.is_some() && !v.deleted {
+            // Not written, but its undo record may have been appended:
+            // that record holds this very version, and purge would free
+            // its overflow chain under the row. A copy in a chain of its
+            // own takes the row's place.
+            back.push((op, v.row(e, e.space_id())?));
+        }
+    }
+    if !back.is_empty() {
+        let ops: Vec<Op<'_>> = back
+            .iter()
+            .map(|(op, value)| Op {
+                value: value.as_deref(),
+                external: false,
+                ..**op
+            })
+            .collect();
+        log_and_apply_as(sys, sys.next_id(), &ops, true)?;
+        // The compensation is durable, this commit's marker not appended.
+        e.failpoints.hit("rollback.compensated");
+    }
+    ticket.finish()?;
+    Ok(back.len())
 }
 
 /// `Table::put` (`value` given) and `Table::delete` as a one-operation

@@ -1,5 +1,6 @@
 //! Transactions: private write sets, exclusive row locks, one logical
-//! commit record each, and multi-versioning (InnoDB's undo logs, read
+//! commit record each (keys only, most of them: `commit`'s module doc),
+//! and multi-versioning (InnoDB's undo logs, read
 //! views and purge) so that reads are consistent.
 //!
 //! # Isolation levels (InnoDB's names and default)
@@ -29,7 +30,9 @@
 //!
 //! - A transaction's writes go to a private write set; nothing reaches a
 //!   page before commit, so rollback only discards the set and undo is
-//!   never applied backwards. Its own reads see its writes first.
+//!   never applied backwards at run time (recovery reads it to roll back a
+//!   commit a crash cut short: `commit`'s module doc). Its own reads see
+//!   its writes first.
 //! - Every key written (`put`, `delete`) or read with `get_for_update` is
 //!   locked exclusively until commit or rollback: no dirty writes, and no
 //!   lost updates for a row read with `get_for_update` before it is
@@ -52,9 +55,10 @@
 //! Every row in a table's leaf carries a version header (`version`): the
 //! number of the commit that wrote it (its commit record's LSN), a roll
 //! pointer to the undo record holding the version before, and a delete
-//! mark. Commit logs the whole write set as one record (`record`), then
-//! applies it: it appends the versions it replaces to an undo page (`undo`;
-//! an insert has none to keep), all of them in one mini-transaction where
+//! mark. Commit logs the write set as one record (`record`: its keys, or
+//! its values too where one is large), then applies it: it appends the
+//! versions it replaces to an undo page (`undo`; an insert has none to
+//! keep), all of them in one mini-transaction where
 //! they fit one page, then writes, in (table, key) order, each new
 //! version, or a delete mark, pointing to its undo record. Undo pages are
 //! ordinary pages: changed by mini-transactions, redo-logged, cached and
@@ -121,7 +125,7 @@ use std::time::{Duration, Instant};
 pub use report::{Deadlock, DeadlockTxn, LockWait, RowLock, TxnState, TxnStatus};
 pub use scan::Scan;
 
-pub(crate) use commit::{autocommit, finish_unapplied};
+pub(crate) use commit::{autocommit, finish_unapplied, roll_back_unfinished};
 pub(crate) use lock::{LockError, LockKey, LockManager};
 pub(crate) use read::Snapshot;
 pub(crate) use version::max_user_value_len;

@@ -76,23 +76,10 @@ fn resolve(sys: &TrxSys, view: &ReadView, root: u32, key: &[u8], stored: &[u8]) 
         });
     }
     loop {
-        if roll.is_none() {
+        let Some(old) = older(sys, root, key, roll, newer, &newer_bytes)? else {
             // The row did not exist before the version this view misses.
             return Ok(Seen::Absent);
-        }
-        let u = sys.undo.read(&sys.engine, roll)?;
-        if u.root != root || u.key != key || u.commit != newer {
-            return Err(Error::Corruption(format!(
-                "undo record {roll:?} belongs to table page {} commit {}, but the row of table \
-                 page {root} written by commit {newer} points to it",
-                u.root, u.commit
-            )));
-        }
-        Metrics::add(&sys.engine.metrics.trx_versions_rebuilt, 1);
-        let Some(old) = u.old else {
-            return Ok(Seen::Absent);
         };
-        let old = super::version::rebuild_older(old, u.delta, &newer_bytes, root)?;
         let ov = Version::decode(&old, root)?;
         if view.sees(ov.trx_no) {
             let e = &*sys.engine;
@@ -108,6 +95,60 @@ fn resolve(sys: &TrxSys, view: &ReadView, root: u32, key: &[u8], stored: &[u8]) 
         roll = ov.roll;
         newer = ov.trx_no;
         newer_bytes = std::borrow::Cow::Owned(old);
+    }
+}
+
+/// The stored bytes of the version that the one stored as `newer_bytes`
+/// (written by commit `newer`, its roll pointer `roll`) replaced, rebuilt
+/// from its undo record; `None` if the row did not exist before it.
+fn older(
+    sys: &TrxSys,
+    root: u32,
+    key: &[u8],
+    roll: crate::undo::RollPtr,
+    newer: u64,
+    newer_bytes: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    if roll.is_none() {
+        return Ok(None);
+    }
+    let u = sys.undo.read(&sys.engine, roll)?;
+    if u.root != root || u.key != key || u.commit != newer {
+        return Err(Error::Corruption(format!(
+            "undo record {roll:?} belongs to table page {} commit {}, but the row of table \
+             page {root} written by commit {newer} points to it",
+            u.root, u.commit
+        )));
+    }
+    Metrics::add(&sys.engine.metrics.trx_versions_rebuilt, 1);
+    let Some(old) = u.old else {
+        return Ok(None);
+    };
+    Ok(Some(super::version::rebuild_older(
+        old,
+        u.delta,
+        newer_bytes,
+        root,
+    )?))
+}
+
+/// The value `key` had before the version stored as `stored` was written:
+/// the value of the version it replaced (read from its overflow chain if
+/// large), `None` if the row was absent or delete-marked then. For rolling
+/// back a commit (`commit`'s module doc).
+pub(crate) fn before(
+    sys: &TrxSys,
+    root: u32,
+    key: &[u8],
+    stored: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    let v = Version::decode(stored, root)?;
+    match older(sys, root, key, v.roll, v.trx_no, stored)? {
+        None => Ok(None),
+        Some(old) => {
+            let e = &*sys.engine;
+            Version::decode(&old, root)?.row(e, e.space_id())
+        }
     }
 }
 

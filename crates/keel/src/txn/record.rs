@@ -1,6 +1,21 @@
-//! The logical commit record: a transaction's whole write set, written to the
-//! redo log as one record at commit and re-applied by recovery when the
-//! crash may have come before every op reached its page.
+//! The logical commit record: a transaction's write set, written to the
+//! redo log as one record at commit. Its commit number is the record's LSN.
+//!
+//! Two forms (`docs/format.md`, "Commit records"):
+//! - **with values** (kinds 1 to 3): every op whole. Recovery *re-applies*
+//!   such a commit when the crash came before its "applied" marker. Large
+//!   values' commits are logged so (the record holds only the overflow
+//!   pointer), as are the compensations recovery commits (below).
+//! - **keys only** (a put's value left out: kind 4): what most commits log
+//!   since 2026-11-30. The values are already in the leaf changes that
+//!   follow, so logging them here too cost about a quarter of the redo.
+//!   Recovery cannot re-apply such a commit; it *rolls it back* instead,
+//!   from the undo records its applied ops left (`commit`'s module doc,
+//!   "Rolling back a commit a crash cut short").
+//!
+//! A record with at least one kind-4 op is keys only; one with none is
+//! whole. A record mixing kind 1 and kind 4 is refused (no writer makes
+//! one).
 //!
 //! Layout (integers are unsigned LEB128 varints, `page::coding::put_varint`;
 //! until redo format version 2 they were fixed-width, 11 bytes an op more
@@ -16,10 +31,10 @@
 //!
 //! | size | field |
 //! |---|---|
-//! | 1 | kind: 1 = put, 2 = delete, 3 = put of an external value |
+//! | 1 | kind: 1 = put, 2 = delete, 3 = put of an external value, 4 = put whose value is not logged here |
 //! | varint | table: page number of the tree's root (in the engine's space, ≤ 2³² − 1) |
 //! | varint | key length `k` |
-//! | varint | value length `v` (0 for a delete) |
+//! | varint | value length `v` (0 for a delete; absent for kind 4) |
 //! | `k` | key |
 //! | `v` | value; for kind 3 the 20-byte `lob::Pointer` to the overflow chain the commit wrote before this record |
 //!
@@ -33,12 +48,14 @@ use crate::error::{Error, Result};
 use crate::page::coding::{put_varint, varint_len, Reader};
 use crate::page::MAX_PAGE_SIZE;
 
-/// Fewest bytes an op takes (kind, root, both lengths, empty key and value).
-const MIN_OP_SIZE: usize = 4;
+/// Fewest bytes an op takes (kind, root, key length, empty key; kind 4 has
+/// no value length).
+const MIN_OP_SIZE: usize = 3;
 
 const KIND_PUT: u8 = 1;
 const KIND_DELETE: u8 = 2;
 const KIND_PUT_EXTERNAL: u8 = 3;
+const KIND_PUT_UNLOGGED: u8 = 4;
 
 /// Longest key and value any tree accepts (on the largest pages): a record
 /// with a longer one was never written.
@@ -61,58 +78,86 @@ pub(crate) struct Op<'a> {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Record<'a> {
     pub txn_id: u64,
+    /// Every op is whole (no kind 4): recovery may re-apply it. In a
+    /// keys-only record a put's `value` is empty: its bytes are not there.
+    pub values: bool,
     pub ops: Vec<Op<'a>>,
 }
 
 impl Op<'_> {
-    /// The op's kind and the value bytes it carries.
-    fn kind_value(&self) -> (u8, &[u8]) {
+    /// The op's kind and the value bytes it carries (`None`: no length
+    /// field either), with values or keys only.
+    fn kind_value(&self, values: bool) -> (u8, Option<&[u8]>) {
         match (self.value, self.external) {
-            (Some(v), false) => (KIND_PUT, v),
-            (Some(v), true) => (KIND_PUT_EXTERNAL, v),
-            (None, _) => (KIND_DELETE, &[][..]),
+            (Some(v), false) if values => (KIND_PUT, Some(v)),
+            (Some(_), false) => (KIND_PUT_UNLOGGED, None),
+            (Some(v), true) => (KIND_PUT_EXTERNAL, Some(v)),
+            (None, _) => (KIND_DELETE, Some(&[][..])),
         }
     }
 }
 
-/// Encoded size of a record of `txn_id` and `ops`.
-pub(crate) fn encoded_len(txn_id: u64, ops: &[Op<'_>]) -> usize {
+/// Encoded size of a record of `txn_id` and `ops`, with values or keys
+/// only (`values`).
+pub(crate) fn encoded_len(txn_id: u64, ops: &[Op<'_>], values: bool) -> usize {
     varint_len(txn_id)
         + varint_len(ops.len() as u64)
         + ops
             .iter()
             .map(|op| {
-                let v = op.kind_value().1.len();
+                let value = op
+                    .kind_value(values)
+                    .1
+                    .map_or(0, |v| varint_len(v.len() as u64) + v.len());
                 1 + varint_len(u64::from(op.root))
                     + varint_len(op.key.len() as u64)
-                    + varint_len(v as u64)
                     + op.key.len()
-                    + v
+                    + value
             })
             .sum::<usize>()
 }
 
-/// Encode a commit record. Keys and values must have passed the tree's
-/// size checks (a longer one is refused by [`decode`]).
+/// Encode a commit record with every value (recovery can re-apply it).
+/// Keys and values must have passed the tree's size checks (a longer one
+/// is refused by [`decode`]).
 pub(crate) fn encode(txn_id: u64, ops: &[Op<'_>]) -> Vec<u8> {
+    encode_as(txn_id, ops, true)
+}
+
+/// Encode a keys-only commit record: the puts of inline values leave their
+/// values out (recovery rolls such a commit back; module doc). A write
+/// set of deletes and external puts only comes out whole.
+pub(crate) fn encode_keys(txn_id: u64, ops: &[Op<'_>]) -> Vec<u8> {
+    encode_as(txn_id, ops, false)
+}
+
+fn encode_as(txn_id: u64, ops: &[Op<'_>], values: bool) -> Vec<u8> {
     assert!(
         u32::try_from(ops.len()).is_ok(),
         "write set of {} ops does not fit a commit record",
         ops.len()
     );
-    let mut out = Vec::with_capacity(encoded_len(txn_id, ops));
+    let mut out = Vec::with_capacity(encoded_len(txn_id, ops, values));
     put_varint(&mut out, txn_id);
     put_varint(&mut out, ops.len() as u64);
     for op in ops {
-        let (kind, value) = op.kind_value();
+        let (kind, value) = op.kind_value(values);
         out.push(kind);
         put_varint(&mut out, u64::from(op.root));
         put_varint(&mut out, op.key.len() as u64);
-        put_varint(&mut out, value.len() as u64);
+        if let Some(v) = value {
+            put_varint(&mut out, v.len() as u64);
+        }
         out.extend_from_slice(op.key);
-        out.extend_from_slice(value);
+        out.extend_from_slice(value.unwrap_or_default());
     }
     out
+}
+
+/// Encode `r` back to its bytes (the form it was decoded from).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn reencode(r: &Record<'_>) -> Vec<u8> {
+    encode_as(r.txn_id, &r.ops, r.values)
 }
 
 /// Decode a commit record; any malformation is `Error::Corruption`: a
@@ -129,12 +174,16 @@ fn decode_ops(buf: &[u8]) -> std::result::Result<Record<'_>, String> {
     let n = r.varint(u64::from(u32::MAX), "op count")? as usize;
     // Never trust `n` for an allocation larger than the bytes can hold.
     let mut ops = Vec::with_capacity(n.min(r.remaining() / MIN_OP_SIZE));
+    let (mut saw_put, mut saw_unlogged) = (false, false);
     for i in 0..n {
         let kind = r.u8("op header")?;
         let root = r.varint(u64::from(u32::MAX), "op root")? as u32;
         // Lengths over the limits are refused below, with what they are.
         let key_len = r.varint(u64::from(u32::MAX), "op key length")? as usize;
-        let value_len = r.varint(u64::from(u32::MAX), "op value length")? as usize;
+        let value_len = match kind {
+            KIND_PUT_UNLOGGED => 0,
+            _ => r.varint(u64::from(u32::MAX), "op value length")? as usize,
+        };
         if root == 0 {
             return Err(format!(
                 "op {i} names page 0, the space header, as its table"
@@ -158,10 +207,21 @@ fn decode_ops(buf: &[u8]) -> std::result::Result<Record<'_>, String> {
                 }
                 Some(v)
             }
+            KIND_PUT_UNLOGGED => Some(&[][..]),
             KIND_DELETE if value_len == 0 => None,
             KIND_DELETE => return Err(format!("op {i} is a delete with a {value_len}-byte value")),
             k => return Err(format!("op {i} has unknown kind {k}")),
         };
+        match kind {
+            KIND_PUT => saw_put = true,
+            KIND_PUT_UNLOGGED => saw_unlogged = true,
+            _ => {}
+        }
+        if saw_put && saw_unlogged {
+            return Err(format!(
+                "op {i}: the record mixes puts with and without their values"
+            ));
+        }
         ops.push(Op {
             root,
             key,
@@ -172,7 +232,11 @@ fn decode_ops(buf: &[u8]) -> std::result::Result<Record<'_>, String> {
     if !r.is_empty() {
         return Err(format!("{} trailing bytes after {n} ops", r.remaining()));
     }
-    Ok(Record { txn_id, ops })
+    Ok(Record {
+        txn_id,
+        values: !saw_unlogged,
+        ops,
+    })
 }
 
 #[cfg(test)]
@@ -237,16 +301,62 @@ mod tests {
     fn round_trip() {
         let ops = sample();
         let buf = encode(42, &ops);
-        assert_eq!(buf.len(), encoded_len(42, &ops));
+        assert_eq!(buf.len(), encoded_len(42, &ops, true));
         let r = decode(&buf).unwrap();
         assert_eq!(r.txn_id, 42);
         assert_eq!(r.ops, ops);
         let big = encode(u64::MAX, &ops);
-        assert_eq!(big.len(), encoded_len(u64::MAX, &ops));
+        assert_eq!(big.len(), encoded_len(u64::MAX, &ops, true));
         assert_eq!(decode(&big).unwrap().txn_id, u64::MAX);
         let empty = encode(7, &[]);
         assert_eq!(empty.len(), 2);
         assert_eq!(decode(&empty).unwrap().ops, vec![]);
+    }
+
+    #[test]
+    fn keys_only_records_leave_inline_values_out() {
+        let ops = sample();
+        let buf = encode_keys(42, &ops);
+        assert_eq!(buf.len(), encoded_len(42, &ops, false));
+        // The put of "100" lost its length and its three bytes, the empty
+        // put its length: 5 bytes fewer than the whole record.
+        assert_eq!(encode(42, &ops).len() - buf.len(), 5);
+        let r = decode(&buf).unwrap();
+        assert!(!r.values);
+        assert_eq!(r.txn_id, 42);
+        assert_eq!(r.ops.len(), 3);
+        for (got, want) in r.ops.iter().zip(&ops) {
+            assert_eq!((got.root, got.key), (want.root, want.key));
+            // A put's value is not there; a delete stays a delete.
+            assert_eq!(got.value.map(<[u8]>::len), want.value.map(|_| 0));
+        }
+        assert_eq!(reencode(&r), buf);
+        // A whole record decodes as one.
+        assert!(decode(&encode(42, &ops)).unwrap().values);
+        // Deletes alone need no value: the keys-only form is whole.
+        let deletes = [ops[1]];
+        assert_eq!(encode_keys(7, &deletes), encode(7, &deletes));
+        assert!(decode(&encode_keys(7, &deletes)).unwrap().values);
+    }
+
+    #[test]
+    fn a_record_mixing_both_forms_is_rejected() {
+        let ops = sample();
+        // The first op whole (kind 1), the third without its value.
+        let mut buf = encode(1, &ops[..1]);
+        buf[1] = 2;
+        buf.extend_from_slice(&encode_keys(1, &ops[2..])[2..]);
+        let err = decode(&buf).unwrap_err().to_string();
+        assert!(err.contains("mixes"), "{err}");
+    }
+
+    #[test]
+    fn every_truncation_of_a_keys_only_record_is_rejected() {
+        let buf = encode_keys(1, &sample());
+        for len in 0..buf.len() {
+            let e = decode(&buf[..len]).unwrap_err();
+            assert!(matches!(e, Error::Corruption(_)), "len {len}: {e}");
+        }
     }
 
     #[test]
@@ -322,7 +432,7 @@ mod tests {
             }
             if let Ok(r) = decode(&b) {
                 // Whatever decodes must re-encode to the same bytes.
-                assert_eq!(encode(r.txn_id, &r.ops), b);
+                assert_eq!(reencode(&r), b);
             }
         }
     }
@@ -377,7 +487,7 @@ mod tests {
         #[test]
         fn decode_never_panics_on_random_bytes(b in proptest::collection::vec(any::<u8>(), 0..120)) {
             if let Ok(r) = decode(&b) {
-                prop_assert_eq!(encode(r.txn_id, &r.ops), b);
+                prop_assert_eq!(reencode(&r), b);
             }
         }
 
@@ -391,6 +501,11 @@ mod tests {
                 .iter()
                 .map(|(root, k, v)| Op { root: *root, key: k, value: v.as_deref(), external: false })
                 .collect();
+            let keys = encode_keys(txn_id, &ops);
+            prop_assert_eq!(keys.len(), encoded_len(txn_id, &ops, false));
+            let k = decode(&keys).unwrap();
+            prop_assert_eq!(k.values, !ops.iter().any(|op| op.value.is_some()));
+            prop_assert_eq!(reencode(&k), keys);
             let buf = encode(txn_id, &ops);
             let r = decode(&buf).unwrap();
             prop_assert_eq!((r.txn_id, &r.ops), (txn_id, &ops));
@@ -401,7 +516,7 @@ mod tests {
                 b[at] = v;
             }
             if let Ok(r) = decode(&b) {
-                prop_assert_eq!(encode(r.txn_id, &r.ops), b);
+                prop_assert_eq!(reencode(&r), b);
             }
         }
     }

@@ -292,6 +292,31 @@ fn a_commit_held_after_its_first_operation_synced(
     (db, t, u, hold, writer, record)
 }
 
+/// [`a_commit_held_after_its_first_operation_synced`], then the power
+/// fails (the commit's second operation finds the device gone) and the
+/// engine is opened again, nothing recovered yet. Returns it and the
+/// commit record's LSN.
+fn the_engine_after_a_crash_in_a_commit(
+    dir: &Path,
+    fs: &Arc<FaultyFs>,
+) -> (crate::engine::Engine, Lsn) {
+    let (db, t, u, hold, writer, record) = a_commit_held_after_its_first_operation_synced(dir, fs);
+    fs.crash(CrashMode::DropUnsynced);
+    hold.release();
+    let _ = writer.join().unwrap();
+    drop((t, u));
+    db.simulate_crash();
+    let (e, created) = crate::engine::Engine::open(
+        dir,
+        opts(),
+        Some(fs.clone() as Arc<dyn FileSystem>),
+        crate::btree::node::validate,
+    )
+    .unwrap();
+    assert!(!created);
+    (e, record)
+}
+
 #[test]
 fn a_checkpoint_does_not_pass_a_commit_whose_marker_is_not_durable() {
     let dir = tempfile::tempdir().unwrap();
@@ -340,26 +365,9 @@ fn a_checkpoint_does_not_pass_a_commit_whose_marker_is_not_durable() {
 fn a_checkpoint_after_recovery_does_not_pass_a_commit_it_has_not_finished_yet() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultyFs::new());
-    let (db, t, u, hold, writer, record) =
-        a_commit_held_after_its_first_operation_synced(dir.path(), &fs);
-    // The power fails with the record and the first operation durable;
-    // the commit's second operation finds the device gone.
-    fs.crash(CrashMode::DropUnsynced);
-    hold.release();
-    let _ = writer.join().unwrap();
-    drop((t, u));
-    db.simulate_crash();
-
     // Recovery alone, then a checkpoint before the open finishes the
     // commit, as a page cleaner may take one.
-    let (e, created) = crate::engine::Engine::open(
-        dir.path(),
-        opts(),
-        Some(fs.clone() as Arc<dyn FileSystem>),
-        crate::btree::node::validate,
-    )
-    .unwrap();
-    assert!(!created);
+    let (e, record) = the_engine_after_a_crash_in_a_commit(dir.path(), &fs);
     let (rep, unfinished) = crate::redo::recovery::recover(&e.log, &e.pool, &e.metrics, 0).unwrap();
     assert!(rep.page_records_applied > 0, "{rep}");
     assert_eq!(
@@ -381,13 +389,78 @@ fn a_checkpoint_after_recovery_does_not_pass_a_commit_it_has_not_finished_yet() 
     let db = open(dir.path(), &fs);
     let (t, u) = (db.table("t").unwrap(), db.table("u").unwrap());
     let rows = (t.get(b"k").unwrap(), u.get(b"k").unwrap());
+    // Its record is keys only: the open rolls it back (`txn::commit`,
+    // "Rolling back a commit a crash cut short").
     assert_eq!(
         rows,
-        (Some(b"new".to_vec()), Some(b"new".to_vec())),
-        "after recovery the commit recovery had handed up is not whole"
+        (Some(b"old".to_vec()), Some(b"old".to_vec())),
+        "after recovery the commit recovery had handed up is not rolled back whole"
     );
     t.check().unwrap();
     u.check().unwrap();
+}
+
+/// A rollback is a compensating commit, logged whole, then the rolled
+/// back commit's own marker. A crash between the two (the compensation
+/// durable, the marker not) leaves the rolled back commit unfinished: the
+/// next open finds no row carrying it any more (the compensation replaced
+/// them), so it compensates nothing and ends it. The rows are the old
+/// ones, and every version chain is sound.
+#[test]
+fn a_crash_between_a_rollbacks_compensation_and_its_marker_rolls_back_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultyFs::new());
+    // The open's steps by hand, to hold the rollback after its
+    // compensation.
+    let (e, record) = the_engine_after_a_crash_in_a_commit(dir.path(), &fs);
+    let e = Arc::new(e);
+    let (_, mut unfinished) =
+        crate::redo::recovery::recover(&e.log, &e.pool, &e.metrics, 0).unwrap();
+    e.log.begin_epoch().unwrap();
+    assert_eq!(unfinished.len(), 1);
+    let u0 = unfinished.remove(0);
+    assert_eq!(u0.lsn, record);
+    assert!(!crate::txn::record::decode(&u0.record).unwrap().values);
+    let catalog = Arc::new(crate::catalog::Catalog::open(&e));
+    let trx = Arc::new(crate::txn::TrxSys::open(e.clone(), catalog).unwrap());
+    let hold = e.failpoints.arm("rollback.compensated");
+    let rolling = {
+        let trx = trx.clone();
+        std::thread::spawn(move || crate::txn::roll_back_unfinished(&trx, u0.lsn, u0.record))
+    };
+    assert!(hold.wait_held(std::time::Duration::from_secs(10)));
+    // The compensation waited for its own durability; the marker of the
+    // commit it compensates is not appended yet.
+    fs.crash(CrashMode::DropUnsynced);
+    hold.release();
+    // The marker is appended to a log that can no longer be written.
+    let _ = rolling.join().unwrap();
+    trx.stop_purge();
+    drop(trx);
+    e.release_dir_lock();
+    drop(e);
+
+    let db = open(dir.path(), &fs);
+    let (t, u) = (db.table("t").unwrap(), db.table("u").unwrap());
+    assert_eq!(
+        (t.get(b"k").unwrap(), u.get(b"k").unwrap()),
+        (Some(b"old".to_vec()), Some(b"old".to_vec()))
+    );
+    t.check().unwrap();
+    u.check().unwrap();
+    db.check().unwrap();
+    // Nothing left to finish: the next open recovers nothing unfinished.
+    db.simulate_crash();
+    let db = open(dir.path(), &fs);
+    assert_eq!(
+        db.inner
+            .engine
+            .metrics
+            .recovery_txns_reapplied
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    db.check().unwrap();
 }
 
 /// The other side of the rule above: a finished commit's pin is released
