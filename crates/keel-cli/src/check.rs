@@ -214,8 +214,9 @@ fn check_dir(dir: &Path, engine: &EngineArgs) -> Result<Outcome> {
     if groups > 0 || torn > 0 {
         out.recovered = true;
         out.recovery = Some(format!(
-            "{groups} redo group(s) applied ({} transaction(s) reapplied), {torn} torn page(s) repaired from the doublewrite area, in {} ms",
+            "{groups} redo group(s) applied ({} transaction(s) reapplied, {} rolled back), {torn} torn page(s) repaired from the doublewrite area, in {} ms",
             metric("recovery_txns_reapplied"),
+            metric("recovery_txns_rolled_back"),
             metric("recovery_time_ms"),
         ));
     }

@@ -385,13 +385,14 @@ impl Parent<'_> {
         let metric = |n: &str| m.get(n).unwrap_or(0);
         let report = bank::verify(&db, self.args.accounts, acked).context("verifying")?;
         println!(
-            "cycle {cycle:>5}/{}: killed after {killed_after_ms:>4} ms, {new_acks:>5} acked ({} in all), {reads} snapshot reads, {} transfers in log; recovery {} ms (open {open_ms} ms), {} page records applied, {} txns reapplied",
+            "cycle {cycle:>5}/{}: killed after {killed_after_ms:>4} ms, {new_acks:>5} acked ({} in all), {reads} snapshot reads, {} transfers in log; recovery {} ms (open {open_ms} ms), {} page records applied, {} txns reapplied, {} rolled back",
             self.args.cycles,
             acked.len(),
             report.transfers,
             metric("recovery_time_ms"),
             metric("recovery_page_records_applied"),
             metric("recovery_txns_reapplied"),
+            metric("recovery_txns_rolled_back"),
         );
         if !report.ok() {
             // Leave the database as recovery left it, without a clean close.

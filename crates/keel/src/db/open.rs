@@ -42,6 +42,7 @@ pub(super) fn finish_recovery(
         crate::txn::roll_back_unfinished(trx, u.lsn, u.record)?;
     }
     Metrics::set(&e.metrics.recovery_txns_reapplied, reapplied);
+    Metrics::set(&e.metrics.recovery_txns_rolled_back, rolled_back);
     if reapplied > 0 {
         log::warn!("recovery: finished {reapplied} commits that were logged but not applied");
     }

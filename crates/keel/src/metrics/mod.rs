@@ -536,6 +536,9 @@ registry! {
     /// Gauge: committed transactions whose write sets the last recovery
     /// re-applied.
     recovery_txns_reapplied,
+    /// Gauge: transactions cut short by the crash (logged keys only, their
+    /// "applied" marker not durable) that the last recovery rolled back.
+    recovery_txns_rolled_back,
     /// Gauge: torn pages repaired from the doublewrite area by the last
     /// recovery.
     recovery_torn_pages_repaired,

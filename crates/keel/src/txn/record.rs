@@ -1,7 +1,7 @@
 //! The logical commit record: a transaction's write set, written to the
 //! redo log as one record at commit. Its commit number is the record's LSN.
 //!
-//! Two forms (`docs/format.md`, "Commit records"):
+//! Two forms (`docs/format.md`, "Transaction commit payload"):
 //! - **with values** (kinds 1 to 3): every op whole. Recovery *re-applies*
 //!   such a commit when the crash came before its "applied" marker. Large
 //!   values' commits are logged so (the record holds only the overflow
