@@ -16,6 +16,9 @@
 /// fields of a page that passed `verify_page` (at least 4096 bytes) and of
 /// buffers whose length was checked.
 pub mod page {
+    /// Compressed page images (`page_compression`): decode one read from a
+    /// data file before verifying it.
+    pub use crate::page::compress;
     pub use crate::page::{
         get_u32, get_u64, page_id, page_lsn, page_type, verify_page, Lsn, PageCheckError, PageId,
         PageType, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_HEADER_SIZE,

@@ -125,7 +125,7 @@ pub use backup::BackupReport;
 pub use btree::TreeStats;
 pub use config::{
     ByteSize, DoublewriteMode, FlushLogAtTrxCommit, FlushNeighbors, FlushPolicyName, Isolation,
-    Options, OptionsBuilder, CLASSIC_ONLY, RUNTIME_OPTIONS,
+    Options, OptionsBuilder, PageCompression, CLASSIC_ONLY, RUNTIME_OPTIONS,
 };
 pub use db::Db;
 pub use engine::DoublewriteStatus;
@@ -140,9 +140,9 @@ pub use metrics::{
 };
 pub use page::Lsn;
 pub use status::{
-    BufferPoolStatus, ClassicFigures, FlushingStatus, LogMark, LogStatus, PagesByKind, PoolRates,
-    PurgeRates, Semaphores, Status, StatusSource, SteadyStatus, TransactionsStatus, WaitEvent,
-    MAX_LISTED_TXNS, WAIT_EVENTS,
+    BufferPoolStatus, ClassicFigures, CompressionStatus, FlushingStatus, LogMark, LogStatus,
+    PagesByKind, PoolRates, PurgeRates, Semaphores, Status, StatusSource, SteadyStatus,
+    TransactionsStatus, WaitEvent, MAX_LISTED_TXNS, WAIT_EVENTS,
 };
 pub use table::{Range, Table};
 pub use txn::{

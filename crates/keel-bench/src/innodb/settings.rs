@@ -92,6 +92,13 @@ pub const MAPPINGS: &[(&str, Mapping)] = &[
     ("fill_factor", Mapping::Same("innodb_fill_factor")),
     ("doublewrite", Mapping::Same("innodb_doublewrite")),
     (
+        "page_compression",
+        Mapping::Absent(
+            "MariaDB compresses pages per table (PAGE_COMPRESSED=1, with \
+             innodb_compression_algorithm), and the benchmark's tables are created without it",
+        ),
+    ),
+    (
         "doublewrite_files",
         Mapping::Absent("InnoDB's doublewrite buffer is one area of the system tablespace"),
     ),

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::buffer::{BufferPool, PoolConfig};
-use crate::config::{DoublewriteMode, Options};
+use crate::config::{DoublewriteMode, Options, PageCompression};
 use crate::error::{Error, Result};
 use crate::flush::cleaner::{CleanerHost, LogView};
 use crate::flush::doublewrite::{Doublewrite, Geometry};
@@ -272,6 +272,7 @@ impl Engine {
             (space, log)
         };
         let log = Arc::new(log);
+        space.set_page_compression(opts.page_compression == PageCompression::Zstd);
         // A read-only open writes no page, and a database it may open (no
         // redo after the checkpoint: `Db::open`) had no page write under
         // way when it stopped, so its doublewrite files hold nothing to

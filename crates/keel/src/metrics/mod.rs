@@ -340,6 +340,15 @@ registry! {
     os_data_read_bytes,
     /// Bytes written to the data files.
     os_data_written_bytes,
+    /// Pages written to the data files as compressed images
+    /// (`page_compression`; MariaDB's `Innodb_num_pages_page_compressed`).
+    num_pages_page_compressed,
+    /// Compressed page images read and decoded
+    /// (`Innodb_num_pages_page_decompressed`).
+    num_pages_page_decompressed,
+    /// Bytes of page writes that compression saved: a page's size less its
+    /// stored image's, summed (`Innodb_page_compression_saved`).
+    page_compression_saved,
     /// Page-cleaner rounds run.
     buffer_flush_cleaner_rounds,
     /// Page-cleaner panics caught (each cleaner restarted; see

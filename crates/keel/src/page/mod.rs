@@ -23,6 +23,7 @@
 //! buffer.
 
 pub mod coding;
+pub mod compress;
 
 use std::fmt;
 
@@ -289,6 +290,9 @@ pub enum PageCheckError {
     WrongId(PageId),
     /// Unknown page type tag.
     BadType(u16),
+    /// A compressed image ([`compress`]) that does not decode, or one
+    /// handed over undecoded.
+    Compressed(&'static str),
 }
 
 impl fmt::Display for PageCheckError {
@@ -305,6 +309,7 @@ impl fmt::Display for PageCheckError {
             ),
             PageCheckError::WrongId(id) => write!(f, "header names page {id}"),
             PageCheckError::BadType(t) => write!(f, "unknown page type {t}"),
+            PageCheckError::Compressed(why) => write!(f, "compressed page image: {why}"),
         }
     }
 }
@@ -314,6 +319,9 @@ impl fmt::Display for PageCheckError {
 pub fn verify_page(b: &[u8], expect: PageId) -> Result<(), PageCheckError> {
     if !is_page_size(b.len()) {
         return Err(PageCheckError::Size(b.len()));
+    }
+    if compress::is_compressed(b) {
+        return Err(PageCheckError::Compressed("not decoded"));
     }
     let stored = get_u32(b, OFF_CHECKSUM);
     let computed = compute_checksum(b);

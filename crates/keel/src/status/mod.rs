@@ -33,7 +33,8 @@ use std::time::Instant;
 
 pub use flushing::{ClassicFigures, FlushingStatus, PagesByKind, SteadyStatus};
 pub use sections::{
-    BufferPoolStatus, LogMark, LogStatus, PoolRates, Semaphores, WaitEvent, WAIT_EVENTS,
+    BufferPoolStatus, CompressionStatus, LogMark, LogStatus, PoolRates, Semaphores, WaitEvent,
+    WAIT_EVENTS,
 };
 pub use transactions::{PurgeRates, TransactionsStatus, MAX_LISTED_TXNS};
 
@@ -132,7 +133,7 @@ impl Status {
         Status {
             semaphores: Semaphores::new(&g),
             log: LogStatus::new(&p.options, &g),
-            buffer_pool: BufferPoolStatus::new(&g, doublewrite),
+            buffer_pool: BufferPoolStatus::new(&g, doublewrite, &p.options),
             flushing: FlushingStatus::new(&g, p.decision),
             transactions: TransactionsStatus::new(&g, &p.history, p.transactions),
             latest_deadlock: p.latest_deadlock,

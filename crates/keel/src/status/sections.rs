@@ -301,9 +301,52 @@ pub struct BufferPoolStatus {
     pub read_requests: u64,
     /// The doublewrite mode in effect and why.
     pub doublewrite: DoublewriteStatus,
+    /// Page compression (`page_compression`) and what it did.
+    pub compression: CompressionStatus,
     /// Reads, creates and writes per second, over
     /// [`Status::rates_over_s`](crate::Status::rates_over_s).
     pub per_second: Option<PoolRates>,
+}
+
+/// Page compression in effect, and its counters since the open.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CompressionStatus {
+    /// The option.
+    pub mode: crate::PageCompression,
+    /// The page size.
+    pub page_size: u64,
+    /// Pages written as compressed images (`num_pages_page_compressed`).
+    pub pages_compressed: u64,
+    /// Compressed images read (`num_pages_page_decompressed`).
+    pub pages_decompressed: u64,
+    /// Bytes not written thanks to compression (`page_compression_saved`).
+    pub saved_bytes: u64,
+}
+
+impl fmt::Display for CompressionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::PageCompression as P;
+        match self.mode {
+            P::None => f.write_str("none")?,
+            P::Zstd => {
+                let full = self.pages_compressed * self.page_size;
+                write!(
+                    f,
+                    "zstd, {} pages written compressed, {:.1}% of their bytes saved ({:.1} MiB)",
+                    self.pages_compressed,
+                    pct(self.saved_bytes, full),
+                    self.saved_bytes as f64 / (1u64 << 20) as f64
+                )?;
+                if self.page_size <= crate::page::compress::STORED_BLOCK as u64 {
+                    f.write_str(" (pages of 4 KiB never save a block)")?;
+                }
+            }
+        }
+        if self.pages_decompressed > 0 || self.mode != P::None {
+            write!(f, "; {} compressed pages read", self.pages_decompressed)?;
+        }
+        Ok(())
+    }
 }
 
 /// Pages read, created and written per second.
@@ -318,7 +361,11 @@ pub struct PoolRates {
 }
 
 impl BufferPoolStatus {
-    pub(super) fn new(g: Get<'_>, doublewrite: DoublewriteStatus) -> BufferPoolStatus {
+    pub(super) fn new(
+        g: Get<'_>,
+        doublewrite: DoublewriteStatus,
+        options: &crate::Options,
+    ) -> BufferPoolStatus {
         BufferPoolStatus {
             pages_total: g("buffer_pool_pages_total"),
             pages_data: g("buffer_pool_pages_data"),
@@ -332,6 +379,13 @@ impl BufferPoolStatus {
             pages_written: g("buffer_pages_written"),
             read_requests: g("buffer_pool_read_requests"),
             doublewrite,
+            compression: CompressionStatus {
+                mode: options.page_compression,
+                page_size: options.page_size as u64,
+                pages_compressed: g("num_pages_page_compressed"),
+                pages_decompressed: g("num_pages_page_decompressed"),
+                saved_bytes: g("page_compression_saved"),
+            },
             per_second: None,
         }
     }
@@ -371,6 +425,7 @@ impl BufferPoolStatus {
         } else {
             writeln!(f, "Doublewrite: {d}")?;
         }
+        writeln!(f, "Page compression: {}", self.compression)?;
         if let (Some(r), Some(secs)) = (self.per_second, over_s) {
             writeln!(
                 f,

@@ -169,17 +169,56 @@ fn status_names_the_doublewrite_mode_in_effect() {
         ),
         (None, "Doublewrite: on"),
     ] {
-        let text = status_text(&Input {
-            dir: Path::new("x"),
-            options: &Options::default(),
-            metrics: &m,
-            decision: &Decision::default(),
-            history: &HistoryStatus::default(),
-            since: None,
-            doublewrite: given,
-        });
+        let text = pool_text(&Options::default(), &m, given);
         assert_eq!(line(&text, "Doublewrite:"), want);
     }
+}
+
+/// The BUFFER POOL section says whether pages are written compressed, and
+/// what that saved.
+#[test]
+fn status_says_what_page_compression_saved() {
+    let mut m = BTreeMap::new();
+    m.insert("num_pages_page_compressed", 200);
+    m.insert("num_pages_page_decompressed", 50);
+    m.insert("page_compression_saved", 200 * 8192);
+    let mut zstd = Options::default();
+    zstd.set("page_compression", "zstd").unwrap();
+    let none = Options::default();
+    for (options, metrics, want) in [
+        (&none, BTreeMap::new(), "Page compression: none"),
+        (
+            &none,
+            m.clone(),
+            "Page compression: none; 50 compressed pages read",
+        ),
+        (
+            &zstd,
+            m.clone(),
+            "Page compression: zstd, 200 pages written compressed, 50.0% of their bytes \
+             saved (1.6 MiB); 50 compressed pages read",
+        ),
+    ] {
+        let text = pool_text(options, &metrics, None);
+        assert_eq!(line(&text, "Page compression:"), want);
+    }
+}
+
+/// The report of `metrics` alone: no round, no history, no rates.
+fn pool_text(
+    options: &Options,
+    metrics: &BTreeMap<&'static str, u64>,
+    doublewrite: Option<&DoublewriteStatus>,
+) -> String {
+    status_text(&Input {
+        dir: Path::new("x"),
+        options,
+        metrics,
+        decision: &Decision::default(),
+        history: &HistoryStatus::default(),
+        since: None,
+        doublewrite,
+    })
 }
 
 #[test]

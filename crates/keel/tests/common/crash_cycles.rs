@@ -33,9 +33,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keel::format::data::EXTENT_PAGES;
-use keel::format::page::{verify_page, PageCheckError, PageId};
+use keel::format::page::{compress, verify_page, PageCheckError, PageId};
 use keel::io::faulty::{CrashMode, FaultyFs};
-use keel::{Db, DoublewriteMode, Error, FlushPolicyName, Options};
+use keel::{Db, DoublewriteMode, Error, FlushPolicyName, Options, PageCompression};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -189,7 +189,7 @@ pub struct Totals {
 }
 
 /// Counters that show the cleaners and writers flushing during the runs.
-pub const WRITE_BACK: [&str; 11] = [
+pub const WRITE_BACK: [&str; 12] = [
     "buffer_pages_written",
     "buffer_LRU_batch_flush_total_pages",
     "buffer_LRU_single_flush_total_pages",
@@ -201,6 +201,7 @@ pub const WRITE_BACK: [&str; 11] = [
     "dblwr_writes",
     "log_bytes_written",
     "log_checkpoints",
+    "num_pages_page_compressed",
 ];
 
 impl Totals {
@@ -270,12 +271,13 @@ pub fn run(scenario: &str, cycles: u64, crash: impl Fn(&mut SmallRng) -> Crash) 
     run_in_mode(scenario, cycles, DoublewriteMode::On, crash)
 }
 
-/// [`run`] with doublewrite `mode`; under `atomic` the device promises
-/// untorn writes of a page (`FaultyFs::set_atomic_write_unit`).
+/// [`run`] with doublewrite `mode` (and page compression, given a
+/// [`Setup`]); under `atomic` the device promises untorn writes of a page
+/// (`FaultyFs::set_atomic_write_unit`).
 pub fn run_in_mode(
     scenario: &str,
     cycles: u64,
-    mode: DoublewriteMode,
+    mode: impl Into<Setup>,
     crash: impl Fn(&mut SmallRng) -> Crash,
 ) -> Totals {
     let bank = Arc::new(BANK);
@@ -309,6 +311,33 @@ pub fn run_slowed(
     )
 }
 
+/// How a scenario's database writes its pages: the doublewrite mode and
+/// the page compression (a `DoublewriteMode` alone is that mode, pages
+/// written whole).
+#[derive(Clone, Copy, Debug)]
+pub struct Setup {
+    pub mode: DoublewriteMode,
+    pub compression: PageCompression,
+}
+
+impl From<DoublewriteMode> for Setup {
+    fn from(mode: DoublewriteMode) -> Setup {
+        Setup {
+            mode,
+            compression: PageCompression::None,
+        }
+    }
+}
+
+impl Setup {
+    fn opts(self, seed: u64) -> Options {
+        Options {
+            page_compression: self.compression,
+            ..opts_in_mode(seed, self.mode)
+        }
+    }
+}
+
 /// Database, device and acknowledgements of the cycles.
 struct Bed {
     dir: tempfile::TempDir,
@@ -316,29 +345,29 @@ struct Bed {
     /// None only while the crashed engine is replaced by the recovered one.
     db: Option<Db>,
     acked: Arc<Mutex<Vec<u64>>>,
-    mode: DoublewriteMode,
+    setup: Setup,
 }
 
 impl Bed {
-    fn new(seed: u64, workload: &dyn Workload, mode: DoublewriteMode) -> Bed {
+    fn new(seed: u64, workload: &dyn Workload, setup: Setup) -> Bed {
         let dir = tempfile::tempdir().unwrap();
         let fs = Arc::new(FaultyFs::new());
-        if mode == DoublewriteMode::Atomic {
+        if setup.mode == DoublewriteMode::Atomic {
             fs.set_atomic_write_unit(Some(PAGE_SIZE));
         }
-        let db = Db::open_with_fs(dir.path(), opts_in_mode(seed, mode), Some(fs.clone())).unwrap();
+        let db = Db::open_with_fs(dir.path(), setup.opts(seed), Some(fs.clone())).unwrap();
         workload.setup(&db);
         Bed {
             dir,
             fs,
             db: Some(db),
             acked: Arc::default(),
-            mode,
+            setup,
         }
     }
 
     fn opts(&self, seed: u64) -> Options {
-        opts_in_mode(seed, self.mode)
+        self.setup.opts(seed)
     }
 
     fn db(&self) -> &Db {
@@ -373,17 +402,18 @@ pub fn run_workload_in_mode<W: Workload>(
     lifetime: Lifetime,
     workload: Arc<W>,
     slow: Option<&str>,
-    mode: DoublewriteMode,
+    setup: impl Into<Setup>,
     crash: impl Fn(&mut SmallRng) -> Crash,
 ) -> Totals {
     let seed = super::seed(scenario);
     let mut rng = SmallRng::seed_from_u64(seed);
-    let mut bed = Bed::new(seed, &*workload, mode);
+    let setup = setup.into();
+    let mut bed = Bed::new(seed, &*workload, setup);
     let mut totals = Totals::default();
     for cycle in 0..cycles {
         if lifetime == Lifetime::FreshEachCycle && cycle > 0 {
             bed.db.take().unwrap().close().unwrap();
-            bed = Bed::new(seed ^ cycle, &*workload, mode);
+            bed = Bed::new(seed ^ cycle, &*workload, setup);
         }
         let plan = crash(&mut rng);
         let before = bed.db().metrics().snapshot();
@@ -424,7 +454,7 @@ pub fn run_workload_in_mode<W: Workload>(
             Ok(Recovered::TornDetected) => {
                 // The database is refused for good: go on with a new one.
                 totals.acked += std::mem::take(&mut *bed.acked.lock().unwrap()).len();
-                bed = Bed::new(seed ^ cycle ^ (1 << 40), &*workload, mode);
+                bed = Bed::new(seed ^ cycle ^ (1 << 40), &*workload, setup);
             }
         }
         totals.armed += u64::from(outcome.is_some());
@@ -579,7 +609,7 @@ fn recover(
     let torn_ids = torn_pages(&bed.fs, bed.dir.path());
     let torn = torn_ids.len() as u64;
     totals.torn_in_image += torn;
-    if bed.mode == DoublewriteMode::Atomic {
+    if bed.setup.mode == DoublewriteMode::Atomic {
         if torn > 0 {
             return Err(format!(
                 "the crash tore {torn} pages ({torn_ids:?}) of a device that promises untorn \
@@ -591,7 +621,7 @@ fn recover(
         }
     }
     let opened = Db::open_with_fs(bed.dir.path(), bed.opts(seed), Some(bed.fs.clone()));
-    if bed.mode == DoublewriteMode::DetectOnly && torn > 0 {
+    if bed.setup.mode == DoublewriteMode::DetectOnly && torn > 0 {
         return match opened {
             Err(Error::TornPage { page, path, reason }) => {
                 let named = (path.clone(), page);
@@ -710,6 +740,17 @@ fn torn_pages(fs: &FaultyFs, dir: &std::path::Path) -> Vec<(std::path::PathBuf, 
             let j = j as u32;
             let extent = (j / EXTENT_PAGES) * n_files + i;
             let id = PageId::new(0, extent * EXTENT_PAGES + j % EXTENT_PAGES);
+            let mut decoded;
+            let page = if compress::is_compressed(page) {
+                decoded = page.to_vec();
+                if compress::decode(&mut decoded).is_err() {
+                    torn.push((path.clone(), id));
+                    continue;
+                }
+                &decoded[..]
+            } else {
+                page
+            };
             match verify_page(page, id) {
                 Ok(()) | Err(PageCheckError::AllZero) => {}
                 Err(_) => torn.push((path.clone(), id)),
