@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::{
     ByteSize, DoublewriteMode, FlushLogAtTrxCommit, FlushNeighbors, FlushPolicyName, Isolation,
-    Options,
+    Options, PageCompression,
 };
 use crate::error::Result;
 use crate::io::{FlushMethod, ThrottleSpec};
@@ -162,6 +162,7 @@ impl OptionsBuilder {
         purge_threads: usize,
         fill_factor: u8,
         doublewrite: DoublewriteMode,
+        page_compression: PageCompression,
         doublewrite_files: usize,
         doublewrite_pages: usize,
         read_only: bool,
@@ -206,6 +207,7 @@ mod tests {
             .purge_threads(2)
             .fill_factor(90)
             .doublewrite(DoublewriteMode::DetectOnly)
+            .page_compression(PageCompression::Zstd)
             .doublewrite_files(3)
             .doublewrite_pages(64)
             .read_only(true)
@@ -258,6 +260,7 @@ mod tests {
             "purge_threads=2",
             "fill_factor=90",
             "doublewrite=detect_only",
+            "page_compression=zstd",
             "doublewrite_files=3",
             "doublewrite_pages=64",
             "read_only=true",
