@@ -86,8 +86,11 @@ thread_local! {
     static CODEC: RefCell<Codec> = RefCell::new(Codec::default());
 }
 
-fn with_codec<T>(f: impl FnOnce(&mut Codec) -> T) -> T {
-    CODEC.with(|c| f(&mut c.borrow_mut()))
+/// `f` on this thread's contexts; `None` while the thread's locals are
+/// being destroyed (a database closed from another thread-local's drop
+/// still writes its pages: whole, then).
+fn with_codec<T>(f: impl FnOnce(&mut Codec) -> T) -> Option<T> {
+    CODEC.try_with(|c| f(&mut c.borrow_mut())).ok()
 }
 
 /// Compress `page` (checksum stamped) into `out` (at least as long) as a
@@ -109,7 +112,7 @@ pub fn encode(page: &[u8], out: &mut [u8]) -> Option<usize> {
             .as_mut()?
             .compress_to_buffer(page, &mut out[PAGE_HEADER_SIZE..max_stored])
             .ok()
-    })?;
+    })??;
     let end = PAGE_HEADER_SIZE + len;
     let stored = end.next_multiple_of(STORED_BLOCK);
     debug_assert!(stored <= max_stored);
@@ -148,7 +151,7 @@ pub fn decode(buf: &mut [u8]) -> Result<(), PageCheckError> {
         return Err(PageCheckError::Checksum { stored, computed });
     }
     let page_len = buf.len();
-    with_codec(|c| {
+    let decoded = with_codec(|c| {
         if c.decompressor.is_none() {
             c.decompressor = zstd::bulk::Decompressor::new().ok();
         }
@@ -171,7 +174,10 @@ pub fn decode(buf: &mut [u8]) -> Result<(), PageCheckError> {
                 }))
             }
         }
-    })
+    });
+    decoded.unwrap_or(Err(PageCheckError::Compressed(
+        "read while the thread exits: no zstd context",
+    )))
 }
 
 #[cfg(test)]
