@@ -11,7 +11,8 @@
 use crate::btree::node;
 use crate::flush::doublewrite::{area_header_len, AreaHeader, FileHeader as DwFileHeader};
 use crate::page::{
-    compute_checksum, get_u32, page_id, page_type, put_u32, stamp_checksum, verify_page, PageType,
+    compress, compute_checksum, get_u32, page_id, page_type, put_u32, stamp_checksum, verify_page,
+    PageType,
 };
 use crate::redo::format::{
     apply_page_record, decode_group, decode_page_records, Checkpoint, LogFileHeader, PageRecord,
@@ -35,6 +36,7 @@ pub fn page_and_node(data: &[u8]) {
     let mut page = vec![0u8; ps];
     let n = image.len().min(ps);
     page[..n].copy_from_slice(&image[..n]);
+    compressed_image(&page);
     if sel & 2 != 0 {
         let t = if page[38] == 0 {
             PageType::BtreeLeaf
@@ -54,6 +56,25 @@ pub fn page_and_node(data: &[u8]) {
     stamp_checksum(&mut page);
     let known = matches!(page_type(&page), Some(t) if t != PageType::Unused);
     assert_eq!(verify_page(&page, page_id(&page)).is_ok(), known);
+}
+
+/// A page slot decoded as a compressed image (`page::compress`), as given
+/// and resealed: a failed decode leaves the bytes as read, and a decoded
+/// page is exactly a page.
+fn compressed_image(slot: &[u8]) {
+    let mut resealed = slot.to_vec();
+    if compress::is_compressed(slot) {
+        let len = get_u32(slot, 24) as usize;
+        let end = len.saturating_add(32).min(slot.len());
+        put_u32(&mut resealed, 0, crc32c::crc32c(&slot[4..end]));
+    }
+    for bytes in [slot, &resealed[..]] {
+        let mut buf = bytes.to_vec();
+        match compress::decode(&mut buf) {
+            Ok(()) => assert_eq!(buf.len(), bytes.len()),
+            Err(_) => assert_eq!(buf, bytes),
+        }
+    }
 }
 
 /// Redo groups, page records and commit records. Input: a selector byte
@@ -224,6 +245,23 @@ mod tests {
         assert!(n.insert_cell(0, &node::leaf_cell(b"key", b"value")));
         leaf.extend_from_slice(&page);
         page_and_node(&leaf);
+        // An 8 KiB page stored compressed: selector 1, no script.
+        let mut big = vec![0u8; 8192];
+        crate::page::init_page(
+            &mut big,
+            crate::page::PageId::new(0, 5),
+            PageType::BtreeLeaf,
+        );
+        big[64..4096].copy_from_slice(&bytes(4032));
+        stamp_checksum(&mut big);
+        let mut stored = vec![0u8; 8192];
+        assert!(compress::encode(&big, &mut stored).is_none(), "noise");
+        big[64..4096].fill(7);
+        stamp_checksum(&mut big);
+        assert_eq!(compress::encode(&big, &mut stored), Some(4096));
+        let mut input = vec![1u8, 0];
+        input.extend_from_slice(&stored);
+        page_and_node(&input);
 
         let mut h = vec![8u8; 1];
         let mut block = vec![0u8; 64];
