@@ -46,10 +46,11 @@
 //!   their deadlines: see [`deadline_target`]. While the device is the
 //!   bottleneck, a round writes at least one whole batch: see
 //!   [`full_batch_target`].
-//! - **LRU**: each instance keeps free frames for a fifth of a second of the
+//! - **LRU**: each instance keeps free frames for a tick (100 ms) of the
 //!   recent allocation rate (fast attack, slow decay; at most an eighth of
-//!   the instance), so user threads almost never write a page themselves:
-//!   see [`LRU_LOOKAHEAD_S`].
+//!   the instance): frames kept free cache nothing, and the cleaners
+//!   decide every tick and are woken by an empty free list. See
+//!   [`LRU_LOOKAHEAD_S`].
 //! - **Writers** (`WriterLimit`, carried out by `flush::pacer` where
 //!   writers hold no latch, each at the age it sees): below `F`, no limit
 //!   (but see the lump ceiling below); above it the allowed redo
@@ -254,24 +255,42 @@ const MIN_LIST_BATCH: usize = 16;
 const OLDEST_LATCH_WAIT: Duration = Duration::from_millis(10);
 /// Free frames an instance keeps, in seconds of allocation (at most an
 /// eighth of the instance, see `Steady::lru_want`). Frames kept free are
-/// frames not caching pages: with half a second, at most a quarter of the
-/// instance, the free list held a quarter of the 32 MiB pool on
-/// `disaster-55` and `lru-scan-depth`, and `steady` wrote 1.81-1.83 and
-/// 3.65 pages a transaction where `classic` wrote 1.64 and 3.46. With a
-/// fifth of a second and an eighth (2026-11-29, two runs each, alternated
-/// on one machine): 1.70-1.71 and 3.30-3.32 pages, 35 % fewer page reads,
-/// 2-5 % and 9 % more transactions, no free-frame wait and no page
-/// written by a user thread. The cleaners decide every tick (100 ms) and
-/// an empty free list wakes them at once, so two ticks of allocation is
-/// what the list must hold while they write.
+/// frames not caching pages, and out of memory every page they do not
+/// cache is read again and, dirty, written again: fewer frames free means
+/// fewer page reads and fewer page writes a transaction.
+///
+/// The cleaners decide every tick (100 ms), and a thread that finds the
+/// free list empty wakes them at once, so a tick of allocations is what
+/// the list must hold while they write; a thread that finds it empty
+/// meanwhile takes a clean page from the LRU tail itself, or, if the
+/// tail is dirty, writes one (a single-page flush).
+///
+/// History, each measured on one machine, alternated:
+/// - half a second, at most a quarter of the instance (until
+///   2026-11-29): the free list held a quarter of the 32 MiB pool on
+///   `disaster-55` and `lru-scan-depth`, and `steady` wrote 1.81-1.83 and
+///   3.65 pages a transaction where `classic` wrote 1.64 and 3.46;
+/// - a fifth of a second and an eighth (2026-11-29, two runs each):
+///   1.70-1.71 and 3.30-3.32 pages, 35 % fewer page reads;
+/// - a tick (2026-11-30, one run each against a fifth): with
+///   `flush_neighbors` 1 or 2 the free list had still held 8-11 % of the
+///   pool on average (144-233 of 2,048 frames): more frames free, more
+///   page reads, a higher allocation rate, and so more frames wanted.
+///   With a tick it holds 8-22 frames; page reads a transaction fell from
+///   0.83-1.07 to 0.68-0.74 (`classic`: 0.67-0.72) and pages written from
+///   1.45-1.48 to 1.31-1.37 (`neighbors` with 2 and 1, `disaster-55`;
+///   `classic` 1.37-1.53). User threads then write 0.02-0.09 pages a
+///   transaction themselves, with no longer waits (p99.9 and the longest
+///   transaction no higher). `lru-scan-depth` (the free list at its floor
+///   either way) and the embedded OLTP shape on a 24 MiB pool (at the
+///   eighth either way) did not change.
 ///
 /// The eighth is a trade-off, measured and not yet understood: where it
 /// binds on the embedded OLTP shape (24 MiB pool, about 9,000 allocations
 /// a second, not device-bound), a quarter wrote 1.75-1.79 pages a
-/// transaction against 1.89-1.95 (2026-11-29, two alternated rounds,
-/// LRU flushing already evicting what it writes), while on
-/// `lru-scan-depth` it wrote 3.65 against 3.31-3.34.
-const LRU_LOOKAHEAD_S: f64 = 0.2;
+/// transaction against 1.89-1.95 (2026-11-29, two alternated rounds),
+/// while on `lru-scan-depth` it wrote 3.65 against 3.31-3.34.
+const LRU_LOOKAHEAD_S: f64 = 0.1;
 /// How far the setpoint may rise towards `H` while the flusher has room
 /// to spare (see [`lifted_setpoint`]): to this share of the way from `F`
 /// to `H` (from half of it).
@@ -1274,9 +1293,9 @@ impl Steady {
         }
     }
 
-    /// The free frames instance `i` (of `instances`) keeps: a fifth of a
-    /// second of the recent allocation rate, at least 8, at most an eighth
-    /// of it.
+    /// The free frames instance `i` (of `instances`) keeps: a tick of the
+    /// recent allocation rate ([`LRU_LOOKAHEAD_S`]), at least 8, at most an
+    /// eighth of it.
     fn lru_want(&self, i: &InstanceSnapshot, instances: usize) -> usize {
         let alloc = self.alloc_rate.get() / instances.max(1) as f64;
         ((alloc * LRU_LOOKAHEAD_S) as usize).clamp(8, (i.total / 8).max(8))

@@ -444,7 +444,7 @@ fn the_band_absorbs_a_lump_and_adds_almost_nothing_at_a_steady_state() {
 }
 
 #[test]
-fn lru_keeps_a_fifth_of_a_second_of_the_allocation_rate_free() {
+fn lru_keeps_a_tick_of_the_allocation_rate_free() {
     let mut p = Steady::new();
     let mut s = snapshot(0, 1_000_000, 1_000_000, &[]);
     p.decide(&s);
@@ -452,11 +452,11 @@ fn lru_keeps_a_fifth_of_a_second_of_the_allocation_rate_free() {
     s.frames_taken = 50; // 500 frames/s
     s.instances[0].free = 10;
     let t = p.decide(&s);
-    // A fifth of a second: 100 frames, under an eighth of the instance.
-    assert_eq!(t.instances[0].lru_want_free, 100);
-    assert_eq!(t.instances[0].lru_scan, 400);
+    // A tick: 50 frames, under an eighth of the instance.
+    assert_eq!(t.instances[0].lru_want_free, 50);
+    assert_eq!(t.instances[0].lru_scan, 200);
     s.now = Duration::from_millis(200);
-    s.frames_taken = 350; // 3000 frames/s: 600, capped at an eighth
+    s.frames_taken = 350; // 3000 frames/s: 300, capped at an eighth
     let t = p.decide(&s);
     assert_eq!(t.instances[0].lru_want_free, 125);
     assert_eq!(t.instances[0].lru_scan, 500);
