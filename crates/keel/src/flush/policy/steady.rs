@@ -279,11 +279,12 @@ const OLDEST_LATCH_WAIT: Duration = Duration::from_millis(10);
 ///   With a tick it holds 8-22 frames; page reads a transaction fell from
 ///   0.83-1.07 to 0.68-0.74 (`classic`: 0.67-0.72) and pages written from
 ///   1.45-1.48 to 1.31-1.37 (`neighbors` with 2 and 1, `disaster-55`;
-///   `classic` 1.37-1.53). User threads then write 0.02-0.09 pages a
-///   transaction themselves, with no longer waits (p99.9 and the longest
-///   transaction no higher). `lru-scan-depth` (the free list at its floor
-///   either way) and the embedded OLTP shape on a 24 MiB pool (at the
-///   eighth either way) did not change.
+///   `classic` 1.37-1.53). User threads then write 0.02-0.10 pages a
+///   transaction themselves; p99.9 was lower in every pair (230-297 ms
+///   against 256-301) and the longest transaction 350-468 ms against
+///   386-510 (two showdowns and the runs above). `lru-scan-depth` (the
+///   free list at its floor either way) and the embedded OLTP shape on a
+///   24 MiB pool (at the eighth either way) did not change.
 ///
 /// The eighth is a trade-off, measured and not yet understood: where it
 /// binds on the embedded OLTP shape (24 MiB pool, about 9,000 allocations
