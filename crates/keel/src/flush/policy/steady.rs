@@ -291,7 +291,7 @@ const OLDEST_LATCH_WAIT: Duration = Duration::from_millis(10);
 /// a second, not device-bound), a quarter wrote 1.75-1.79 pages a
 /// transaction against 1.89-1.95 (2026-11-29, two alternated rounds),
 /// while on `lru-scan-depth` it wrote 3.65 against 3.31-3.34.
-const LRU_LOOKAHEAD_S: f64 = 0.1;
+const LRU_LOOKAHEAD_S: f64 = TICK.as_secs_f64();
 /// How far the setpoint may rise towards `H` while the flusher has room
 /// to spare (see [`lifted_setpoint`]): to this share of the way from `F`
 /// to `H` (from half of it).
