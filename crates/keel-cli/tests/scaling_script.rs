@@ -5,23 +5,15 @@
 //! and the merged report. Skipped, saying so, where bash or python3 is
 //! missing (the script needs python3 for its table and chart).
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
-fn have(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+use common::{run, script};
 
 #[test]
 fn the_scaling_script_prints_its_table_and_writes_its_chart() {
-    if !have("bash") || !have("python3") {
-        eprintln!("SKIPPED: scripts/scaling.sh needs bash and python3");
+    let Some(mut cmd) = script("scaling.sh") else {
         return;
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    };
     let dir = tempfile::tempdir().unwrap();
     let (out, work) = (dir.path().join("out"), dir.path().join("work"));
     let other = keel_bench::oltp::Engine::ALL
@@ -31,8 +23,7 @@ fn the_scaling_script_prints_its_table_and_writes_its_chart() {
         Some(e) => format!("keel,{}", e.name()),
         None => "keel".to_string(),
     };
-    let run = Command::new("bash")
-        .arg(root.join("scripts/scaling.sh"))
+    let r = run(cmd
         .args([
             "--threads-list",
             "1,2",
@@ -45,16 +36,9 @@ fn the_scaling_script_prints_its_table_and_writes_its_chart() {
         .arg("--out")
         .arg(&out)
         .arg("--work")
-        .arg(&work)
-        .env("KEEL", env!("CARGO_BIN_EXE_keel"))
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
-    );
-    assert!(run.status.success(), "scaling.sh failed:\n{text}");
+        .arg(&work));
+    let text = r.text();
+    assert!(r.ok(), "scaling.sh failed:\n{text}");
     // The table: a header with both thread counts, a row per engine with
     // a figure for each, and the ratios' header.
     let table = std::fs::read_to_string(out.join("scaling.txt")).unwrap();

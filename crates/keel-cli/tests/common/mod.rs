@@ -25,6 +25,29 @@ pub fn keel_cmd() -> Command {
     Command::new(env!("CARGO_BIN_EXE_keel"))
 }
 
+/// Whether `program --version` runs and succeeds.
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `bash scripts/NAME` with `KEEL` set to the binary under test, ready for
+/// its arguments; `None`, after saying the test is skipped, where bash or
+/// python3 (which the scripts' tables need) is missing.
+pub fn script(name: &str) -> Option<Command> {
+    if !have("bash") || !have("python3") {
+        eprintln!("SKIPPED: scripts/{name} needs bash and python3");
+        return None;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut cmd = Command::new("bash");
+    cmd.arg(root.join("scripts").join(name))
+        .env("KEEL", env!("CARGO_BIN_EXE_keel"));
+    Some(cmd)
+}
+
 /// Where Prometheus's `promtool` is, if installed (Debian: `apt-get
 /// install prometheus`); the tests that use it say plainly when they
 /// skipped it.
