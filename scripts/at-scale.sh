@@ -89,13 +89,7 @@ for i in $(seq 1 "$RUNS"); do
   files+=("$OUT/$name.json")
 done
 rm -rf "${WORK:?}/data" "$WORK"/data-run*
-rmdir "$WORK" 2> /dev/null || true
-"$KEEL" report --repeats "${files[@]}" --out "$OUT/report" > "$OUT/report.txt"
-
-if ! command -v python3 > /dev/null; then
-  echo "at-scale.sh: python3 not found: no table (see $OUT/report.txt)" >&2
-  exit 1
-fi
+merge_reports "table" "${files[@]}"
 # The table: Python 3's standard library only.
 python3 - "$OUT" "${files[@]}" << 'PY'
 import json

@@ -1,5 +1,5 @@
-# Shared by compare.sh, compare-embedded.sh and scaling.sh (sourced, not
-# run): the flags they all take, the output directories and the keel binary.
+# Shared by compare.sh, compare-embedded.sh, scaling.sh and at-scale.sh
+# (sourced, not run): the flags they all take, the output directories and the keel binary.
 #
 # The sourcing script sets TIME, RUNS, OUT and WORK (defaults), EXTRA_FLAG
 # and EXTRA_VAR (its own flag, e.g. --limits, and the variable it sets), or
@@ -50,4 +50,20 @@ in_build() {
   case ", $BUILT," in *", $1,"*) return 0 ;; esac
   echo "== $1: not in this build (cargo build --release -p keel-cli --features $1)"
   return 1
+}
+
+# Merges the runs' JSON files "$@" with `keel report --repeats` into
+# $OUT/report (its summary in $OUT/report.txt), after removing the work
+# directory if it is empty; then checks for python3, which the caller
+# runs for its table: without it, says so and exits 1. $1 names what
+# the caller draws with it (e.g. "table").
+merge_reports() {
+  local what=$1
+  shift
+  rmdir "$WORK" 2> /dev/null || true
+  "$KEEL" report --repeats "$@" --out "$OUT/report" > "$OUT/report.txt"
+  if ! command -v python3 > /dev/null; then
+    echo "$(basename "$0"): python3 not found: no $what (see $OUT/report.txt)" >&2
+    exit 1
+  fi
 }

@@ -105,13 +105,7 @@ if [ ${#files[@]} -eq 0 ]; then
   echo "scaling.sh: no engine of '$ENGINES' is in this build" >&2
   exit 1
 fi
-rmdir "$WORK" 2> /dev/null || true
-"$KEEL" report --repeats "${files[@]}" --out "$OUT/report" > "$OUT/report.txt"
-
-if ! command -v python3 > /dev/null; then
-  echo "scaling.sh: python3 not found: no scaling table or chart (see $OUT/report.txt)" >&2
-  exit 1
-fi
+merge_reports "scaling table or chart" "${files[@]}"
 # The table and the chart: Python 3's standard library only.
 python3 - "$OUT" "${files[@]}" << 'PY'
 import html
