@@ -27,7 +27,9 @@
 //!   idle spell is not taken for a slow device (its first writes excepted,
 //!   see [`Device::update`]); the write latency's base
 //!   and the queue depth, raised one step while latency stays near its base
-//!   and the flusher falls behind, and halved on a spike; ρ, the redo bytes the checkpoint retires per
+//!   and the flusher falls behind, and halved on a spike (undone two ticks
+//!   later if halving did not halve the latency: a slower device, not our
+//!   own queue); ρ, the redo bytes the checkpoint retires per
 //!   page written back; and the flusher's *capacity*, the pages per second
 //!   of wall time it achieves while it has more below its target than it
 //!   can write (a batch also waits for its doublewrite copy, its syncs and
@@ -169,6 +171,15 @@ const DEPTH_RAISE: f64 = 1.3;
 const DEPTH_EASE: f64 = 2.0;
 /// Latency, in bases, over which the depth is halved.
 const DEPTH_CUT: f64 = 3.0;
+/// Share of the latency before a cut at or over which the latency after
+/// it says the queue was not ours (see [`Device`]). A cut of our own
+/// queue comes at a depth over three times what the device serves at once
+/// (the latency over [`DEPTH_CUT`] × the base), and halving it halves the
+/// latency: 0.5. A device that became slower was written at a little over
+/// its parallelism (the depth grows while the latency is under
+/// [`DEPTH_RAISE`] × the base), so halving takes off that part of the
+/// latency at most: 1/1.3, 0.77 or more. The threshold sits between.
+const CUT_KEPT_LATENCY: f64 = 0.65;
 /// The linear share of the throttle curve (see [`pos_ratio`]).
 const LINEAR: f64 = 0.5;
 /// Shortest span over which the flusher's capacity is measured.
@@ -375,6 +386,24 @@ impl Peak {
 /// ratchet up. (A base allowed to drift up at any depth followed the queue
 /// it measured: the depth ran to the maximum, 64 writes queued on a disk
 /// serving 8, and every page read and log write waited behind them.)
+///
+/// A cut is checked: the latency over [`DEPTH_CUT`] × the base is either
+/// our own queue (the depth grew past what the device serves at once) or
+/// a device that became slower, and only halving tells which. Writes that
+/// queue behind each other wait about half as long at half the depth; a
+/// device that became slower makes them wait as long at any depth under
+/// its parallelism. So the tick after a cut is skipped (it still carries
+/// writes issued at the old depth, as a probe's first tick does: a batch
+/// keeps the streams it began with), and the next one decides: a latency
+/// still at [`CUT_KEPT_LATENCY`] or more of the latency that caused the
+/// cut undoes it, and that latency, measured at half the depth, becomes
+/// the base. Without the check a device four times slower was cut tick
+/// after tick against the old base (15, 7, 3, 1 writes in flight within
+/// the second, the simulation of hours): the flusher wrote a quarter of
+/// what the slower device could, for the second or two the base took to
+/// rise at a depth of 1 or 2, and with the setpoint lifted high the age
+/// went past `H`. A queue of our own shows the other way (its latency
+/// halves), and the cut stands.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Device {
     /// Pages per second of busy time.
@@ -391,6 +420,9 @@ pub struct Device {
     probe: Option<(usize, u32)>,
     /// Ticks left in which the depth comes down one step at most.
     settle: u32,
+    /// A cut being checked: the depth before it, the tick latency that
+    /// caused it, and whether the tick after it has passed.
+    cut: Option<(usize, f64, bool)>,
     /// Whether a probe may start now (the owner says so: a probe slows
     /// the flusher for two ticks, so it waits for the checkpoint age to
     /// have room under the setpoint).
@@ -416,6 +448,7 @@ impl Default for Device {
             since_probe: 0,
             probe: None,
             settle: 0,
+            cut: None,
             headroom: true,
             backlog: true,
         }
@@ -459,6 +492,23 @@ impl Device {
             }
             return;
         }
+        if let Some((before, cause, skipped)) = self.cut {
+            if !skipped {
+                self.cut = Some((before, cause, true));
+                self.lat_us.update(lat, 0.5);
+                return;
+            }
+            self.cut = None;
+            if lat >= CUT_KEPT_LATENCY * cause {
+                // Not our queue: the device is slower.
+                self.depth = before;
+                self.lat_base_us = Some(lat);
+                self.lat_us = Ewma::default();
+                self.lat_us.update(lat, 1.0);
+                self.since_probe += 2;
+                return;
+            }
+        }
         let now = self.lat_us.update(lat, 0.5);
         let base = match self.lat_base_us {
             None => now,
@@ -472,6 +522,9 @@ impl Device {
         let settling = self.settle > 0;
         self.settle = self.settle.saturating_sub(1);
         if now > DEPTH_CUT * base && !settling {
+            if self.depth > 1 {
+                self.cut = Some((self.depth, lat, false));
+            }
             self.depth = (self.depth / 2).max(1);
         } else if now > DEPTH_EASE * base {
             let step = if settling { 1 } else { self.depth.div_ceil(4) };
@@ -480,7 +533,11 @@ impl Device {
             self.depth = (self.depth + 1).min(MAX_DEPTH);
         }
         self.since_probe += 1;
-        if self.since_probe >= PROBE_TICKS && self.depth > BASE_PROBE_DEPTH && self.headroom {
+        if self.since_probe >= PROBE_TICKS
+            && self.depth > BASE_PROBE_DEPTH
+            && self.headroom
+            && self.cut.is_none()
+        {
             self.probe = Some((self.depth, PROBE_LEN));
             self.depth = BASE_PROBE_DEPTH;
         }

@@ -171,6 +171,68 @@ fn a_device_slower_for_good_gets_a_new_base_and_its_depth_back() {
     assert!(d.depth >= 8, "depth {}", d.depth);
 }
 
+/// Like [`queued_tick`], but the tick after a change of depth carries
+/// half its writes at the depth before (a batch under way keeps its
+/// streams, as in the engine). `prev` is the depth of the tick before.
+fn lagged_tick(d: &mut Device, prev: &mut usize, parallel: usize, base_us: f64) {
+    let lat = |k: usize| base_us * (k as f64 / parallel as f64).max(1.0);
+    let mean = (lat(*prev) + lat(d.depth)) / 2.0;
+    *prev = d.depth;
+    let writes = 100;
+    d.update(0.1, writes, writes, (writes as f64 * mean) as u64, 100_000);
+}
+
+#[test]
+fn a_cut_that_leaves_the_latency_where_it_was_is_undone() {
+    // A device serving 16 writes at once; the flusher settles at about
+    // that depth, then the device becomes four times slower.
+    let mut d = Device::default();
+    let mut prev = d.depth;
+    for _ in 0..100 {
+        lagged_tick(&mut d, &mut prev, 16, 1000.0);
+    }
+    let settled = d.depth;
+    assert!((16..=24).contains(&settled), "depth {settled}");
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        lagged_tick(&mut d, &mut prev, 16, 4000.0);
+        seen.push(d.depth);
+    }
+    // One cut, checked two ticks later and undone (halving did not halve
+    // the latency): never a second cut, and the base is the slower
+    // device's own latency, not a quarter of it.
+    assert_eq!(seen[0], settled / 2, "settled at {settled}: {seen:?}");
+    assert!(seen.iter().all(|&k| k >= settled / 2), "{seen:?}");
+    assert!(seen[2..].iter().all(|&k| k >= settled * 3 / 4), "{seen:?}");
+    let base = d.lat_base_us.unwrap();
+    assert!((3900.0..=5500.0).contains(&base), "base {base}");
+}
+
+#[test]
+fn a_cut_of_our_own_queue_stands() {
+    // Forty writes in flight on a device serving four: the latency is ten
+    // times the base, all of it our own queue.
+    let mut d = Device::default();
+    let mut prev = d.depth;
+    for _ in 0..10 {
+        lagged_tick(&mut d, &mut prev, 4, 1000.0);
+    }
+    // As if it had been 40 for a while (the depth grows one a tick).
+    d.depth = 40;
+    prev = 40;
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        lagged_tick(&mut d, &mut prev, 4, 1000.0);
+        seen.push(d.depth);
+    }
+    // Each cut halves the latency and stands: the depth comes down near
+    // the device's parallelism and is never put back.
+    assert!(seen.iter().all(|&k| k <= 20), "{seen:?}");
+    assert!(seen[10..].iter().all(|&k| k <= 8), "{seen:?}");
+    let base = d.lat_base_us.unwrap();
+    assert!(base < 1100.0, "base {base}");
+}
+
 #[test]
 fn a_device_faster_for_good_does_not_let_the_depth_ratchet_up() {
     let mut d = Device::default();
