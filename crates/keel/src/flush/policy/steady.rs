@@ -175,10 +175,15 @@ const DEPTH_CUT: f64 = 3.0;
 /// it says the queue was not ours (see [`Device`]). A cut of our own
 /// queue comes at a depth over three times what the device serves at once
 /// (the latency over [`DEPTH_CUT`] × the base), and halving it halves the
-/// latency: 0.5. A device that became slower was written at a little over
+/// latency: 0.5. A device that became slower was written at 1.3 to 2 ×
 /// its parallelism (the depth grows while the latency is under
-/// [`DEPTH_RAISE`] × the base), so halving takes off that part of the
-/// latency at most: 1/1.3, 0.77 or more. The threshold sits between.
+/// [`DEPTH_RAISE`] × the base and eases only over [`DEPTH_EASE`] ×), so
+/// halving leaves 0.5 to 0.77 of the latency: from over about 1.54 × the
+/// first cut stands (half the writes did queue) and the next, from the
+/// parallelism or under, leaves all of it and is undone. The threshold
+/// sits between; the property test
+/// `a_cut_is_undone_for_a_slower_device_and_stands_for_our_own_queue`
+/// checks both sides for parallelisms of 2 to 32.
 const CUT_KEPT_LATENCY: f64 = 0.65;
 /// The linear share of the throttle curve (see [`pos_ratio`]).
 const LINEAR: f64 = 0.5;

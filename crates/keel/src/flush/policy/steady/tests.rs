@@ -233,6 +233,89 @@ fn a_cut_of_our_own_queue_stands() {
     assert!(base < 1100.0, "base {base}");
 }
 
+proptest::proptest! {
+    /// The check's threshold ([`CUT_KEPT_LATENCY`]) sits between what
+    /// each cause leaves, for any parallelism from 2 (at 1 the depth
+    /// settles at 2, twice the parallelism, and the cut to 1 is right)
+    /// and any base. A device that slows by 4 to 10 × is never cut below
+    /// a quarter of its parallelism, less the rounding of two halvings
+    /// (without the check: to 1), is soon
+    /// written at its parallelism again, and its base is the new latency.
+    /// (The depth may rest anywhere from 1.3 to 2 × the parallelism: it
+    /// eases only over 2 × the base. From over 1.54 × the first cut is
+    /// kept, rightly, as half the writes queued; the next one, from the
+    /// parallelism or under, is undone.) A queue of our own six times the
+    /// parallelism or deeper is cut and never put back.
+    #[test]
+    fn a_cut_is_undone_for_a_slower_device_and_stands_for_our_own_queue(
+        parallel in 2usize..=32,
+        base in 200.0f64..20_000.0,
+        slower in 4.0f64..10.0,
+        over in 6.0f64..10.0,
+    ) {
+        // Past the first probe, which measures the base (the depth
+        // starts at 4, so on a device serving 2 the first base counts
+        // our own queue).
+        let mut d = Device::default();
+        let mut prev = d.depth;
+        for _ in 0..(PROBE_TICKS + 100) {
+            lagged_tick(&mut d, &mut prev, parallel, base);
+        }
+        let settled = d.depth;
+        proptest::prop_assert!(
+            settled >= parallel && settled <= 2 * parallel + 1,
+            "settled at {}", settled
+        );
+        let mut seen = Vec::new();
+        for _ in 0..20 {
+            lagged_tick(&mut d, &mut prev, parallel, base * slower);
+            seen.push(d.depth);
+        }
+        proptest::prop_assert!(
+            seen.iter().all(|&k| 4 * k + 3 >= parallel),
+            "settled at {}: {:?}", settled, seen
+        );
+        proptest::prop_assert!(
+            seen[15..].iter().all(|&k| k >= parallel),
+            "settled at {}: {:?}", settled, seen
+        );
+        let b = d.lat_base_us.unwrap_or(0.0);
+        proptest::prop_assert!(
+            b >= 0.9 * base * slower && b <= 1.1 * base * slower,
+            "base {} for a device at {}", b, base * slower
+        );
+
+        // Our own queue, six to ten times the parallelism (deep enough to
+        // be cut at its first tick, within the deepest queue allowed). On
+        // a device serving 2, the base may rise at a depth of 2
+        // (`BASE_PROBE_DEPTH`) towards a latency that still remembers the
+        // queue, and the depth come back to 2.5 × before the next probe;
+        // that is the base's rule, not the check's, so from 3 here.
+        let parallel = parallel.clamp(3, MAX_DEPTH / 6);
+        let mut d = Device::default();
+        let mut prev = d.depth;
+        for _ in 0..(PROBE_TICKS + 100) {
+            lagged_tick(&mut d, &mut prev, parallel, base);
+        }
+        let deep = ((over * parallel as f64) as usize).min(MAX_DEPTH);
+        d.depth = deep;
+        prev = deep;
+        let mut seen = Vec::new();
+        for _ in 0..40 {
+            lagged_tick(&mut d, &mut prev, parallel, base);
+            seen.push(d.depth);
+        }
+        proptest::prop_assert!(
+            seen.iter().all(|&k| k <= deep / 2 + 1),
+            "from {}: {:?}", deep, seen
+        );
+        proptest::prop_assert!(
+            seen[30..].iter().all(|&k| k <= 2 * parallel),
+            "from {}: {:?}", deep, seen
+        );
+    }
+}
+
 #[test]
 fn a_device_faster_for_good_does_not_let_the_depth_ratchet_up() {
     let mut d = Device::default();
