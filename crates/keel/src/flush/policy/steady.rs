@@ -468,6 +468,14 @@ impl Default for Device {
 }
 
 impl Device {
+    /// Take `lat`, measured where our writes hardly queue, as the base and
+    /// as the recent latency (after a probe, or a cut undone).
+    fn rebase(&mut self, lat: f64) {
+        self.lat_base_us = Some(lat);
+        self.lat_us = Ewma::default();
+        self.lat_us.update(lat, 1.0);
+    }
+
     /// Fold in a tick of `dt` seconds in which `pages` pages were written in
     /// `writes` calls taking `write_us` in all, with the device busy for
     /// `busy_us`.
@@ -495,9 +503,7 @@ impl Device {
                 self.probe = Some((resume, left - 1));
             } else {
                 self.probe = None;
-                self.lat_base_us = Some(lat);
-                self.lat_us = Ewma::default();
-                self.lat_us.update(lat, 1.0);
+                self.rebase(lat);
                 self.depth = resume;
                 self.since_probe = 0;
                 self.settle = PROBE_SETTLE;
@@ -514,9 +520,7 @@ impl Device {
             if lat >= CUT_KEPT_LATENCY * cause {
                 // Not our queue: the device is slower.
                 self.depth = before;
-                self.lat_base_us = Some(lat);
-                self.lat_us = Ewma::default();
-                self.lat_us.update(lat, 1.0);
+                self.rebase(lat);
                 self.since_probe += 2;
                 return;
             }

@@ -182,15 +182,22 @@ fn lagged_tick(d: &mut Device, prev: &mut usize, parallel: usize, base_us: f64) 
     d.update(0.1, writes, writes, (writes as f64 * mean) as u64, 100_000);
 }
 
+/// A device (and the depth of its last tick) after `ticks` of
+/// [`lagged_tick`] from the start.
+fn lagged_device(ticks: u32, parallel: usize, base_us: f64) -> (Device, usize) {
+    let mut d = Device::default();
+    let mut prev = d.depth;
+    for _ in 0..ticks {
+        lagged_tick(&mut d, &mut prev, parallel, base_us);
+    }
+    (d, prev)
+}
+
 #[test]
 fn a_cut_that_leaves_the_latency_where_it_was_is_undone() {
     // A device serving 16 writes at once; the flusher settles at about
     // that depth, then the device becomes four times slower.
-    let mut d = Device::default();
-    let mut prev = d.depth;
-    for _ in 0..100 {
-        lagged_tick(&mut d, &mut prev, 16, 1000.0);
-    }
+    let (mut d, mut prev) = lagged_device(100, 16, 1000.0);
     let settled = d.depth;
     assert!((16..=24).contains(&settled), "depth {settled}");
     let mut seen = Vec::new();
@@ -212,14 +219,10 @@ fn a_cut_that_leaves_the_latency_where_it_was_is_undone() {
 fn a_cut_of_our_own_queue_stands() {
     // Forty writes in flight on a device serving four: the latency is ten
     // times the base, all of it our own queue.
-    let mut d = Device::default();
-    let mut prev = d.depth;
-    for _ in 0..10 {
-        lagged_tick(&mut d, &mut prev, 4, 1000.0);
-    }
+    let (mut d, _) = lagged_device(10, 4, 1000.0);
     // As if it had been 40 for a while (the depth grows one a tick).
     d.depth = 40;
-    prev = 40;
+    let mut prev = 40;
     let mut seen = Vec::new();
     for _ in 0..20 {
         lagged_tick(&mut d, &mut prev, 4, 1000.0);
@@ -256,11 +259,7 @@ proptest::proptest! {
         // Past the first probe, which measures the base (the depth
         // starts at 4, so on a device serving 2 the first base counts
         // our own queue).
-        let mut d = Device::default();
-        let mut prev = d.depth;
-        for _ in 0..(PROBE_TICKS + 100) {
-            lagged_tick(&mut d, &mut prev, parallel, base);
-        }
+        let (mut d, mut prev) = lagged_device(PROBE_TICKS + 100, parallel, base);
         let settled = d.depth;
         proptest::prop_assert!(
             settled >= parallel && settled <= 2 * parallel + 1,
@@ -292,14 +291,10 @@ proptest::proptest! {
         // queue, and the depth come back to 2.5 × before the next probe;
         // that is the base's rule, not the check's, so from 3 here.
         let parallel = parallel.clamp(3, MAX_DEPTH / 6);
-        let mut d = Device::default();
-        let mut prev = d.depth;
-        for _ in 0..(PROBE_TICKS + 100) {
-            lagged_tick(&mut d, &mut prev, parallel, base);
-        }
+        let (mut d, _) = lagged_device(PROBE_TICKS + 100, parallel, base);
         let deep = ((over * parallel as f64) as usize).min(MAX_DEPTH);
         d.depth = deep;
-        prev = deep;
+        let mut prev = deep;
         let mut seen = Vec::new();
         for _ in 0..40 {
             lagged_tick(&mut d, &mut prev, parallel, base);
