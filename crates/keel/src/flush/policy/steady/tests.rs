@@ -837,10 +837,10 @@ fn the_lifted_setpoint_stays_between_the_middle_and_a_tick_under_hard() {
     // A log holding a few seconds of redo: S halfway from F to H.
     let (f, s, h) = (600_000, 775_000, 950_000);
     assert_eq!(lifted_setpoint(f, s, h, 0.0, 0.0), s);
-    // Fully lifted: 85 % of the way from F to H.
-    assert_eq!(lifted_setpoint(f, s, h, 0.0, 1.0), 897_500);
-    assert_eq!(lifted_setpoint(f, s, h, 0.0, 0.5), 836_250);
-    assert_eq!(lifted_setpoint(f, s, h, 0.0, 7.0), 897_500);
+    // Fully lifted: 95 % of the way from F to H.
+    assert_eq!(lifted_setpoint(f, s, h, 0.0, 1.0), 932_500);
+    assert_eq!(lifted_setpoint(f, s, h, 0.0, 0.5), 853_750);
+    assert_eq!(lifted_setpoint(f, s, h, 0.0, 7.0), 932_500);
     // A tick of a 1.5 MB/s peak (150 kB) under H: 800 kB.
     assert_eq!(lifted_setpoint(f, s, h, 1.5e6, 1.0), 800_000);
     // Never under the middle, however high the peak.
