@@ -599,8 +599,8 @@ fn a_setpoint_lifted_by_its_share_comes_down_when_the_device_falls_behind() {
     sim.limit = 120 << 20;
     sim.run_until(secs(120));
     let &(_, _, lifted, h) = sim.age_log.last().expect("ticks were logged");
-    let f = (super::FREERUN * sim.limit as f64).min(0.8 * h as f64);
-    let share = (lifted as f64 - f) / (h as f64 - f);
+    let (f, _, _) = super::levels(sim.limit, 0.0, 0.0, 0.0);
+    let share = (lifted - f) as f64 / (h - f) as f64;
     eprintln!(
         "eight seconds of redo: setpoint {:.1} % of the limit, {:.1} % of the way from F to H",
         100.0 * lifted as f64 / sim.limit as f64,
