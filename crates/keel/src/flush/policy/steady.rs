@@ -31,10 +31,10 @@
 //!   later if halving did not halve the latency: a slower device, not our
 //!   own queue); ρ, the redo bytes the checkpoint retires per
 //!   page written back; and the flusher's *capacity*, the pages per second
-//!   of wall time it achieves while it has more below its target than it
-//!   can write (a batch also waits for its doublewrite copy, its syncs and
-//!   the checkpoint, so this is lower than the device's busy-time
-//!   bandwidth, which the flusher never sustains alone).
+//!   of wall time it achieves while it leaves more than 16 pages below its
+//!   target at every round (a batch also waits for its doublewrite copy,
+//!   its syncs and the checkpoint, so this is lower than the device's
+//!   busy-time bandwidth, which the flusher never sustains alone).
 //! - **Flusher**: the target LSN is `current + log_rate × tick − S`, plus a
 //!   proportional catch-up of half the distance above `S`: every page whose
 //!   oldest change is below it is written, at the device's pace (the queue
@@ -1032,8 +1032,8 @@ impl Steady {
             .last_setpoint
             .is_none_or(|sp| s.current_lsn.saturating_sub(s.checkpoint_lsn) < sp)
             && s.instances.iter().all(|i| i.free >= self.lru_want(i, n));
-        // The flusher is behind when it had more below its target than it
-        // wrote, or when it spent (nearly) the whole tick in its round: a
+        // The flusher is behind when it left more than a batch below its
+        // target, or when it spent (nearly) the whole tick in its round: a
         // small pool on a fast device holds fewer dirty pages than a tick
         // writes, so the first alone never showed a backlog there, the
         // capacity stayed unmeasured and writers were held to the busy-time
@@ -1047,7 +1047,7 @@ impl Steady {
         // backlog throughout" that achieved only what was asked, and the
         // rule for a device that slowed down cut the capacity to it
         // (`waves-80-sweep`: 8,078 to 2,674 pages/s with the busy-time
-        // bandwidth at 11,270, one to four pages short in each tick; the
+        // bandwidth at 11,270, one or two pages short in each tick; the
         // writers' base rate fell with it, they were held, and the lift
         // was lost for 10 s).
         let left_behind = self.last_below as f64 > flushed + MIN_LIST_BATCH as f64;

@@ -763,7 +763,7 @@ fn a_device_that_slows_down_is_believed_at_once() {
 /// when it passed them) is no backlog: three of them in a row once made a
 /// window "with a backlog throughout" that achieved only what was asked,
 /// and the capacity was cut to it as if the device had slowed down
-/// (`waves-80-sweep`: 8,078 to 2,674 pages/s, one to four pages short a
+/// (`waves-80-sweep`: 8,078 to 2,674 pages/s, one or two pages short a
 /// tick). A batch or more unwritten still is one.
 #[test]
 fn a_round_a_few_pages_short_is_no_backlog() {
