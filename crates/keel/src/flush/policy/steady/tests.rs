@@ -682,14 +682,20 @@ fn a_fast_device_is_measured_by_its_first_writes() {
     assert_eq!(d.bw.get(), Some(bw));
 }
 
-/// One tick of `pages` written, with more pages below the target than
-/// any tick writes (a backlog).
-fn backlogged_tick(p: &mut Steady, s: &mut Snapshot, pages: u64) {
+/// One tick of `pages` written by a round that had `below` pages below
+/// its target.
+fn tick(p: &mut Steady, s: &mut Snapshot, pages: u64, below: usize) {
     s.now += TICK;
     s.pages_written += pages;
     s.current_lsn += 10_000;
-    p.last_below = 10_000;
+    p.last_below = below;
     p.estimate(s);
+}
+
+/// One tick of `pages` written, with more pages below the target than
+/// any tick writes (a backlog).
+fn backlogged_tick(p: &mut Steady, s: &mut Snapshot, pages: u64) {
+    tick(p, s, pages, 10_000);
 }
 
 #[test]
@@ -750,11 +756,7 @@ fn a_device_that_slows_down_is_believed_at_once() {
     assert!((p.capacity.get().unwrap() - 875.0).abs() < 1.0);
     // No backlog: a slow window is only a lower bound, and says nothing.
     for _ in 0..3 {
-        s.now += TICK;
-        s.pages_written += 10;
-        s.current_lsn += 10_000;
-        p.last_below = 0;
-        p.estimate(&s);
+        tick(&mut p, &mut s, 10, 0);
     }
     assert!((p.capacity.get().unwrap() - 875.0).abs() < 1.0);
 }
@@ -776,11 +778,7 @@ fn a_round_a_few_pages_short_is_no_backlog() {
     assert!((p.capacity.get().unwrap() - 13_000.0).abs() < 10.0);
     let short_ticks = |p: &mut Steady, s: &mut Snapshot, short: usize| {
         for _ in 0..3 {
-            s.now += TICK;
-            s.pages_written += 100;
-            s.current_lsn += 10_000;
-            p.last_below = 100 + short;
-            p.estimate(s);
+            tick(p, s, 100, 100 + short);
         }
     };
     short_ticks(&mut p, &mut s, 4);
