@@ -363,7 +363,9 @@ pub struct FlushTargets {
     /// many pages, neighbors included, as it was asked for (otherwise each
     /// requested page may bring a whole area of neighbors, and a batch of
     /// 256 pages became 1,400 writes that kept the checkpoint still for
-    /// over a second on `hdd-raid10`).
+    /// over a second on `hdd-raid10`), but for the rest of the contiguous
+    /// run it is writing when it gets there: a run is one write, and cut
+    /// short its rest costs another (less than an area over the size).
     pub neighbors_in_batch_size: bool,
     /// The neighbor mode batches follow where `flush_neighbors = auto`
     /// (a fixed option overrides it). `classic` always says

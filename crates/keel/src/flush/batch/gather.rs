@@ -94,7 +94,11 @@ impl WriteBack {
             }
             // The predicate adds the neighbor to the batch when it can.
             neighbors::pages_to_flush(id.page_no, area, mode, |page_no| {
-                if taken.len() >= size {
+                // A contiguous run goes out as one write whatever its
+                // length: cut at the batch's size, its rest would cost
+                // another write later. It ends within its area, so a
+                // batch passes its size by less than an area.
+                if taken.len() >= size && mode != NeighborMode::Contiguous {
                     return false;
                 }
                 let nid = PageId::new(id.space, page_no);

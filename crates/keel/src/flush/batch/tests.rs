@@ -855,11 +855,13 @@ fn a_panic_syncs_the_areas_waiting_for_their_sync_before_giving_them_back() {
 
 /// With `neighbors_in_batch_size` (steady), neighbors count against the
 /// batch: asked for 4 pages with area neighbors on, a batch writes 4, not
-/// the whole area of 16 dirty pages (classic's batch does).
+/// the whole area of 16 dirty pages (classic's batch does). A contiguous
+/// run is one write whatever its length, so it is finished, not cut at the
+/// batch's size: the rest of it would cost another write later.
 #[test]
 fn neighbors_can_count_against_the_batch_size() {
-    for (capped, expect) in [(false, 16), (true, 4)] {
-        let t = TestPool::new(2, Arc::new(HonestWal::default()));
+    for (mode, capped, expect) in [(2, false, 16), (2, true, 4), (1, true, 16)] {
+        let t = TestPool::new(mode, Arc::new(HonestWal::default()));
         for p in 0..16 {
             t.put(p, Some(100 + 10 * u64::from(p)));
         }
@@ -867,8 +869,11 @@ fn neighbors_can_count_against_the_batch_size() {
         let n =
             t.wb.flush_list_batch(&t.pool, 0, 4, u64::MAX, FlushKind::Adaptive)
                 .unwrap();
-        assert_eq!(n, expect, "capped: {capped}");
+        assert_eq!(n, expect, "mode {mode}, capped: {capped}");
         assert_eq!(t.dirty_pages().len(), 16 - expect);
+        if mode == 1 {
+            assert_eq!(t.metric("os_data_writes"), 1, "one run, one write");
+        }
     }
 }
 
@@ -1126,9 +1131,13 @@ fn a_round_writes_the_list_pages_it_asked_for_whatever_their_neighbors() {
         assert!(neighbors > 0, "steady: {steady}");
         let batches = host.seen.lock().len();
         if steady {
-            // Batches of 8, half of them neighbors: 8 batches.
+            // Batches of 8: each reaches its size inside the contiguous
+            // run of its first page's area (16 pages, 8 of them the
+            // list's) and finishes the run rather than cut it, one write:
+            // 4 batches.
             assert!(all - neighbors >= 32, "{all} pages, {neighbors} neighbors");
-            assert!(batches >= 8, "{batches} batches");
+            assert_eq!(batches, 4, "{all} pages, {neighbors} neighbors");
+            assert_eq!(host.t.metric("os_data_writes"), 4, "one run per batch");
         } else {
             // The first batches' runs of neighbors (classic does not bound
             // them) count against the 32: it stops with fewer than 32 of
