@@ -129,7 +129,9 @@ pub struct InstanceTarget {
     /// How deep LRU flushing may scan from the tail.
     pub lru_scan: usize,
     /// Most dirty pages LRU flushing writes this round (`usize::MAX`: all
-    /// it meets within `lru_scan`, as InnoDB's LRU flushing does).
+    /// it meets within `lru_scan`, as InnoDB's LRU flushing does), plus
+    /// the rest of the contiguous run it is writing when it gets there
+    /// (see [`FlushTargets::neighbors_in_batch_size`]).
     pub lru_write_max: usize,
     /// Pages to write from the oldest end of the flush list.
     pub list_pages: usize,

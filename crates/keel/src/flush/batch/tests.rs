@@ -877,6 +877,40 @@ fn neighbors_can_count_against_the_batch_size() {
     }
 }
 
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// The bound `neighbors_in_batch_size` promises, over any pattern of
+    /// dirty pages in three areas of 16 (a 256-frame pool): a batch asked
+    /// for `asked` pages writes at least that many (or every dirty page),
+    /// at most that many with area neighbors, and with contiguous ones at
+    /// most the rest of one run more, so less than an area over.
+    #[test]
+    fn a_batch_passes_its_size_by_less_than_an_area(
+        dirty in proptest::collection::vec(proptest::bool::ANY, 48),
+        asked in 1usize..24,
+        mode in 1u8..=2,
+    ) {
+        let t = TestPool::new(mode, Arc::new(HonestWal::default()));
+        let mut n_dirty = 0;
+        for (p, &d) in dirty.iter().enumerate() {
+            // Oldest modifications in a scattered order, so that the
+            // batch's pages are not the lowest page numbers.
+            let lsn = 100 + 10 * ((p as u64 * 29) % 48);
+            t.put(p as u32, d.then_some(lsn));
+            n_dirty += usize::from(d);
+        }
+        t.wb.set_neighbors_in_batch_size(true);
+        let n = t
+            .wb
+            .flush_list_batch(&t.pool, 0, asked, u64::MAX, FlushKind::Adaptive)
+            .unwrap();
+        let area = crate::flush::neighbors::area_size(FRAMES) as usize;
+        let over = if mode == 1 { area - 1 } else { 0 };
+        proptest::prop_assert!(n >= asked.min(n_dirty), "{n} written, {asked} asked");
+        proptest::prop_assert!(n <= asked + over, "{n} written, {asked} asked, mode {mode}");
+    }
+}
+
 /// LRU flushing writes at most `write_max` of the dirty pages it meets
 /// (steady bounds a round's LRU writes); `usize::MAX` writes them all, as
 /// InnoDB's LRU flushing (and `classic`) does.
