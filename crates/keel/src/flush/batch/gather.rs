@@ -57,7 +57,8 @@ impl WriteBack {
         let area_size = neighbors::area_size(pool.total_frames());
         let cap = CLAIM_GROUP;
         // Pages this call writes at most, neighbors included, when the
-        // policy asks so (`FlushTargets::neighbors_in_batch_size`).
+        // policy asks so (`FlushTargets::neighbors_in_batch_size`), but for
+        // the rest of the contiguous run under way (below).
         let size = if self
             .neighbors_in_batch_size
             .load(std::sync::atomic::Ordering::Relaxed)
