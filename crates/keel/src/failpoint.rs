@@ -58,6 +58,10 @@
 //! - `backup.redo`: in `Db::backup`'s redo copier, before each read of the
 //!   log. Held there, the backup's pin stops the checkpoint, and writers
 //!   wait for log space rather than overwrite redo it has not copied.
+//! - `commit.waiting`: in `Engine::begin_commit`, when a new commit found
+//!   no log space (or the record limit reached) and is about to wait in the
+//!   free check, holding no latch and no reservation: released, it waits
+//!   as a new commit, which a close refuses at once.
 //! - `commit.admitted`: in `Engine::begin_commit`, after the commit was
 //!   admitted and its log space reserved, before its record is logged.
 //! - `writer.pace`: in `Engine::pace_writer`, where a transaction is

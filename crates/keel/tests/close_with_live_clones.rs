@@ -92,12 +92,50 @@ fn closed_at_once(policy: FlushPolicyName) {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+    // classic: the writers may all be waiting for room for an operation of
+    // a commit already logged (its bound is far larger than a new commit's
+    // record, so new commits slip into the room left until every writer
+    // waits that way); such a commit must finish, and is refused only at
+    // the writer's next commit. So one more writer commits a transaction
+    // whose record is larger than all the room left under the limit: it
+    // surely waits as a new commit, and the failpoint holds it (or another
+    // writer waiting so) just before its wait, until the close has begun.
+    let new_commit = (policy == FlushPolicyName::Classic).then(|| {
+        let room =
+            m.get("log_free_check_limit").unwrap() - m.get("log_lsn_checkpoint_age").unwrap();
+        // A write set of small values is logged keys only: long keys.
+        let rows = room / 700 + 2;
+        let waiting = db.failpoint("commit.waiting");
+        let (db, t) = (db.clone(), t.clone());
+        let thread = std::thread::spawn(move || {
+            let commit = || {
+                let mut tx = db.begin();
+                for i in 0..rows as u32 {
+                    let mut key = vec![0xffu8; 700];
+                    key[696..].copy_from_slice(&i.to_be_bytes());
+                    tx.put(&t, &key, b"v")?;
+                }
+                tx.commit()
+            };
+            (commit(), Instant::now())
+        });
+        assert!(
+            waiting.wait_held(Duration::from_secs(10)),
+            "a commit of {rows} keys of 700 bytes did not wait for {room} bytes of log"
+        );
+        (waiting, thread)
+    });
     let closing = Instant::now();
     let closer = std::thread::spawn(move || db.close());
     // Writers waiting to log a new commit are refused at once. (One whose
-    // commit is already logged, waiting for room for a split, finishes it
-    // once the cleaner syncs again, and is refused at its next commit.)
-    std::thread::sleep(Duration::from_millis(500));
+    // commit is already logged, waiting for room for an operation, finishes
+    // it once the cleaner syncs again, and is refused at its next commit.)
+    let new_commit = new_commit.map(|(waiting, thread)| {
+        std::thread::sleep(Duration::from_millis(50));
+        waiting.release();
+        thread
+    });
+    std::thread::sleep(Duration::from_millis(450));
     let released = Instant::now();
     hold.release();
     closer.join().unwrap().unwrap();
@@ -109,6 +147,14 @@ fn closed_at_once(policy: FlushPolicyName) {
             refused_at_once += 1;
             assert!(at.duration_since(closing) < Duration::from_millis(500));
         }
+    }
+    if let Some(thread) = new_commit {
+        // Waiting as a new commit (held at the failpoint first, or behind
+        // the writer held there), it is refused at once.
+        let (r, at) = thread.join().unwrap();
+        assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+        assert!(at < released && at.duration_since(closing) < Duration::from_millis(500));
+        refused_at_once += 1;
     }
     assert!(
         refused_at_once > 0,

@@ -459,7 +459,8 @@ impl Admission {
 
     /// Admit a commit record of `record` bytes: reserve `need` bytes of log
     /// and count the record against the record limit, waiting for both.
-    pub fn reserve_commit(&self, record: u64, need: u64) -> Result<()> {
+    /// `on_wait` runs once, holding nothing, if the commit has to wait.
+    pub fn reserve_commit(&self, record: u64, need: u64, on_wait: impl FnOnce()) -> Result<()> {
         if record > self.record_limit {
             return Err(Error::TransactionTooLarge {
                 bytes: record,
@@ -488,6 +489,7 @@ impl Admission {
         if both() {
             return Ok(());
         }
+        on_wait();
         self.wait_until(need, Purpose::New, both)
     }
 

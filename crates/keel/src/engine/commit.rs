@@ -71,7 +71,9 @@ impl Engine {
         // leaf change), not its bound: see `admission`, "Estimates".
         let first_op = estimate(self.page_size(), self.page_size() / 8);
         self.adm
-            .reserve_commit(record_len, group + MARKER + first_op)?;
+            .reserve_commit(record_len, group + MARKER + first_op, || {
+                self.failpoints.hit("commit.waiting")
+            })?;
         self.failpoints.hit("commit.admitted");
         match self.log.append_commit(record) {
             Ok(lsn) => {
