@@ -31,7 +31,12 @@
 //! shorter than one write's latency, while the doublewrite point is one
 //! write alone: both errors make `a` look smaller, never larger, so the
 //! measure only errs towards writing pages alone, the mode that was the
-//! default before it. The ratio `a / b`, what one operation costs in
+//! default before it. So does a third: an area write queued behind the
+//! flusher's own in-place writes is timed with its wait (on the test
+//! machine's disk throttled to 1,000 write IOPS, 25-28 ms for 128 pages
+//! in the first windows against about 1 ms per in-place write, a cost
+//! of 3.4-4.1 pages, and runs chosen only after 12-14 s in three runs
+//! of six). The ratio `a / b`, what one operation costs in
 //! pages, decides: contiguous runs from [`RUNS_ON`] up, pages alone again
 //! under [`RUNS_OFF`] (the gap between them keeps a ratio near a
 //! threshold from switching the mode at every window), and the mode
