@@ -60,8 +60,9 @@
 //!   wait for log space rather than overwrite redo it has not copied.
 //! - `commit.waiting`: in `Engine::begin_commit`, when a new commit found
 //!   no log space (or the record limit reached) and is about to wait in the
-//!   free check, holding no latch and no reservation: released, it waits
-//!   as a new commit, which a close refuses at once.
+//!   free check, holding no latch and no reservation but counted among the
+//!   commits a close waits for (held there, it holds a close up): released,
+//!   it waits as a new commit, which a close refuses at once.
 //! - `commit.admitted`: in `Engine::begin_commit`, after the commit was
 //!   admitted and its log space reserved, before its record is logged.
 //! - `writer.pace`: in `Engine::pace_writer`, where a transaction is
