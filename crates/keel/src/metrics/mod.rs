@@ -397,7 +397,7 @@ registry! {
     log_padded,
     /// Redo log sync rounds: each fdatasyncs only the log files written
     /// since the previous round, and makes durable everything written
-    /// before it began (a checkpoint's sync of its slot is not counted).
+    /// before it began (a checkpoint's own sync of its slot is not counted).
     os_log_fsyncs,
     /// Times a thread that needed the log durable (a commit at
     /// `flush_log_at_trx_commit` 1, a page write, a checkpoint) did not find
@@ -412,6 +412,10 @@ registry! {
     log_sync_gather_us_total,
     /// Checkpoints written.
     log_checkpoints,
+    /// Of those, checkpoints whose slot a redo sync round made durable
+    /// (the end of the log was in the slot's file, file 0): no sync of
+    /// their own.
+    log_checkpoints_in_round,
     /// Times the records of commits in flight were copied to the end of the
     /// log so the checkpoint could pass them.
     log_relocations,

@@ -140,12 +140,14 @@
 //! gathered and before it writes out: what is appended meanwhile is covered
 //! by its round.
 
-use std::sync::atomic::Ordering;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::format::LOG_FILE_HDR;
 use super::{Log, BUFFER_WRITE_THRESHOLD};
 use crate::error::{Error, Result};
+use crate::io::Device;
 use crate::metrics::{Metrics, WaitTimer};
 use crate::page::Lsn;
 
@@ -181,6 +183,40 @@ pub(super) struct SyncState {
     /// Tests: the gathering window, instead of one derived from `sync_us`.
     #[cfg(test)]
     window_for_test: Option<Duration>,
+}
+
+/// One log file's fdatasyncs, numbered as they begin: `begun` is raised
+/// just before each one starts, `done` to its number once it ended well.
+/// A write that returned before `begun` was read as `m` is covered by any
+/// sync numbered past `m`: that sync's number was taken after the read
+/// (the counter only grows, and every access is `SeqCst`, one order for
+/// them all), so its fdatasync began after the write had returned. It
+/// serves what no round accounts for: a checkpoint's slot (`Log::
+/// write_checkpoint`).
+#[derive(Debug, Default)]
+pub(super) struct FileSyncs {
+    begun: AtomicU64,
+    done: AtomicU64,
+}
+
+impl FileSyncs {
+    /// fdatasync `dev`, numbered.
+    pub(super) fn sync(&self, dev: &dyn Device) -> io::Result<()> {
+        let n = self.begun.fetch_add(1, Ordering::SeqCst) + 1;
+        dev.sync()?;
+        self.done.fetch_max(n, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The syncs begun so far: the mark of a write that has returned.
+    pub(super) fn begun(&self) -> u64 {
+        self.begun.load(Ordering::SeqCst)
+    }
+
+    /// Whether a sync begun after `mark` was taken has ended well.
+    pub(super) fn covers(&self, mark: u64) -> bool {
+        self.done.load(Ordering::SeqCst) > mark
+    }
 }
 
 impl SyncState {
@@ -490,7 +526,7 @@ impl Round<'_> {
         let started = Instant::now();
         for f in files_between(from, target, log.area, log.files.len()) {
             let (dev, path) = &log.files[f];
-            if let Err(e) = dev.sync() {
+            if let Err(e) = log.file_syncs[f].sync(&**dev) {
                 let e = Error::io(path, "sync", e);
                 // Poisoned before the waiters wake: none of them may take
                 // the round's end for success.

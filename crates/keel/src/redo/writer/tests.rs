@@ -18,7 +18,9 @@ use super::{files_between, SyncState, MAX_GATHER};
 use crate::error::Result;
 use crate::io::faulty::{CrashMode, FaultyFs};
 use crate::page::Lsn;
-use crate::redo::format::{encode_group, kind, GROUP_HDR, LOG_FILE_HDR};
+use crate::redo::format::{
+    encode_group, kind, Checkpoint, CHECKPOINT_SLOTS, GROUP_HDR, LOG_FILE_HDR,
+};
 use crate::redo::{log_file_name, Log, START_LSN};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -645,4 +647,150 @@ fn a_writer_panicking_with_the_buffer_poisons_the_log() {
     assert!(log.append(kind::MTR, &[1; 10], |s, _| s).is_err());
     assert!(written(&log) < a.end);
     assert!(!log.write.is_locked());
+}
+
+fn checkpoints_in_round(log: &Log) -> u64 {
+    log.metrics
+        .log_checkpoints_in_round
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The checkpoint a crash now would recover from: the newest valid slot
+/// in file 0's durable image.
+fn recovered_checkpoint(fs: &Arc<FaultyFs>) -> Lsn {
+    fs.crash(CrashMode::DropUnsynced);
+    let image = fs.durable_image(&path(0)).unwrap();
+    CHECKPOINT_SLOTS
+        .iter()
+        .filter_map(|&o| Checkpoint::decode(&image[o as usize..]))
+        .max_by_key(|c| c.no)
+        .unwrap()
+        .lsn
+}
+
+/// With the end of the log in file 0 the slot is made durable by the
+/// round the checkpoint runs to the end (file 0 synced once, `flushed`
+/// raised); with the end in file 1 by a sync of file 0 of its own.
+#[test]
+fn a_checkpoint_rides_a_round_when_the_end_is_in_file_0_and_syncs_its_slot_alone_otherwise() {
+    let area = 16 << 10;
+    let (fs, log) = faulty_log(2, area);
+    // Never fire: they only count each file's syncs.
+    let counts: Vec<_> = (0..2)
+        .map(|i| fs.arm(&format!("/redo-{i}.sync:eio"), u64::MAX).unwrap())
+        .collect();
+    let synced = || counts.iter().map(|c| c.matched()).collect::<Vec<_>>();
+    let a = append(&log, 100, 1);
+    log.write_up_to(a.end, true).unwrap();
+    let b = append(&log, 100, 2);
+    log.write_up_to(b.end, false).unwrap();
+    assert_eq!(synced(), [1, 0]);
+
+    assert!(log.write_checkpoint(a.end).unwrap());
+    assert_eq!(synced(), [2, 0], "one sync of file 0: the round's");
+    assert_eq!(checkpoints_in_round(&log), 1);
+    assert_eq!(log.flushed_lsn(), b.end, "the round synced the log's end");
+    assert_eq!(log.checkpoint_lsn(), a.end);
+
+    let c = append_to(&log, area + 100, 3);
+    log.write_up_to(c.end, true).unwrap();
+    assert_eq!(synced(), [3, 1]);
+    assert!(log.write_checkpoint(b.end).unwrap());
+    assert_eq!(synced(), [4, 1], "the slot's own sync");
+    assert_eq!(checkpoints_in_round(&log), 1);
+    assert_eq!(log.checkpoint_lsn(), b.end);
+    assert_eq!(recovered_checkpoint(&fs), b.end);
+}
+
+/// A round whose fdatasync of file 0 began before the slot was written
+/// (held there while the checkpoint writes its slot and joins it) does not
+/// count for the slot: the checkpoint syncs file 0 once more. (The faulty
+/// device applies a held sync only when released, after the slot's write,
+/// so only the count of syncs can tell the two apart here; a real
+/// device's sync may miss a write that lands while it runs.)
+#[test]
+fn a_round_begun_before_the_slot_was_written_does_not_make_it_durable() {
+    let area = 16 << 10;
+    let (fs, log) = faulty_log(2, area);
+    let count0 = fs.arm("/redo-0.sync:eio", u64::MAX).unwrap();
+    let a = append(&log, 100, 1);
+    log.write_up_to(a.end, true).unwrap();
+    assert_eq!(count0.matched(), 1);
+    let b = append(&log, 100, 2);
+    let hold = fs.arm("/redo-0.sync:hold", 0).unwrap();
+    let round = spawn_write(&log, b.end, true);
+    hold.wait_held(WAIT).unwrap();
+    let checkpoint = {
+        let log = log.clone();
+        std::thread::spawn(move || log.write_checkpoint(a.end).map(|_| ()))
+    };
+    // The checkpoint wrote its slot and waits for the held round.
+    wait_for_waiters(&log, 1);
+    assert_eq!(
+        log.checkpoint_lsn(),
+        START_LSN,
+        "not durable: not yet counted"
+    );
+    hold.release();
+    join_within(round, "the held round").unwrap();
+    join_within(checkpoint, "the checkpoint").unwrap();
+    assert_eq!(
+        count0.matched(),
+        3,
+        "the held round's sync, then the slot's own"
+    );
+    assert_eq!(checkpoints_in_round(&log), 0);
+    assert_eq!(log.checkpoint_lsn(), a.end);
+    assert_eq!(recovered_checkpoint(&fs), a.end);
+}
+
+/// A failed sync of the slot poisons the log and the checkpoint does not
+/// count: the previous slot is the one a restart finds.
+#[test]
+fn a_checkpoint_whose_slot_cannot_be_synced_does_not_count_and_poisons_the_log() {
+    let area = 16 << 10;
+    let (fs, log) = faulty_log(2, area);
+    let a = append(&log, 100, 1);
+    log.write_up_to(a.end, true).unwrap();
+    let b = append(&log, 100, 2);
+    log.write_up_to(b.end, true).unwrap();
+    let _fail = fs.arm("/redo-0.sync:eio", 0).unwrap();
+    assert!(log.write_checkpoint(a.end).is_err());
+    assert_eq!(log.checkpoint_lsn(), START_LSN);
+    assert!(
+        log.append(kind::MTR, &[3; 10], |s, _| s).is_err(),
+        "poisoned"
+    );
+    assert_eq!(recovered_checkpoint(&fs), START_LSN);
+}
+
+/// Between its slot's write and the sync that covers it (failpoint
+/// `checkpoint.slot_written`), a checkpoint does not count: the log space
+/// below it is not free yet, and a crash there recovers from the slot
+/// before, whose place the new one did not take.
+#[test]
+fn a_checkpoint_counts_only_once_its_slot_is_durable() {
+    let area = 16 << 10;
+    let (fs, log) = faulty_log(2, area);
+    let a = append(&log, 100, 1);
+    log.write_up_to(a.end, true).unwrap();
+    assert!(log.write_checkpoint(a.end).unwrap());
+    let b = append(&log, 100, 2);
+    log.write_up_to(b.end, true).unwrap();
+    let hold = log.failpoints.arm("checkpoint.slot_written");
+    let checkpoint = {
+        let log = log.clone();
+        std::thread::spawn(move || log.write_checkpoint(b.end).map(|_| ()))
+    };
+    assert!(hold.wait_held(WAIT), "the checkpoint never wrote its slot");
+    assert_eq!(log.checkpoint_lsn(), a.end, "counted before it is durable");
+    assert_eq!(log.age(), b.end - a.end);
+    fs.kill_process();
+    assert_eq!(recovered_checkpoint(&fs), a.end);
+    hold.release();
+    assert!(
+        join_within(checkpoint, "the checkpoint").is_err(),
+        "its sync fails on a dead handle"
+    );
+    assert_eq!(log.checkpoint_lsn(), a.end);
 }
