@@ -159,6 +159,9 @@ pub struct LogStatus {
     pub syncs: u64,
     /// Checkpoints taken.
     pub checkpoints: u64,
+    /// Of those, the ones whose slot a log sync round made durable (no
+    /// sync of their own).
+    pub checkpoints_in_round: u64,
 }
 
 const FREE_CHECK: &str = "free-check limit (writers stop)";
@@ -232,6 +235,7 @@ impl LogStatus {
             bytes_written: g("log_bytes_written"),
             syncs: g("os_log_fsyncs"),
             checkpoints: g("log_checkpoints"),
+            checkpoints_in_round: g("log_checkpoints_in_round"),
         }
     }
 
@@ -267,8 +271,14 @@ impl LogStatus {
         write!(
             f,
             "Checkpoint age is {}\n\
-             {} log writes, {} bytes written, {} log syncs, {} checkpoints\n",
-            self.age_state, self.writes, self.bytes_written, self.syncs, self.checkpoints,
+             {} log writes, {} bytes written, {} log syncs, {} checkpoints \
+             ({} synced by a log sync round)\n",
+            self.age_state,
+            self.writes,
+            self.bytes_written,
+            self.syncs,
+            self.checkpoints,
+            self.checkpoints_in_round,
         )
     }
 }

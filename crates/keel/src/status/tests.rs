@@ -72,6 +72,8 @@ fn metrics() -> BTreeMap<&'static str, u64> {
         ("log_free_check_waits", 7),
         ("log_free_check_wait_us_total", 3_250_000),
         ("buffer_flush_round_us", 2_500),
+        ("log_checkpoints", 40),
+        ("log_checkpoints_in_round", 25),
     ]
     .into_iter()
     .collect()
@@ -118,6 +120,10 @@ fn status_shows_mode_reason_marks_figures_and_pages_by_kind() {
     assert!(f.contains("960000") && f.ends_with("93.8%"), "{f}");
     assert!(line(&text, "log capacity").contains("1048576"));
     assert!(line(&text, "Checkpoint age is").contains("past the sync mark"));
+    assert!(
+        text.contains("40 checkpoints (25 synced by a log sync round)"),
+        "{text}"
+    );
     assert!(line(&text, "Flush policy").starts_with(
         "Flush policy        classic (io_capacity 200, io_capacity_max 400, lru_scan_depth 1024"
     ));
