@@ -155,18 +155,22 @@ pub enum FlushKind {
 /// Pages claimed at once: a batch is written this many pages at a time,
 /// each group claimed only when its turn comes (plus, with neighbors, the
 /// neighbors of its last page), so that a batch holds a bounded set of
-/// frames and buffer. Two doublewrite areas' worth by default: one log
-/// sync for the write-ahead rule per group, two doublewrite copies, and
-/// one data-file sync for both (step 7). (While claims held the page
-/// latch through the I/O this was 64, to bound how long a writer of a hot
-/// page waited; the latch is now held only for the copy. While each
+/// frames and buffer. Four doublewrite areas' worth by default, the
+/// largest merged flush-list batch (`policy::MERGED_BATCH`, checked where
+/// the cleaner uses both): one log sync for the write-ahead rule per
+/// batch, and one data-file sync for every two chunks (step 7). (While
+/// claims held the page latch through the I/O this was 64, to bound how
+/// long a writer of a hot page waited; the latch is now held only for
+/// the copy. While each
 /// group's writes were joined before the next group was claimed, a deep
 /// device took 8 pages per write in flight; with the pipeline, a group of
 /// 128 kept 32 writes busy while the next was prepared. At 128, `steady`'s
 /// batches of 256 pages made two groups, with a log sync each, and often
 /// three chunks, the group that passed 128 pages split in two: on a disk
-/// throttled to 300 write IOPS, 14 cache flushes a batch where 8 do.)
-pub(crate) const CLAIM_GROUP: usize = 256;
+/// throttled to 300 write IOPS, 14 cache flushes a batch where 8 do.
+/// Groups of 256 were as long as the longest batch until `steady` wrote
+/// batches of up to 512 pages on such a disk.)
+pub(crate) const CLAIM_GROUP: usize = 512;
 
 /// Areas a flush call may hold after their chunk's writes returned, not
 /// yet synced (module doc, step 7): with one, a sync covers two chunks.

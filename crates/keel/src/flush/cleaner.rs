@@ -98,7 +98,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::policy::{
-    FlushPolicy, FlushTargets, InstanceSnapshot, Snapshot, WriterLimit, LIST_BATCH,
+    FlushPolicy, FlushTargets, InstanceSnapshot, Snapshot, WriterLimit, LIST_BATCH, MERGED_BATCH,
 };
 use super::writeback::WriteBack;
 use crate::buffer::BufferPool;
@@ -707,6 +707,10 @@ pub(crate) fn merged_batch(
     lists
 }
 
+// A merged batch is claimed as one group, with one log sync for all of it
+// (`batch::CLAIM_GROUP`).
+const _: () = assert!(super::batch::CLAIM_GROUP >= MERGED_BATCH);
+
 /// [`do_share`] for a policy that merges the flush lists
 /// (`FlushTargets::merge_instances`; module doc, "Merged flush lists"):
 /// every cleaner flushes the LRU of the instances it serves, and the
@@ -734,15 +738,21 @@ fn do_share_merged<H: CleanerHost + ?Sized>(
     } else {
         Vec::new()
     };
-    // The instances' batches together, at most one batch's worth: the
-    // pages of one batch are written before its checkpoint can move, so
-    // a merged batch keeps the bound a cleaner's batch had.
+    // The instances' batches together, at most the merged batch the
+    // policy asked for (`FlushTargets::merged_batch`): the pages of one
+    // batch are written before its checkpoint can move, so a merged batch
+    // bounds how far one checkpoint moves, as a cleaner's batch did.
     let batch: usize = targets
         .instances
         .iter()
         .map(|t| t.list_batch.clamp(1, LIST_BATCH))
         .sum::<usize>()
-        .min(LIST_BATCH);
+        .min(
+            targets
+                .merged_batch
+                .unwrap_or(LIST_BATCH)
+                .clamp(1, MERGED_BATCH),
+        );
     let started = Instant::now();
     let mut list_on = caps.iter().any(|&c| c > 0);
     // A checkpoint failure is noted where it is joined, and ends the

@@ -318,6 +318,10 @@ impl WriterLimit {
 /// does); a round's share is written in as many batches as it needs.
 pub const LIST_BATCH: usize = 256;
 
+/// Most pages one merged flush-list batch may write
+/// ([`FlushTargets::merge_instances`], [`FlushTargets::merged_batch`]).
+pub const MERGED_BATCH: usize = 2 * LIST_BATCH;
+
 /// A policy's answer for one round.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FlushTargets {
@@ -350,6 +354,13 @@ pub struct FlushTargets {
     /// the coordinator alone (the other cleaners do their instances' LRU
     /// flushing). See `flush::cleaner`, "Merged flush lists".
     pub merge_instances: bool,
+    /// With `merge_instances`: most pages one merged batch writes, at most
+    /// [`MERGED_BATCH`] (`None`: [`LIST_BATCH`]). Every batch pays the same
+    /// fixed costs (a log sync, a doublewrite sync, a sync of each data
+    /// file written, a checkpoint), so on a device that charges by the
+    /// operation a longer batch gets more pages through (see
+    /// `steady::merged_batch`).
+    pub merged_batch: Option<usize>,
     /// With `merge_instances`: no flush-list batch starts after the round
     /// has lasted this long (`None`: the round writes all it was asked).
     /// A round sized by a capacity measured before the device slowed

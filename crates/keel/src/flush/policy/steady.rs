@@ -89,10 +89,11 @@ use std::time::Duration;
 
 use super::{
     Decision, FlushMode, FlushPolicy, FlushTargets, InstanceSnapshot, InstanceTarget, Snapshot,
-    SteadyFigures, WriterLimit, LIST_BATCH,
+    SteadyFigures, WriterLimit, LIST_BATCH, MERGED_BATCH,
 };
 use crate::config::FlushPolicyName;
 use crate::flush::batch::FlushKind;
+use crate::flush::neighbors::NeighborMode;
 use crate::page::Lsn;
 
 /// The control period.
@@ -261,8 +262,11 @@ const FORWARD_RHO_SHARE: f64 = 0.75;
 const HEADROOM_HORIZONS: (Duration, Duration) =
     (Duration::from_millis(250), Duration::from_secs(32));
 /// The share of the band from `S` to `H` one flush-list batch may retire
-/// (see [`list_batch`]).
+/// (see [`list_batch`]) while the device charges a write by its pages.
 const BATCH_BAND_SHARE: f64 = 0.5;
+/// The same while it charges a write by the operation (see
+/// [`batch_bounds`]).
+const BATCH_BAND_SHARE_PER_OP: f64 = 1.0;
 /// Fewest pages in a flush-list batch.
 const MIN_LIST_BATCH: usize = 16;
 /// How long a flush-list batch waits for its oldest page's latch (see
@@ -627,7 +631,8 @@ pub fn levels(limit: u64, peak: f64, stall: f64, held: f64) -> (u64, u64, u64) {
 /// measured a few ticks late after the device slowed down) into a dip of
 /// writers to about two thirds of their rate, not a stop. It also holds
 /// the checkpoint's sawtooth: a flush-list batch retires at most half of
-/// it ([`BATCH_BAND_SHARE`]). None of that grows with the log: a band
+/// it ([`BATCH_BAND_SHARE`]; all of it on a device that charges by the
+/// operation, see [`batch_bounds`]). None of that grows with the log: a band
 /// sized as a share of the log (`S` halfway from `F` to `H`) held the age
 /// at 0.71 of a 512 MiB log on seed 4 scaled 30 ×, with tens of seconds of
 /// redo between `S` and `H`, where each page write could have combined
@@ -880,6 +885,35 @@ pub fn full_batch_target(oldest: &[Lsn], target: Lsn, batch: usize) -> Lsn {
     // 1 <= due < batch, and the sample holds at least `due` pages.
     let last = oldest[batch.min(oldest.len()) - 1];
     target.max(last.saturating_add(1))
+}
+
+/// The share of the band from `S` to `H` one flush-list batch may retire,
+/// and the most pages a merged batch writes, by what the device was
+/// measured to charge ([`merge::WriteMerging`]).
+///
+/// Every batch pays the same fixed costs whatever its size (see
+/// [`full_batch_target`]): on the test machine's disk throttled to 300
+/// write IOPS, with the data in four files, about ten operations a batch
+/// besides its pages (a log sync, a doublewrite copy per 128 pages and its
+/// sync, a sync and an inode write per data file, a checkpoint), where a
+/// batch of half the band carried about 180 pages in some 40 writes. Where
+/// a write costs the device at least [`merge::RUNS_ON`] pages, as there,
+/// a batch takes the whole band and merged batches go up to
+/// [`MERGED_BATCH`]: 60 s runs of the shape of `scripts/compare.sh`,
+/// three rounds, 2,204 → 2,314 transactions a second (batches of 180 →
+/// 320 pages, data-file syncs 20 → 14 a second), 0.98 × `classic` tuned
+/// by hand, no more seconds under half the median (8-11 → 8-10) and a
+/// longest transaction of 72-107 ms. The larger tooth it makes in the age
+/// costs nothing there: a batch takes a second, writers are paced through
+/// it. Where a write is charged by its pages, a batch longer than half the
+/// band saves little and its tooth makes writers' pauses come in lumps
+/// (see [`list_batch`]): those devices keep half the band and
+/// [`LIST_BATCH`].
+pub fn batch_bounds(mode: NeighborMode) -> (f64, usize) {
+    match mode {
+        NeighborMode::Contiguous => (BATCH_BAND_SHARE_PER_OP, MERGED_BATCH),
+        _ => (BATCH_BAND_SHARE, LIST_BATCH),
+    }
 }
 
 /// Pages per flush-list batch, per instance: as many of the oldest pages
@@ -1268,11 +1302,12 @@ impl FlushPolicy for Steady {
         // below (`lump_ceiling`), so that the lump stops growing.
         let late = deadline > target;
         let target = target.max(deadline);
-        let span = (hard.saturating_sub(setpoint) as f64 * BATCH_BAND_SHARE) as u64;
+        let (band_share, merged_cap) = batch_bounds(self.merging.mode());
+        let span = (hard.saturating_sub(setpoint) as f64 * band_share) as u64;
         let batch = list_batch(&oldest, span, s.instances.len());
         let target = if self.device_bound {
             // The merged batch: every instance's, as the cleaners sum them.
-            let merged = (batch * s.instances.len().max(1)).min(LIST_BATCH);
+            let merged = (batch * s.instances.len().max(1)).min(merged_cap);
             full_batch_target(&oldest, target, merged)
         } else {
             target
@@ -1376,6 +1411,7 @@ impl FlushPolicy for Steady {
             io_depth: Some(self.device.depth),
             checkpoint_each_batch: true,
             merge_instances: true,
+            merged_batch: Some(merged_cap),
             round_budget: Some(TICK.mul_f64(ROUND_TICKS)),
             eager_lru: true,
             neighbors_in_batch_size: true,

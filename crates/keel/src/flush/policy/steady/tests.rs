@@ -627,6 +627,42 @@ fn a_batch_retires_at_most_its_share_of_the_band() {
 }
 
 #[test]
+fn a_device_that_charges_by_the_operation_gets_batches_of_the_whole_band() {
+    let oldest: Vec<Lsn> = (0..2000).map(|i| 1_000_000 + i * 2000).collect();
+    let mut p = Steady::new();
+    let mut s = snapshot(0, 4_600_000, 1_000_000, &oldest);
+    s.free_check_limit = 4_000_000;
+    let t = p.decide(&s);
+    assert_eq!(
+        batch_bounds(p.merging.mode()),
+        (BATCH_BAND_SHARE, LIST_BATCH)
+    );
+    assert_eq!(t.merged_batch, Some(LIST_BATCH));
+    assert_eq!(t.instances[0].list_batch, 51);
+    // Three seconds of a device that does 300 writes a second whatever
+    // they carry: 3.3 ms a write, 20 µs a page, pages written alone and
+    // doublewrite areas of 128 pages.
+    for _ in 0..30 {
+        s.now += Duration::from_millis(100);
+        s.data_writes += 28;
+        s.pages_written += 28;
+        s.data_write_busy_us += 28 * 3_353;
+        s.dblwr_writes += 2;
+        s.dblwr_pages += 256;
+        s.dblwr_write_us += 2 * (3_333 + 20 * 128);
+        p.decide(&s);
+    }
+    assert_eq!(p.merging.mode(), NeighborMode::Contiguous);
+    let t = p.decide(&s);
+    assert_eq!(t.merged_batch, Some(MERGED_BATCH));
+    // A batch now takes the whole band from S to H, not half of it.
+    let f = t.decision.steady.clone().expect("steady's figures");
+    let band = f.hard - f.setpoint;
+    assert_eq!(t.instances[0].list_batch, list_batch(&oldest, band, 1));
+    assert!(t.instances[0].list_batch > list_batch(&oldest, band / 2, 1));
+}
+
+#[test]
 fn after_a_probe_the_depth_comes_down_one_step_a_tick() {
     // A device whose latency grows with every write queued (no
     // parallelism to hide behind): the probe at depth 2 always finds a
