@@ -548,7 +548,13 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
                     .enumerate()
                     .map(|(k, it)| (it.claim.id, &buf[k * ps..(k + 1) * ps]))
                     .collect();
-                if let Err(e) = area.write_and_sync(&pages) {
+                // Timed for the policy only when no in-place write is in
+                // flight: none of this call's (the chunk before, handed to
+                // the crew, may not have reached the device yet) and none
+                // of another thread's, as far as the gauge shows (see
+                // `policy::steady::merge`, "The measure").
+                let alone = self.in_flight.is_none() && wb.space.writes_in_flight() == 0;
+                if let Err(e) = area.write_and_sync(&pages, alone) {
                     let e = wb.copy_failed(chunk.len(), e);
                     self.release_unwritten(chunk);
                     return Err(e);

@@ -320,9 +320,9 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
         data_writes: get(&m.os_data_writes),
         data_write_us: get(&m.os_data_write_us_total),
         data_write_busy_us: get(&m.os_data_write_busy_us_total),
-        dblwr_writes: area(&m.dblwr_writes),
-        dblwr_pages: area(&m.dblwr_pages_written),
-        dblwr_write_us: area(&m.dblwr_write_us_total),
+        dblwr_alone_writes: area(&m.dblwr_alone_writes),
+        dblwr_alone_pages: area(&m.dblwr_alone_pages),
+        dblwr_alone_write_us: area(&m.dblwr_alone_write_us_total),
         // Kept by the coordinator, which sets it.
         flusher_busy_us: 0,
         frames_taken: get(&m.buffer_pool_frames_taken),

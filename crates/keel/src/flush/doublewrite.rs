@@ -609,10 +609,15 @@ impl AreaGuard<'_> {
     /// whose copy verifies), so the caller gives the area back and keeps
     /// the pages dirty: nothing was lost, nothing is poisoned.
     ///
+    /// `alone`: the caller saw no in-place data write in flight as it
+    /// began, so the write's time is what the device charges for it, not
+    /// a wait behind other writes; it is counted apart
+    /// (`dblwr_alone_*`, which `steady`'s write cost reads).
+    ///
     /// # Panics
     /// On more pages than slots, or a page of the wrong size or whose header
     /// names another page: the batch writer broke its contract.
-    pub fn write_and_sync(&mut self, pages: &[(PageId, &[u8])]) -> Result<()> {
+    pub fn write_and_sync(&mut self, pages: &[(PageId, &[u8])], alone: bool) -> Result<()> {
         if pages.is_empty() {
             return Ok(());
         }
@@ -676,10 +681,13 @@ impl AreaGuard<'_> {
             .map_err(|e| Error::io(&f.path, "write", e))?;
         // The write alone, not its sync: the policy compares it with the
         // in-place writes (see `policy::steady::merge`).
-        Metrics::add(
-            &dw.metrics.dblwr_write_us_total,
-            started.elapsed().as_micros() as u64,
-        );
+        let took = started.elapsed().as_micros() as u64;
+        Metrics::add(&dw.metrics.dblwr_write_us_total, took);
+        if alone {
+            Metrics::add(&dw.metrics.dblwr_alone_writes, 1);
+            Metrics::add(&dw.metrics.dblwr_alone_pages, pages.len() as u64);
+            Metrics::add(&dw.metrics.dblwr_alone_write_us_total, took);
+        }
         Metrics::add(&dw.metrics.dblwr_written_bytes, buf.len() as u64);
         f.dev.sync().map_err(|e| Error::io(&f.path, "sync", e))?;
         Metrics::add(&dw.metrics.dblwr_writes, 1);

@@ -80,13 +80,14 @@ pub struct Snapshot {
     pub data_write_us: u64,
     /// Microseconds with at least one data-file write in flight.
     pub data_write_busy_us: u64,
-    /// Doublewrite area writes with page images since start (0 under
-    /// `detect_only`, whose areas hold a header alone).
-    pub dblwr_writes: u64,
+    /// Doublewrite area writes with page images since start begun while no
+    /// in-place data write was in flight (0 under `detect_only`, whose
+    /// areas hold a header alone): the ones timed for `steady::merge`.
+    pub dblwr_alone_writes: u64,
     /// Pages those writes carried.
-    pub dblwr_pages: u64,
+    pub dblwr_alone_pages: u64,
     /// Microseconds those writes took, their syncs not included.
-    pub dblwr_write_us: u64,
+    pub dblwr_alone_write_us: u64,
     /// Microseconds the page cleaners' coordinator spent in rounds (from
     /// the snapshot to the checkpoint, the slowest cleaner included): a
     /// flusher busy all the time is at its capacity.

@@ -516,6 +516,15 @@ registry! {
     /// Microseconds doublewrite area writes took (their syncs not
     /// included).
     dblwr_write_us_total,
+    /// Doublewrite area writes begun while no in-place data write was in
+    /// flight: the ones `steady`'s write cost times (an area write queued
+    /// behind in-place writes would be timed with their wait; see
+    /// `flush::policy::steady::merge`).
+    dblwr_alone_writes,
+    /// Pages those writes carried.
+    dblwr_alone_pages,
+    /// Microseconds those writes took, their syncs not included.
+    dblwr_alone_write_us_total,
     /// Bytes written to the doublewrite files (page copies and area
     /// headers, and the files' own headers when they are formatted;
     /// headers alone under `detect_only`, nothing under `atomic` and

@@ -674,6 +674,12 @@ impl Tablespace {
         Ok(())
     }
 
+    /// In-place data writes in flight now (a gauge: by the time the
+    /// caller acts on it, another thread may have started one).
+    pub fn writes_in_flight(&self) -> usize {
+        self.busy.lock().0
+    }
+
     fn busy_begin(&self) -> std::time::Instant {
         let now = std::time::Instant::now();
         let mut b = self.busy.lock();

@@ -124,7 +124,7 @@ fn torn_page_is_restored_from_its_copy() {
     let v2: Vec<_> = (1..=5).map(|n| page(db.id(n), 20, 2)).collect();
     {
         let mut area = dw.claim().unwrap();
-        area.write_and_sync(&batch(&v2)).unwrap();
+        area.write_and_sync(&batch(&v2), false).unwrap();
         v2.iter().for_each(|p| db.write_in_place(p));
         db.space.sync().unwrap();
     }
@@ -159,7 +159,10 @@ fn valid_in_place_page_is_never_overwritten_by_an_older_copy() {
     let db = Db::new();
     let mut dw = db.dblwr(geometry(2, 4)).unwrap();
     let old = page(db.id(9), 10, 1);
-    dw.claim().unwrap().write_and_sync(&batch(&[old])).unwrap();
+    dw.claim()
+        .unwrap()
+        .write_and_sync(&batch(&[old]), false)
+        .unwrap();
     // A later batch wrote the page in place without doublewrite.
     let newer = page(db.id(9), 30, 3);
     db.write_in_place(&newer);
@@ -179,7 +182,7 @@ fn newest_valid_copy_wins_and_sequence_numbers_survive_reopen() {
         let dw = db.dblwr(g).unwrap();
         dw.claim()
             .unwrap()
-            .write_and_sync(&batch(&[page(db.id(7), 20, 2)]))
+            .write_and_sync(&batch(&[page(db.id(7), 20, 2)]), false)
             .unwrap();
     }
     let mut dw = db.dblwr(g).unwrap();
@@ -187,7 +190,7 @@ fn newest_valid_copy_wins_and_sequence_numbers_survive_reopen() {
     let newest = page(db.id(7), 30, 3);
     dw.claim()
         .unwrap()
-        .write_and_sync(&batch(std::slice::from_ref(&newest)))
+        .write_and_sync(&batch(std::slice::from_ref(&newest)), false)
         .unwrap();
     drop(_first);
     db.tear(7); // never written in place: tearing extends the file
@@ -215,7 +218,7 @@ fn page_past_the_end_of_its_file_is_restored() {
     let far = page(db.id(5000), 40, 4);
     dw.claim()
         .unwrap()
-        .write_and_sync(&batch(std::slice::from_ref(&far)))
+        .write_and_sync(&batch(std::slice::from_ref(&far)), false)
         .unwrap();
     let mut buf = AlignedBuf::new(PS);
     assert!(!db.space.read_page_raw(5000, &mut buf).unwrap());
@@ -230,7 +233,7 @@ fn corrupt_area_header_is_skipped_and_reported() {
     let mut dw = db.dblwr(geometry(2, 4)).unwrap();
     dw.claim()
         .unwrap()
-        .write_and_sync(&batch(&[page(db.id(4), 10, 1)]))
+        .write_and_sync(&batch(&[page(db.id(4), 10, 1)]), false)
         .unwrap();
     db.tear(4);
     // Area 0 is the first area of dblwr-0, right after the file header.
@@ -271,7 +274,7 @@ fn geometry_change_takes_effect_after_repair() {
     let p = page(db.id(2), 10, 1);
     dw.claim()
         .unwrap()
-        .write_and_sync(&batch(std::slice::from_ref(&p)))
+        .write_and_sync(&batch(std::slice::from_ref(&p)), false)
         .unwrap();
     drop(dw);
     db.tear(2);
@@ -288,7 +291,10 @@ fn geometry_change_takes_effect_after_repair() {
     assert!(report.reformatted);
     assert_eq!(dw.geometry(), wanted);
     let many: Vec<_> = (100..400).map(|n| page(db.id(n), 50, 5)).collect();
-    dw.claim().unwrap().write_and_sync(&batch(&many)).unwrap();
+    dw.claim()
+        .unwrap()
+        .write_and_sync(&batch(&many), false)
+        .unwrap();
     many.iter().for_each(|p| db.write_in_place(p));
     db.space.sync().unwrap();
     drop(dw);
@@ -356,7 +362,7 @@ fn crash_during_in_place_writes_is_repaired() {
         db.space.sync().unwrap();
         let new: Vec<_> = (10..18).map(|n| sized_page(db.id(n), 20, 2, BIG)).collect();
         let mut area = dw.claim().unwrap();
-        area.write_and_sync(&batch(&new)).unwrap();
+        area.write_and_sync(&batch(&new), false).unwrap();
         let run: Vec<u8> = new.iter().flat_map(|p| p.iter().copied()).collect();
         let (file, offset) = db.space.locate(10);
         db.space.write_run(file, offset, &run).unwrap();
@@ -406,7 +412,10 @@ fn detect_only_writes_headers_alone_and_reports_a_torn_page() {
         dw.set_page_images(images);
         let before = db.metrics.get("dblwr_written_bytes").unwrap();
         let v = pages(lsn, lsn as u8);
-        dw.claim().unwrap().write_and_sync(&batch(&v)).unwrap();
+        dw.claim()
+            .unwrap()
+            .write_and_sync(&batch(&v), false)
+            .unwrap();
         v.iter().for_each(|p| db.write_in_place(p));
         db.space.sync().unwrap();
         per_page.push((db.metrics.get("dblwr_written_bytes").unwrap() - before) / 128);
@@ -458,7 +467,10 @@ fn copies_from_another_mode_are_used_and_stale_ones_never() {
     let v1: Vec<_> = (1..=4).map(|n| page(db.id(n), 10, 1)).collect();
     {
         let dw = db.dblwr(g).unwrap();
-        dw.claim().unwrap().write_and_sync(&batch(&v1)).unwrap();
+        dw.claim()
+            .unwrap()
+            .write_and_sync(&batch(&v1), false)
+            .unwrap();
     }
     v1.iter().for_each(|p| db.write_in_place(p));
     db.tear(2);
@@ -478,7 +490,7 @@ fn copies_from_another_mode_are_used_and_stale_ones_never() {
         let _keep_area_0 = dw.claim().unwrap();
         let mut area = dw.claim().unwrap();
         assert_eq!(area.area(), 1);
-        area.write_and_sync(&batch(&v2)).unwrap();
+        area.write_and_sync(&batch(&v2), false).unwrap();
     }
     v2.iter().for_each(|p| db.write_in_place(p));
     db.tear(1);
@@ -513,7 +525,7 @@ fn files_removed_after_use_leave_no_stale_copy() {
     let dw = db.dblwr(g).unwrap();
     dw.claim()
         .unwrap()
-        .write_and_sync(&batch(&[page(db.id(1), 10, 1)]))
+        .write_and_sync(&batch(&[page(db.id(1), 10, 1)]), false)
         .unwrap();
     dw.remove_files(&*db.fs).unwrap();
     for i in 0..2 {
@@ -581,7 +593,7 @@ fn a_torn_compressed_image_is_restored_from_its_copy() {
     let v2 = digits_page(db.id(3), 20, 2);
     dw.claim()
         .unwrap()
-        .write_and_sync(std::slice::from_ref(&(db.id(3), &v2[..])))
+        .write_and_sync(std::slice::from_ref(&(db.id(3), &v2[..])), false)
         .unwrap();
     db.write_in_place(&v2);
     db.space.sync().unwrap();

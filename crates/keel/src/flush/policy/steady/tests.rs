@@ -647,9 +647,9 @@ fn a_device_that_charges_by_the_operation_gets_batches_of_the_whole_band() {
         s.data_writes += 28;
         s.pages_written += 28;
         s.data_write_busy_us += 28 * 3_353;
-        s.dblwr_writes += 2;
-        s.dblwr_pages += 256;
-        s.dblwr_write_us += 2 * (3_333 + 20 * 128);
+        s.dblwr_alone_writes += 2;
+        s.dblwr_alone_pages += 256;
+        s.dblwr_alone_write_us += 2 * (3_333 + 20 * 128);
         p.decide(&s);
     }
     assert_eq!(p.merging.mode(), NeighborMode::Contiguous);
