@@ -360,7 +360,7 @@ pub struct FlushTargets {
     /// fixed costs (a log sync, a doublewrite sync, a sync of each data
     /// file written, a checkpoint), so on a device that charges by the
     /// operation a longer batch gets more pages through (see
-    /// `steady::merged_batch`).
+    /// `steady::batch_bounds`).
     pub merged_batch: Option<usize>,
     /// With `merge_instances`: no flush-list batch starts after the round
     /// has lasted this long (`None`: the round writes all it was asked).

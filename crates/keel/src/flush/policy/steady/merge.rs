@@ -45,11 +45,11 @@
 //! just after still slips in now and then). Timed alone, the same area
 //! write took 1 to 2.5 ms and the first window read 69 to 1,019 pages in
 //! three runs of three, and runs were chosen at once. The ratio `a / b`,
-//! what one operation costs in
-//! pages, decides: contiguous runs from [`RUNS_ON`] up, pages alone again
-//! under [`RUNS_OFF`] (the gap between them keeps a ratio near a
-//! threshold from switching the mode at every window), and the mode
-//! follows the median of the last [`MEDIAN_OF`] windows.
+//! what one operation costs in pages, decides: contiguous runs from
+//! [`RUNS_ON`] up, pages alone again under [`RUNS_OFF`] (the gap between
+//! them keeps a ratio near a threshold from switching the mode at every
+//! window), and the mode follows the median of the last [`MEDIAN_OF`]
+//! windows.
 //!
 //! Without page images in doublewrite areas (`doublewrite = detect_only`,
 //! `atomic` or `off`), before both kinds of writes have been seen often
