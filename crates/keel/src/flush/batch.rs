@@ -161,10 +161,10 @@ pub enum FlushKind {
 /// batch, and one data-file sync for every two chunks (step 7). (While
 /// claims held the page latch through the I/O this was 64, to bound how
 /// long a writer of a hot page waited; the latch is now held only for
-/// the copy. While each
-/// group's writes were joined before the next group was claimed, a deep
-/// device took 8 pages per write in flight; with the pipeline, a group of
-/// 128 kept 32 writes busy while the next was prepared. At 128, `steady`'s
+/// the copy. While each group's writes were joined before the next group
+/// was claimed, a deep device took 8 pages per write in flight; with the
+/// pipeline, a group of 128 kept 32 writes busy while the next was
+/// prepared. At 128, `steady`'s
 /// batches of 256 pages made two groups, with a log sync each, and often
 /// three chunks, the group that passed 128 pages split in two: on a disk
 /// throttled to 300 write IOPS, 14 cache flushes a batch where 8 do.
