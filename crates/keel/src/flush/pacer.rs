@@ -229,18 +229,18 @@ impl Pacer {
         self.publish_free_below(&st);
     }
 
-    /// Set `free_below` from the state (called holding its mutex). A limit
-    /// with a finite lump ceiling holds writers below its free-running age
-    /// too ([`WriterLimit::rate_at`]), so it leaves no age free: with the
-    /// free-running age published while the clock stood, writers at a
-    /// cold start skipped the pacer until the age first passed it, and
-    /// the ceiling, there to hold them while a lump is late, never held
-    /// anyone before it (on the test machine's disk throttled to 300
-    /// write IOPS, 11,000 tps in the free run under a ceiling of about
-    /// 1,000).
+    /// Set `free_below` from the state (called holding its mutex). The
+    /// curve itself says whether writers at its free-running age go
+    /// unlimited ([`WriterLimit::rate_at`]): a limit with a lump ceiling
+    /// holds them there too, and then leaves no age free. (Publishing
+    /// the free-running age whatever the curve said let writers at a cold
+    /// start skip the pacer until the age first passed it, so the ceiling,
+    /// there to hold them while a lump is late, held nobody before it: on
+    /// the test machine's disk throttled to 300 write IOPS, 11,000 tps in
+    /// the free run under a ceiling of about 1,000.)
     fn publish_free_below(&self, st: &State) {
         let free = match (&st.clock, st.limit) {
-            (None, Some(l)) if !l.lump_ceiling.is_finite() => l.freerun,
+            (None, Some(l)) if l.rate_at(l.freerun).is_none() => l.freerun,
             _ => 0,
         };
         self.free_below.store(free, Ordering::Release);
