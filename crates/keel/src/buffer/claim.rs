@@ -50,6 +50,25 @@
 //! flush-list mutex, so either the change is recorded before the release
 //! reads it, or it finds the page released (clean, or already moved) and
 //! dirties it as any change does.
+//!
+//! # A clean page written to fill a gap
+//! A batch may write a few clean pages between two runs of dirty ones so
+//! that one write carries both runs (`flush::batch`, "Gaps"). Such a page
+//! is claimed by [`BufferPool::claim_clean`]: the same flag and shared
+//! latch, with `oldest` 0, and only while the page is clean (the latch
+//! keeps it so until the copy is taken). Its write retires nothing, so
+//! nothing must hold the checkpoint back for it, and a change made while
+//! it is written must not wait for its release to count: `mark_dirty`
+//! dirties a clean page the usual way (on the flush list at the change's
+//! redo start) even while a flusher holds it, and records `redirty` only
+//! for a page already dirty. A dirty claim's page is dirty from its claim
+//! to its release (both under the flush-list mutex), so for it nothing
+//! changes. The release of a clean claim then only drops the flag (and a
+//! `redirty` a second change recorded): a page dirtied meanwhile stays on
+//! the flush list at that change, which is later than the copy written.
+//! While the flag is set no other flusher writes the page (an older copy
+//! must not land after a newer one) and no evicter takes the frame
+//! (`Instance::try_evict`).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -69,7 +88,8 @@ pub(crate) struct Claim<'a> {
     pub fid: u32,
     /// The page.
     pub id: PageId,
-    /// Its oldest unwritten change (its flush-list key).
+    /// Its oldest unwritten change (its flush-list key); 0 for a clean
+    /// page claimed to fill a gap.
     pub oldest: Lsn,
     /// Its newest change when claimed: the redo that must be durable
     /// before the claimed image is written.
@@ -94,6 +114,12 @@ impl Drop for Claim<'_> {
 }
 
 impl Claim<'_> {
+    /// A clean page claimed to fill a gap ([`BufferPool::claim_clean`]):
+    /// its write retires no change.
+    pub fn is_clean(&self) -> bool {
+        self.oldest == 0
+    }
+
     /// The page image, while the claim holds the latch (`None` after
     /// [`Claim::unlatch`]).
     pub fn image(&self) -> Option<&[u8]> {
@@ -235,10 +261,56 @@ impl BufferPool {
         })
     }
 
+    /// Claim frame `fid` of instance `inst` for writing while it holds
+    /// page `expect` *clean*: a gap filler (see the module doc, "A clean
+    /// page written to fill a gap"). Never waits: a latched page, a page
+    /// another flusher writes, or a dirty one (which [`BufferPool::claim`]
+    /// takes) is refused.
+    pub(crate) fn claim_clean(&self, inst: usize, fid: u32, expect: PageId) -> Option<Claim<'_>> {
+        let f = &self.instances[inst].frames[fid as usize];
+        if f.is_dirty() {
+            return None;
+        }
+        let guard = f.latch.try_read()?;
+        if f.page() != Some(expect) {
+            return None;
+        }
+        if f.flushing.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        // Dirtied between the first check and the latch: not clean. From
+        // here on nobody changes it until the claim is unlatched.
+        if f.oldest() != 0 {
+            f.flushing.store(false, Ordering::Release);
+            return None;
+        }
+        debug_assert_eq!(
+            crate::page::page_id(&guard),
+            expect,
+            "frame holds another page"
+        );
+        Some(Claim {
+            inst,
+            fid,
+            id: expect,
+            oldest: 0,
+            newest: f.newest_mod.load(Ordering::Acquire),
+            guard: Some(guard),
+            pool: self,
+            held: true,
+        })
+    }
+
     /// The claimed image is on disk: take the page off the flush list and
     /// make it clean, or, if it was changed after it was copied, move it
     /// to that change on the flush list (module doc); then release it.
+    /// A clean claim (a gap filler) is only let go: a change made since
+    /// its copy has put the page on the flush list already.
     pub(crate) fn release_written(&self, mut c: Claim<'_>) {
+        if c.is_clean() {
+            self.give_up(&mut c);
+            return;
+        }
         c.held = false;
         let inst = &self.instances[c.inst];
         let f = &inst.frames[c.fid as usize];

@@ -313,7 +313,10 @@ impl Instance {
             return None;
         }
         let g = f.latch.try_write()?;
-        if f.is_dirty() {
+        // A clean page being written (a gap filler) keeps its frame until
+        // its write is released (`claim`, "A clean page written to fill a
+        // gap"); a dirty one is dirty until then anyway.
+        if f.is_dirty() || f.flushing.load(Ordering::Acquire) {
             return None;
         }
         // The exclusive latch keeps the frame's page as it is (`frame.rs`),

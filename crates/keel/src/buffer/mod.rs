@@ -342,19 +342,21 @@ impl BufferPool {
             return;
         }
         // Under the flush-list mutex, which a flusher's release takes too
-        // (see `claim`'s module doc): either a flusher is still writing an
-        // earlier copy, and the change is recorded for its release, or the
-        // page is clean (never dirtied, or written and released meanwhile)
-        // and is dirty from here.
+        // (see `claim`'s module doc): either the page is clean (never
+        // dirtied, written and released meanwhile, or being written as a
+        // gap filler, whose copy holds nothing the checkpoint needs: see
+        // `claim`, "A clean page written to fill a gap") and is dirty from
+        // here, or a flusher is still writing an earlier copy of it, dirty,
+        // and the change is recorded for its release.
         let mut list = inst.lock_flush_list();
-        if frame.flushing.load(Ordering::Acquire) {
-            if frame.redirty.load(Ordering::Acquire) == 0 {
-                frame.redirty.store(start, Ordering::Release);
-            }
-        } else if frame.oldest() == 0 {
+        if frame.oldest() == 0 {
             list.insert((start, fid));
             frame.oldest_mod.store(start, Ordering::Release);
             Metrics::add(&self.metrics.buffer_pool_pages_dirty, 1);
+        } else if frame.flushing.load(Ordering::Acquire)
+            && frame.redirty.load(Ordering::Acquire) == 0
+        {
+            frame.redirty.store(start, Ordering::Release);
         }
     }
 

@@ -114,6 +114,29 @@
 //! pages of the instances gathered so far; no claim after the call's
 //! first waits for a latch, so a group is never held up behind a user
 //! thread while it holds those latches.
+//!
+//! # Gaps
+//! On a device that charges a write much more than the pages it carries
+//! (a volume limited in operations a second), two runs of dirty pages a
+//! few pages apart in one file cost two writes where one would do. When
+//! the policy asks (`FlushTargets::gap_pages`: `steady` while it writes
+//! runs, never `classic`), a group, once sorted, takes the pages of each
+//! gap of at most that many pages between two of its pages of one extent
+//! ([`super::neighbors::gaps_to_fill`]), if every page of the gap is
+//! cached and can be claimed at once (`BufferPool::claim_clean`, or for a
+//! page dirtied since the walk for neighbors passed it, the usual claim,
+//! as a neighbor; neither waits), and writes them with the rest: one run
+//! instead of two. A clean page of a gap goes through every step like the
+//! others, its doublewrite copy too (its image is the one already on
+//! disk, since a clean page has no change the disk lacks, so a torn write
+//! of it leaves the same bytes; the copy costs a page of the area and
+//! keeps one path for every page), but its write retires no change: it is
+//! counted in `buffer_flush_gap_pages`, not in `buffer_pages_written`
+//! (which the policies read as what the flusher retires), and its release
+//! leaves the flush list alone. A writer may change it as soon as it is
+//! copied, as any page; what that does is in `buffer::claim`, "A clean
+//! page written to fill a gap". Held for retry after a failed write
+//! ([`held`]), it keeps its flag like the others.
 
 mod crew;
 mod gather;
@@ -187,6 +210,13 @@ struct Item<'a> {
     neighbor: bool,
 }
 
+impl Item<'_> {
+    /// (space, page number), the order [`neighbors::gaps_to_fill`] reads.
+    fn page(&self) -> (u32, u32) {
+        (self.claim.id.space, self.claim.id.page_no)
+    }
+}
+
 /// Pages a batch has written so far.
 #[derive(Default)]
 struct Written {
@@ -194,6 +224,8 @@ struct Written {
     neighbors: usize,
     /// Of `pages`, undo pages and the undo directory.
     undo: usize,
+    /// Clean pages written to fill gaps (not in `pages`).
+    gap: usize,
 }
 
 impl WriteBack {
@@ -273,6 +305,7 @@ impl WriteBack {
                 outstanding: 0,
                 staged: Vec::new(),
                 unsynced: Vec::new(),
+                kind,
                 group_newest: 0,
             };
             for (k, &(inst, fids)) in lists.iter().enumerate() {
@@ -288,6 +321,7 @@ impl WriteBack {
         Metrics::add(&m.buffer_flush_batches, groups);
         Metrics::add(&m.buffer_flush_neighbor_total_pages, done.neighbors as u64);
         Metrics::add(&m.buffer_flush_undo_pages_written, done.undo as u64);
+        Metrics::add(&m.buffer_flush_gap_pages, done.gap as u64);
         let counter = match kind {
             FlushKind::Lru => &m.buffer_LRU_batch_flush_total_pages,
             FlushKind::Adaptive => &m.buffer_flush_adaptive_total_pages,
@@ -430,6 +464,8 @@ struct Pipeline<'w, 'a, 'c> {
     /// Areas of chunks whose writes returned, not yet synced (module doc,
     /// step 7).
     unsynced: Vec<AreaGuard<'w>>,
+    /// Why the call writes (a single-page flush fills no gap).
+    kind: FlushKind,
     /// The newest change of the group being written: one log sync covers
     /// all its chunks.
     group_newest: Lsn,
@@ -460,12 +496,13 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
         if items.is_empty() {
             return self.err.is_none();
         }
+        items.sort_by_key(|i| (i.file, i.offset));
+        self.wb.fill_gaps(self.pool, &mut items, self.kind);
         self.pending
             .fetch_add(items.len() as u64, Ordering::Relaxed);
         self.outstanding += items.len() as u64;
         self.groups += 1;
         self.group_newest = items.iter().map(|i| i.claim.newest).max().unwrap_or(0);
-        items.sort_by_key(|i| (i.file, i.offset));
         let per = self
             .wb
             .dblwr
@@ -600,6 +637,11 @@ impl<'w, 'a> Pipeline<'w, 'a, '_> {
                 self.left(f.items.len());
                 let ps = self.wb.space.page_size();
                 for (it, copy) in f.items.into_iter().zip(f.copies.chunks_exact(ps)) {
+                    if it.claim.is_clean() {
+                        self.done.gap += 1;
+                        pool.release_written(it.claim);
+                        continue;
+                    }
                     self.done.pages += 1;
                     self.done.neighbors += usize::from(it.neighbor);
                     self.done.undo += usize::from(matches!(

@@ -317,6 +317,7 @@ pub fn snapshot<H: CleanerHost + ?Sized>(host: &H, started: Instant) -> Snapshot
         free_frame_misses: get(&m.buffer_LRU_single_flush_num_scan)
             + get(&m.buffer_LRU_get_free_waits),
         pages_written: get(&m.buffer_pages_written),
+        gap_pages_written: get(&m.buffer_flush_gap_pages),
         data_writes: get(&m.os_data_writes),
         data_write_us: get(&m.os_data_write_us_total),
         data_write_busy_us: get(&m.os_data_write_busy_us_total),
@@ -472,6 +473,7 @@ fn coordinate_rounds<H: CleanerHost + ?Sized>(
         wb.set_eager_lru(targets.eager_lru);
         wb.set_neighbors_in_batch_size(targets.neighbors_in_batch_size);
         wb.set_chosen_neighbors(targets.neighbors);
+        wb.set_gap_pages(targets.gap_pages);
         Metrics::set(
             &pool.metrics.buffer_flush_neighbors_mode,
             u64::from(wb.flush_neighbors().as_option()),

@@ -74,6 +74,9 @@ pub struct Snapshot {
     pub free_frame_misses: u64,
     /// Pages written back by any flush since start.
     pub pages_written: u64,
+    /// Clean pages written to fill gaps since start (not in
+    /// `pages_written`).
+    pub gap_pages_written: u64,
     /// Data-file write calls since start.
     pub data_writes: u64,
     /// Microseconds those write calls took, summed.
@@ -387,6 +390,12 @@ pub struct FlushTargets {
     /// [`NeighborMode::Contiguous`] while the device charges a write much
     /// more than the pages it carries (see `steady::merge`).
     pub neighbors: NeighborMode,
+    /// Most clean pages a batch writes to fill one gap between two runs of
+    /// dirty pages of one extent, so that one write carries both (0: none;
+    /// see `flush::batch`, "Gaps"). `classic` never fills (InnoDB does
+    /// not); `steady` fills gaps under half what a write costs in pages,
+    /// at most `neighbors::MAX_GAP`, while it writes runs.
+    pub gap_pages: u32,
     /// How long a flush-list batch's first claim (the list's oldest page,
     /// which holds the checkpoint back) may wait for a user thread's
     /// exclusive latch (zero: it never waits, and a latched page is passed

@@ -96,6 +96,9 @@ pub struct WriteBack {
     /// The mode the policy chose for `auto`, as `NeighborMode::as_option`
     /// (set by the cleaners' coordinator every round, read once per batch).
     chosen_neighbors: std::sync::atomic::AtomicU8,
+    /// Most clean pages a batch writes to fill one gap between two dirty
+    /// runs (0: none; see `FlushTargets::gap_pages`).
+    gap_pages: std::sync::atomic::AtomicU32,
     /// Cleaner failures so far, and the last one's message and whether it
     /// may pass ([`Error::may_pass`]).
     failures: (AtomicU64, Mutex<(String, bool)>),
@@ -128,6 +131,7 @@ impl WriteBack {
             oldest_latch_wait_us: AtomicU64::new(0),
             flush_neighbors: std::sync::atomic::AtomicU8::new(cfg.flush_neighbors.code()),
             chosen_neighbors: std::sync::atomic::AtomicU8::new(0),
+            gap_pages: std::sync::atomic::AtomicU32::new(0),
             failures: Default::default(),
             held: HeldWrites::default(),
         }
@@ -150,6 +154,17 @@ impl WriteBack {
     /// Whether a batch's neighbors count against its size.
     pub(crate) fn set_neighbors_in_batch_size(&self, on: bool) {
         self.neighbors_in_batch_size.store(on, Ordering::Relaxed);
+    }
+
+    /// Most clean pages a batch writes to fill one gap between two dirty
+    /// runs (`FlushTargets::gap_pages`), for batches started from now on.
+    pub(crate) fn set_gap_pages(&self, pages: u32) {
+        self.gap_pages.store(pages, Ordering::Relaxed);
+    }
+
+    /// See [`WriteBack::set_gap_pages`].
+    pub(crate) fn gap_pages(&self) -> u32 {
+        self.gap_pages.load(Ordering::Relaxed)
     }
 
     /// How long a flush-list batch's first claim may wait for a latch.

@@ -294,6 +294,10 @@ registry! {
     buffer_flush_adaptive_total_pages,
     /// Extra pages written because they neighbored a flushed page.
     buffer_flush_neighbor_total_pages,
+    /// Clean pages written to fill a short gap between two runs of dirty
+    /// pages, so that one write carries both (not in
+    /// `buffer_pages_written`: they retire no change).
+    buffer_flush_gap_pages,
     /// Dirty pages a flusher passed over because a user thread held them
     /// latched exclusively (claims never wait for a latch): a hot oldest
     /// page passed over keeps the checkpoint where it is.

@@ -132,6 +132,64 @@ impl WriteBack {
         p.push(items)
     }
 
+    /// Fill the short gaps between the runs of `items` (sorted by file
+    /// and offset) with the pages cached there, so that one write carries
+    /// both runs (parent module, "Gaps"): clean pages, and dirty ones as
+    /// neighbors. A gap is filled whole or not at all: if one of its pages
+    /// is not cached, latched exclusively or being written, the pages of
+    /// that gap already claimed are given back. Claims never wait.
+    /// `items` stays sorted.
+    pub(super) fn fill_gaps<'a>(
+        &self,
+        pool: &'a BufferPool,
+        items: &mut Vec<Item<'a>>,
+        kind: FlushKind,
+    ) {
+        let bound = match kind {
+            FlushKind::Single => 0,
+            _ => self.gap_pages(),
+        };
+        if bound == 0 || items.len() < 2 {
+            return;
+        }
+        let pages: Vec<(u32, u32)> = items.iter().map(Item::page).collect();
+        let mut filled = Vec::new();
+        for (k, range) in neighbors::gaps_to_fill(&pages, bound) {
+            let space = pages[k].0;
+            let mut gap = Vec::with_capacity(range.len());
+            for page_no in range {
+                let id = PageId::new(space, page_no);
+                let inst = pool.instance_of(id);
+                // A dirty page in a gap (dirtied after the walk for
+                // neighbors passed it, or latched then) is claimed as any
+                // neighbor.
+                let claim = pool.frame_of(inst, id).and_then(|fid| {
+                    pool.claim_clean(inst, fid, id)
+                        .or_else(|| pool.claim(inst, fid, Some(id), Duration::ZERO))
+                });
+                let Some(claim) = claim else {
+                    gap.into_iter()
+                        .for_each(|it: Item<'a>| pool.release_unwritten(it.claim));
+                    gap = Vec::new();
+                    break;
+                };
+                let (file, offset) = self.space.locate(page_no);
+                let neighbor = !claim.is_clean();
+                gap.push(Item {
+                    claim,
+                    file,
+                    offset,
+                    neighbor,
+                });
+            }
+            filled.append(&mut gap);
+        }
+        if !filled.is_empty() {
+            items.append(&mut filled);
+            items.sort_by_key(|i| (i.file, i.offset));
+        }
+    }
+
     fn item<'a>(
         &self,
         pool: &'a BufferPool,

@@ -19,7 +19,10 @@
 //!   pass it, LRU eviction cannot take it) and no other flusher writes it.
 //!   The last matters: a newer image written and synced meanwhile, then
 //!   overwritten by the retry's older copy, would lose changes the
-//!   checkpoint may already have passed. The claims hold no latch: readers
+//!   checkpoint may already have passed. (A clean page written to fill a
+//!   gap is not dirty and holds nothing back; a change made meanwhile
+//!   dirties it at once, and its flag keeps other flushers off it all the
+//!   same: `buffer::claim`.) The claims hold no latch: readers
 //!   and writers use the page in memory as always, and a change made
 //!   meanwhile is recorded (`redirty`) so that the page stays dirty from
 //!   it once the retry has written the copy (see `buffer::claim`).

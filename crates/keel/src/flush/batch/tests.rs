@@ -1449,3 +1449,5 @@ fn a_batch_across_instances_waits_only_for_its_first_claim() {
         assert!(t.on_disk(b + k));
     }
 }
+
+mod gaps;

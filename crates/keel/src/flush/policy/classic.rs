@@ -311,6 +311,7 @@ impl Classic {
             eager_lru: false,
             neighbors_in_batch_size: false,
             neighbors: NeighborMode::Off,
+            gap_pages: 0,
             oldest_latch_wait: Duration::ZERO,
             decision: Decision {
                 mode: FlushMode::Sync,
@@ -379,6 +380,7 @@ impl Classic {
                     eager_lru: false,
                     neighbors_in_batch_size: false,
                     neighbors: NeighborMode::Off,
+                    gap_pages: 0,
                     oldest_latch_wait: Duration::ZERO,
                     decision: self.last_decision.clone(),
                 };
@@ -406,6 +408,7 @@ impl Classic {
                 eager_lru: false,
                 neighbors_in_batch_size: false,
                 neighbors: NeighborMode::Off,
+                gap_pages: 0,
                 oldest_latch_wait: Duration::ZERO,
                 decision: Decision {
                     reason: "first round: measuring".into(),
@@ -435,6 +438,7 @@ impl Classic {
                 eager_lru: false,
                 neighbors_in_batch_size: false,
                 neighbors: NeighborMode::Off,
+                gap_pages: 0,
                 oldest_latch_wait: Duration::ZERO,
                 decision: Decision {
                     mode: FlushMode::Idle,
@@ -468,6 +472,7 @@ impl Classic {
             eager_lru: false,
             neighbors_in_batch_size: false,
             neighbors: NeighborMode::Off,
+            gap_pages: 0,
             oldest_latch_wait: Duration::ZERO,
             decision,
         }

@@ -1416,6 +1416,17 @@ impl FlushPolicy for Steady {
             eager_lru: true,
             neighbors_in_batch_size: true,
             neighbors: self.merging.mode(),
+            // Gaps are filled only with the age at the setpoint or above:
+            // under it (a cold start's run-up) the flusher's extra speed
+            // let the lump ceiling admit more writers, whose pages came
+            // back as a deeper trough when the age reached the top (at
+            // 300 write IOPS, 5 seconds under half the median against 1,
+            // medians of 9 runs; see `docs/flushing.md`, "Gaps").
+            gap_pages: match self.merging.mode() {
+                NeighborMode::Off => 0,
+                _ if age < setpoint => 0,
+                _ => crate::flush::neighbors::gap_bound(self.merging.cost()),
+            },
             oldest_latch_wait: OLDEST_LATCH_WAIT,
         }
     }

@@ -141,7 +141,8 @@ impl Mark {
     fn of(s: &Snapshot) -> Mark {
         Mark {
             at: s.now,
-            pages: s.pages_written,
+            // Every page a write carries, gap fillers included.
+            pages: s.pages_written + s.gap_pages_written,
             writes: s.data_writes,
             busy_us: s.data_write_busy_us,
             area_writes: s.dblwr_alone_writes,
@@ -177,7 +178,10 @@ impl WriteMerging {
         }
         let per = |x: u64, n: u64| x as f64 / n as f64;
         let busy_us = s.data_write_busy_us.saturating_sub(m.busy_us);
-        let p1 = per(s.pages_written.saturating_sub(m.pages), writes);
+        let p1 = per(
+            (s.pages_written + s.gap_pages_written).saturating_sub(m.pages),
+            writes,
+        );
         let t1 = per(busy_us, writes);
         let pn = per(
             s.dblwr_alone_pages.saturating_sub(m.area_pages),

@@ -639,6 +639,8 @@ fn a_device_that_charges_by_the_operation_gets_batches_of_the_whole_band() {
     );
     assert_eq!(t.merged_batch, Some(LIST_BATCH));
     assert_eq!(t.instances[0].list_batch, 51);
+    // Pages alone: no gap filled.
+    assert_eq!(t.gap_pages, 0);
     // Three seconds of a device that does 300 writes a second whatever
     // they carry: 3.3 ms a write, 20 µs a page, pages written alone and
     // doublewrite areas of 128 pages.
@@ -655,6 +657,27 @@ fn a_device_that_charges_by_the_operation_gets_batches_of_the_whole_band() {
     assert_eq!(p.merging.mode(), NeighborMode::Contiguous);
     let t = p.decide(&s);
     assert_eq!(t.merged_batch, Some(MERGED_BATCH));
+    // A write costs over a hundred pages: gaps up to the most are filled,
+    // but only with the age at the setpoint or above.
+    let setpoint = t
+        .decision
+        .steady
+        .clone()
+        .expect("steady's figures")
+        .setpoint;
+    let at_age = |p: &mut Steady, age: u64| {
+        let at = Snapshot {
+            current_lsn: s.checkpoint_lsn + age,
+            ..s.clone()
+        };
+        let t = p.decide(&at);
+        let f = t.decision.steady.clone().expect("steady's figures");
+        assert_eq!(f.setpoint, setpoint);
+        t.gap_pages
+    };
+    assert_eq!(at_age(&mut p, setpoint / 2), 0);
+    assert_eq!(at_age(&mut p, setpoint), crate::flush::neighbors::MAX_GAP);
+    assert_eq!(at_age(&mut p, setpoint - 1), 0);
     // A batch now takes the whole band from S to H, not half of it.
     let f = t.decision.steady.clone().expect("steady's figures");
     let band = f.hard - f.setpoint;
