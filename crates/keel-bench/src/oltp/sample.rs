@@ -120,6 +120,10 @@ pub struct PagesFlushed {
     pub single: u64,
     /// Neighbors of flushed pages, written with them (`flush_neighbors` 1 or 2).
     pub neighbors: u64,
+    /// Clean pages written to fill a gap between two dirty runs
+    /// (`buffer_flush_gap_pages`; not in `pages_written` nor the kinds
+    /// above: they retire nothing).
+    pub gap: u64,
 }
 
 /// One interval of a run: counts over the interval, gauges at its end,
@@ -310,6 +314,7 @@ impl Interval {
                 sync: delta(a, b, "buffer_flush_sync_total_pages"),
                 single: delta(a, b, "buffer_LRU_single_flush_total_pages"),
                 neighbors: delta(a, b, NEIGHBOR_PAGES),
+                gap: delta(a, b, "buffer_flush_gap_pages"),
             },
             os_data_reads: delta(a, b, "os_data_reads"),
             os_data_writes: delta(a, b, "os_data_writes"),

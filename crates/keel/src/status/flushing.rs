@@ -24,11 +24,14 @@ pub struct PagesByKind<T> {
     pub single_page: T,
     /// Neighbors written along with the pages above.
     pub neighbors: T,
+    /// Clean pages written to fill a gap between two dirty runs, so that
+    /// one write carries both (not among the pages above).
+    pub gap_fillers: T,
 }
 
 impl<T: Copy> PagesByKind<T> {
     /// (name in the report, value) for each kind, in the report's order.
-    pub fn kinds(&self) -> [(&'static str, T); 6] {
+    pub fn kinds(&self) -> [(&'static str, T); 7] {
         [
             ("adaptive", self.adaptive),
             ("background", self.background),
@@ -36,21 +39,23 @@ impl<T: Copy> PagesByKind<T> {
             ("sync", self.sync),
             ("single page", self.single_page),
             ("neighbors", self.neighbors),
+            ("gap fillers", self.gap_fillers),
         ]
     }
 }
 
-const KIND_METRICS: [&str; 6] = [
+const KIND_METRICS: [&str; 7] = [
     "buffer_flush_adaptive_total_pages",
     "buffer_flush_background_total_pages",
     "buffer_LRU_batch_flush_total_pages",
     "buffer_flush_sync_total_pages",
     "buffer_LRU_single_flush_total_pages",
     "buffer_flush_neighbor_total_pages",
+    "buffer_flush_gap_pages",
 ];
 
 fn by_kind<T>(f: impl Fn(&str) -> T) -> PagesByKind<T> {
-    let [a, b, l, s, p, n] = KIND_METRICS;
+    let [a, b, l, s, p, n, g] = KIND_METRICS;
     PagesByKind {
         adaptive: f(a),
         background: f(b),
@@ -58,6 +63,7 @@ fn by_kind<T>(f: impl Fn(&str) -> T) -> PagesByKind<T> {
         sync: f(s),
         single_page: f(p),
         neighbors: f(n),
+        gap_fillers: f(g),
     }
 }
 

@@ -60,6 +60,7 @@ fn metrics() -> BTreeMap<&'static str, u64> {
         ("buffer_flush_sync_total_pages", 122),
         ("buffer_LRU_single_flush_total_pages", 4),
         ("buffer_flush_neighbor_total_pages", 55),
+        ("buffer_flush_gap_pages", 9),
         ("buffer_flush_n_to_flush_requested", 400),
         ("buffer_flush_n_to_flush_by_age", 350),
         ("buffer_flush_pct_for_dirty", 12),
@@ -141,7 +142,7 @@ fn status_shows_mode_reason_marks_figures_and_pages_by_kind() {
     assert_eq!(
         line(&text, "Pages flushed  "),
         "Pages flushed       adaptive 700, background 30, LRU 1178, sync 122, \
-             single page 4, neighbors 55"
+             single page 4, neighbors 55, gap fillers 9"
     );
     assert!(
         line(&text, "Pages flushed/s").contains("LRU 500.0,"),
