@@ -136,8 +136,8 @@ pub fn gap_bound(cost: f64) -> u32 {
 /// `pages[k + 1]`. A gap is filled only between two pages of one space
 /// and one extent (contiguous in one file, cached by one pool instance),
 /// and only when it holds at most `bound` pages. Whether each page of a
-/// gap can be written (cached, clean, unlatched) the caller finds out
-/// when it claims it.
+/// gap can be written (cached, not latched exclusively, not being
+/// written) the caller finds out when it claims it.
 pub fn gaps_to_fill(pages: &[(u32, u32)], bound: u32) -> Vec<(usize, Range<u32>)> {
     if bound == 0 {
         return Vec::new();
@@ -304,7 +304,7 @@ mod tests {
             (0, 6),     // gap of 1 (5)
             (0, 10),    // gap of 3 (7..10)
             (0, 30),    // gap of 19: too long
-            (0, e - 1), // gap up to the extent's end (bounded below)
+            (0, e - 1), // gap of e - 32: too long
             (0, e + 1), // next extent: never across
             (1, e + 3), // another space: never across
             (1, e + 5), // gap of 1

@@ -1421,7 +1421,8 @@ impl FlushPolicy for Steady {
             // let the lump ceiling admit more writers, whose pages came
             // back as a deeper trough when the age reached the top (at
             // 300 write IOPS, 5 seconds under half the median against 1,
-            // medians of 9 runs; see `docs/flushing.md`, "Gaps").
+            // medians of 9 runs; `docs/flushing.md`, "Gaps filled: what
+            // they bought").
             gap_pages: match self.merging.mode() {
                 NeighborMode::Off => 0,
                 _ if age < setpoint => 0,
