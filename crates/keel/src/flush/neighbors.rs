@@ -121,13 +121,10 @@ pub const MAX_GAP: u32 = 8;
 /// (each page goes to the doublewrite area too), so gaps under half the
 /// cost, at most [`MAX_GAP`]; none where the cost is not known.
 pub fn gap_bound(cost: f64) -> u32 {
-    if cost.is_finite() {
-        (cost / 2.0).clamp(0.0, f64::from(MAX_GAP)) as u32
-    } else if cost.is_sign_positive() && !cost.is_nan() {
-        MAX_GAP
-    } else {
-        0
+    if cost.is_nan() {
+        return 0;
     }
+    (cost / 2.0).clamp(0.0, f64::from(MAX_GAP)) as u32
 }
 
 /// The gaps a batch fills, given the pages it writes in write order

@@ -155,39 +155,50 @@ impl WriteBack {
         let pages: Vec<(u32, u32)> = items.iter().map(Item::page).collect();
         let mut filled = Vec::new();
         for (k, range) in neighbors::gaps_to_fill(&pages, bound) {
-            let space = pages[k].0;
-            let mut gap = Vec::with_capacity(range.len());
-            for page_no in range {
-                let id = PageId::new(space, page_no);
-                let inst = pool.instance_of(id);
-                // A dirty page in a gap (dirtied after the walk for
-                // neighbors passed it, or latched then) is claimed as any
-                // neighbor.
-                let claim = pool.frame_of(inst, id).and_then(|fid| {
-                    pool.claim_clean(inst, fid, id)
-                        .or_else(|| pool.claim(inst, fid, Some(id), Duration::ZERO))
-                });
-                let Some(claim) = claim else {
-                    gap.into_iter()
-                        .for_each(|it: Item<'a>| pool.release_unwritten(it.claim));
-                    gap = Vec::new();
-                    break;
-                };
-                let (file, offset) = self.space.locate(page_no);
-                let neighbor = !claim.is_clean();
-                gap.push(Item {
-                    claim,
-                    file,
-                    offset,
-                    neighbor,
-                });
+            if let Some(mut gap) = self.claim_gap(pool, pages[k].0, range) {
+                filled.append(&mut gap);
             }
-            filled.append(&mut gap);
         }
         if !filled.is_empty() {
             items.append(&mut filled);
             items.sort_by_key(|i| (i.file, i.offset));
         }
+    }
+
+    /// Every page of `range` in `space`, claimed (see
+    /// [`WriteBack::fill_gaps`]), or none: the pages claimed before one
+    /// that cannot be are given back.
+    fn claim_gap<'a>(
+        &self,
+        pool: &'a BufferPool,
+        space: u32,
+        range: std::ops::Range<u32>,
+    ) -> Option<Vec<Item<'a>>> {
+        let mut gap = Vec::with_capacity(range.len());
+        for page_no in range {
+            let id = PageId::new(space, page_no);
+            let inst = pool.instance_of(id);
+            // A dirty page in a gap (dirtied after the walk for neighbors
+            // passed it, or latched then) is claimed as any neighbor.
+            let claim = pool.frame_of(inst, id).and_then(|fid| {
+                pool.claim_clean(inst, fid, id)
+                    .or_else(|| pool.claim(inst, fid, Some(id), Duration::ZERO))
+            });
+            let Some(claim) = claim else {
+                gap.into_iter()
+                    .for_each(|it: Item<'a>| pool.release_unwritten(it.claim));
+                return None;
+            };
+            let (file, offset) = self.space.locate(page_no);
+            let neighbor = !claim.is_clean();
+            gap.push(Item {
+                claim,
+                file,
+                offset,
+                neighbor,
+            });
+        }
+        Some(gap)
     }
 
     fn item<'a>(
