@@ -264,9 +264,9 @@ const HEADROOM_HORIZONS: (Duration, Duration) =
 /// The share of the band from `S` to `H` one flush-list batch may retire
 /// (see [`list_batch`]) while the device charges a write by its pages.
 const BATCH_BAND_SHARE: f64 = 0.5;
-/// The same while it charges a write by the operation (see
+/// The same while it charges a write by the operation: four bands (see
 /// [`batch_bounds`]).
-const BATCH_BAND_SHARE_PER_OP: f64 = 1.0;
+const BATCH_BAND_SHARE_PER_OP: f64 = 4.0;
 /// Fewest pages in a flush-list batch.
 const MIN_LIST_BATCH: usize = 16;
 /// How long a flush-list batch waits for its oldest page's latch (see
@@ -631,8 +631,8 @@ pub fn levels(limit: u64, peak: f64, stall: f64, held: f64) -> (u64, u64, u64) {
 /// measured a few ticks late after the device slowed down) into a dip of
 /// writers to about two thirds of their rate, not a stop. It also holds
 /// the checkpoint's sawtooth: a flush-list batch retires at most half of
-/// it ([`BATCH_BAND_SHARE`]; all of it on a device that charges by the
-/// operation, see [`batch_bounds`]). None of that grows with the log: a band
+/// it ([`BATCH_BAND_SHARE`]; up to four bands on a device that charges by
+/// the operation, see [`batch_bounds`]). None of that grows with the log: a band
 /// sized as a share of the log (`S` halfway from `F` to `H`) held the age
 /// at 0.71 of a 512 MiB log on seed 4 scaled 30 ×, with tens of seconds of
 /// redo between `S` and `H`, where each page write could have combined
@@ -898,14 +898,22 @@ pub fn full_batch_target(oldest: &[Lsn], target: Lsn, batch: usize) -> Lsn {
 /// sync, a sync and an inode write per data file, a checkpoint), where a
 /// batch of half the band carried about 180 pages in some 40 writes. Where
 /// a write costs the device at least [`merge::RUNS_ON`] pages, as there,
-/// a batch takes the whole band and merged batches go up to
-/// [`MERGED_BATCH`]: 60 s runs of the shape of `scripts/compare.sh`,
-/// three rounds, 2,204 → 2,314 transactions a second (batches of 180 →
-/// 320 pages, data-file syncs 20 → 14 a second), 0.98 × `classic` tuned
-/// by hand, no more seconds under half the median (8-11 → 8-10) and a
-/// longest transaction of 72-107 ms. The larger tooth it makes in the age
-/// costs nothing there: a batch takes a second, writers are paced through
-/// it. Where a write is charged by its pages, a batch longer than half the
+/// a batch retires up to four bands ([`BATCH_BAND_SHARE_PER_OP`]) and
+/// merged batches go up to [`MERGED_BATCH`]. With the whole band (until
+/// 2026-12-03): 60 s runs of the shape of `scripts/compare.sh`, three
+/// rounds, 2,204 → 2,314 transactions a second (batches of 180 → 320
+/// pages, data-file syncs 20 → 14 a second). Since the setpoint and its
+/// band moved (the band is now about 4 % of the log there), a band's
+/// batch was back to 200-270 pages, about five batches a second, with a
+/// small one between them as often as not; a block trace counted some 80
+/// of the throttle's 300 operations a second in the batches' fixed costs.
+/// With four bands (bounded by [`MERGED_BATCH`] first) the same runs made
+/// 2,155 → 2,287 tps (two bands) and 2,209 → 2,298 (four) in two
+/// sittings, 2,100-2,240 over seconds 31-60 against 1,970-2,020, with no
+/// more seconds under half the median; at 1,000 write IOPS and on
+/// `disaster-55` (`hdd-raid10`) the same within the noise. The larger
+/// tooth it makes in the age costs nothing there: a batch takes a second,
+/// writers are paced through it. Where a write is charged by its pages, a batch longer than half the
 /// band saves little and its tooth makes writers' pauses come in lumps
 /// (see [`list_batch`]): those devices keep half the band and
 /// [`LIST_BATCH`].

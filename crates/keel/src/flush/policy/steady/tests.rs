@@ -627,7 +627,7 @@ fn a_batch_retires_at_most_its_share_of_the_band() {
 }
 
 #[test]
-fn a_device_that_charges_by_the_operation_gets_batches_of_the_whole_band() {
+fn a_device_that_charges_by_the_operation_gets_batches_of_four_bands() {
     let oldest: Vec<Lsn> = (0..2000).map(|i| 1_000_000 + i * 2000).collect();
     let mut p = Steady::new();
     let mut s = snapshot(0, 4_600_000, 1_000_000, &oldest);
@@ -678,10 +678,10 @@ fn a_device_that_charges_by_the_operation_gets_batches_of_the_whole_band() {
     assert_eq!(at_age(&mut p, setpoint / 2), 0);
     assert_eq!(at_age(&mut p, setpoint), crate::flush::neighbors::MAX_GAP);
     assert_eq!(at_age(&mut p, setpoint - 1), 0);
-    // A batch now takes the whole band from S to H, not half of it.
+    // A batch now takes four bands from S to H, not half of one.
     let f = t.decision.steady.clone().expect("steady's figures");
     let band = f.hard - f.setpoint;
-    assert_eq!(t.instances[0].list_batch, list_batch(&oldest, band, 1));
+    assert_eq!(t.instances[0].list_batch, list_batch(&oldest, 4 * band, 1));
     assert!(t.instances[0].list_batch > list_batch(&oldest, band / 2, 1));
 }
 
