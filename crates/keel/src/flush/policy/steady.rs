@@ -632,8 +632,8 @@ pub fn levels(limit: u64, peak: f64, stall: f64, held: f64) -> (u64, u64, u64) {
 /// writers to about two thirds of their rate, not a stop. It also holds
 /// the checkpoint's sawtooth: a flush-list batch retires at most half of
 /// it ([`BATCH_BAND_SHARE`]; up to four bands on a device that charges by
-/// the operation, see [`batch_bounds`]). None of that grows with the log: a band
-/// sized as a share of the log (`S` halfway from `F` to `H`) held the age
+/// the operation, see [`batch_bounds`]). None of that grows with the log:
+/// a band sized as a share of the log (`S` halfway from `F` to `H`) held the age
 /// at 0.71 of a 512 MiB log on seed 4 scaled 30 ×, with tens of seconds of
 /// redo between `S` and `H`, where each page write could have combined
 /// more changes.
@@ -907,16 +907,16 @@ pub fn full_batch_target(oldest: &[Lsn], target: Lsn, batch: usize) -> Lsn {
 /// batch was back to 200-270 pages, about five batches a second, with a
 /// small one between them as often as not; a block trace counted some 80
 /// of the throttle's 300 operations a second in the batches' fixed costs.
-/// With four bands (bounded by [`MERGED_BATCH`] first) the same runs made
-/// 2,155 → 2,287 tps (two bands) and 2,209 → 2,298 (four) in two
-/// sittings, 2,100-2,240 over seconds 31-60 against 1,970-2,020, with no
-/// more seconds under half the median; at 1,000 write IOPS and on
-/// `disaster-55` (`hdd-raid10`) the same within the noise. The larger
-/// tooth it makes in the age costs nothing there: a batch takes a second,
-/// writers are paced through it. Where a write is charged by its pages, a batch longer than half the
-/// band saves little and its tooth makes writers' pauses come in lumps
-/// (see [`list_batch`]): those devices keep half the band and
-/// [`LIST_BATCH`].
+/// The same runs made 2,155 → 2,287 tps with two bands (one sitting), and
+/// 2,237 → 2,298 from two bands to four (the next; bounded by
+/// [`MERGED_BATCH`] first), 2,100-2,240 over seconds 31-60 against
+/// 1,970-2,020 before, with no more seconds under half the median; at
+/// 1,000 write IOPS and on `disaster-55` (`hdd-raid10`) the same within
+/// the noise. The larger tooth it makes in the age costs nothing there: a
+/// batch takes a second, writers are paced through it. Where a write is
+/// charged by its pages, a batch longer than half the band saves little
+/// and its tooth makes writers' pauses come in lumps (see
+/// [`list_batch`]): those devices keep half the band and [`LIST_BATCH`].
 pub fn batch_bounds(mode: NeighborMode) -> (f64, usize) {
     match mode {
         NeighborMode::Contiguous => (BATCH_BAND_SHARE_PER_OP, MERGED_BATCH),
